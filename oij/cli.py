@@ -1,0 +1,65 @@
+"""The ``oij`` command line.
+
+Each command lives in its own module under :mod:`oij.commands` and exposes
+``register(subparsers)``; the module list below is the whole registry.
+Errors in the input exit with code 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .io.errors import InputError
+
+COMMAND_MODULES = (
+    "oij.commands.join",
+    "oij.commands.generate",
+    "oij.commands.bench",
+)
+
+
+class UsageError(Exception):
+    """A bad command-line value; exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oij",
+        description="Online interval join: executable specification, reference oracle and parallel engines.",
+    )
+    parser.add_argument("--version", action="version", version=f"oij {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc: int = args.func(args)
+        return rc
+    except (InputError, UsageError) as e:
+        print(f"oij: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 1
+    except KeyboardInterrupt:
+        print("oij: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``oij`` command; each exposes ``register(subparsers)``."""

@@ -1,0 +1,98 @@
+"""Helpers shared by the commands: query flags, input opening, output files, progress."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+from ..io import open_events
+from ..io.errors import InputError
+from ..spec.model import Event, Query, SpecError, check_query
+
+T = TypeVar("T")
+
+
+def add_query_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that give (or override) the query of a Parquet input."""
+    g = p.add_argument_group("query (for Parquet input without a stored query, or to override it)")
+    g.add_argument("--lower", type=int, help="lower bound of the window, relative to the base tuple's ts")
+    g.add_argument("--upper", type=int, help="upper bound of the window")
+    g.add_argument("--lower-exclusive", action="store_true", help="exclude the lower bound")
+    g.add_argument("--upper-exclusive", action="store_true", help="exclude the upper bound")
+    g.add_argument("--aggregate", choices=["none", "count", "sum", "avg", "min", "max"], help="per-base aggregate")
+    g.add_argument("--join", choices=["inner", "left"], help="join kind (default inner)")
+    g.add_argument("--channels", type=int, help="number of upstream channels (default 1)")
+    g.add_argument("--lateness", type=int, help="lateness mode: W = max ts - LATENESS")
+
+
+def query_from_flags(args: argparse.Namespace, base: Query | None, path: str) -> Query | None:
+    """The query the flags describe, on top of ``base`` (the stored one), or None if no flag is given."""
+    given = any(
+        getattr(args, n) not in (None, False)
+        for n in ("lower", "upper", "lower_exclusive", "upper_exclusive", "aggregate", "join", "channels", "lateness")
+    )
+    if not given:
+        return None
+    if base is None and (args.lower is None or args.upper is None):
+        raise InputError(path, 0, "query", "--lower and --upper are both needed when the file stores no query")
+    b = base or Query(lower=0, upper=0)
+    agg = b.aggregate if args.aggregate is None else (None if args.aggregate == "none" else args.aggregate)
+    q = Query(
+        lower=b.lower if args.lower is None else args.lower,
+        upper=b.upper if args.upper is None else args.upper,
+        lower_inclusive=b.lower_inclusive and not args.lower_exclusive,
+        upper_inclusive=b.upper_inclusive and not args.upper_exclusive,
+        aggregate=agg,
+        join=b.join if args.join is None else args.join,
+        channels=b.channels if args.channels is None else args.channels,
+        lateness=b.lateness if args.lateness is None else args.lateness,
+    )
+    try:
+        return check_query(q)
+    except SpecError as e:
+        raise InputError(path, 0, f"--{e.field.replace('_', '-')}", e.message) from None
+
+
+@contextlib.contextmanager
+def input_events(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[Event]]]:
+    """Open ``path`` (oij-jsonl, Parquet or ``-``), apply query flags, and close it afterwards."""
+    if path.endswith(".parquet"):
+        from ..io.parquet import parquet_query
+
+        if not os.path.exists(path):
+            raise InputError(path, 0, "file", "No such file or directory")
+        override = query_from_flags(args, parquet_query(path), path)
+        q, events, f = open_events(path, override)
+    else:
+        q, events, f = open_events(path)
+        if query_from_flags(args, q, path) is not None:
+            raise InputError(path, 1, "query", "query flags apply to Parquet input; oij-jsonl carries its query")
+    try:
+        yield q, events
+    finally:
+        if f is not None:
+            f.close()
+
+
+def progress(it: Iterable[T], *, enabled: bool, desc: str, total: int | None = None) -> Iterable[T]:
+    """Wrap ``it`` in a progress bar on stderr when ``enabled`` and stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        return it
+    from tqdm import tqdm
+
+    return tqdm(it, desc=desc, unit=" ev", unit_scale=True, mininterval=0.5, total=total, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def output_file(path: str | None) -> Iterator[IO[str]]:
+    """``path`` opened for writing (``-`` or None: stdout)."""
+    if path is None or path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with open(path, "w", buffering=1 << 20) as f:
+        yield f

@@ -1,0 +1,67 @@
+"""Input errors and the duplicate-id detector shared by the readers."""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Bad input: names the file, the line (or Parquet row; 0 for the file as a whole) and the field.
+
+    The CLI prints it on one line and exits 2.
+    """
+
+    def __init__(self, path: str, line: int, field: str, message: str) -> None:
+        where = f"{path}:{line}" if line > 0 else path
+        super().__init__(f"{where}: {field}: {message}")
+        self.path = path
+        self.line = line
+        self.field = field
+        self.message = message
+
+
+class IdSet:
+    """A set of ints that costs about one bit per id when ids are dense (as generated streams are).
+
+    Ids are grouped in pages of 2^16; a page is a bit array of 8 KiB.  Sparse
+    ids cost a page each, so very sparse ids fall back to a plain set once the
+    pages would be larger than the set.  ``add`` is O(1).
+    """
+
+    PAGE_BITS = 16
+
+    def __init__(self) -> None:
+        self.pages: dict[int, bytearray] = {}
+        self.sparse: set[int] | None = None
+        self.count = 0
+
+    def add(self, x: int) -> bool:
+        """Add ``x``; return False if it was already present."""
+        if self.sparse is not None:
+            if x in self.sparse:
+                return False
+            self.sparse.add(x)
+            return True
+        page, bit = x >> self.PAGE_BITS, x & 0xFFFF
+        arr = self.pages.get(page)
+        if arr is None:
+            if len(self.pages) > 64 and len(self.pages) * 64 > self.count:
+                self._to_sparse()
+                return self.add(x)
+            arr = self.pages[page] = bytearray(8192)
+        byte, mask = bit >> 3, 1 << (bit & 7)
+        if arr[byte] & mask:
+            return False
+        arr[byte] |= mask
+        self.count += 1
+        return True
+
+    def _to_sparse(self) -> None:
+        s: set[int] = set()
+        for page, arr in self.pages.items():
+            base = page << self.PAGE_BITS
+            for byte, v in enumerate(arr):
+                if v:
+                    for b in range(8):
+                        if v >> b & 1:
+                            s.add(base + byte * 8 + b)
+        self.sparse = s
+        self.pages.clear()

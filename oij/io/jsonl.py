@@ -1,0 +1,311 @@
+"""oij-jsonl v1: the interchange format, one JSON object per line, in arrival order.
+
+Input::
+
+    {"type":"query","lower":-1000,"upper":0,"lower_inclusive":true,"upper_inclusive":true,
+     "aggregate":null,"channels":1}                       (first line; optional "join", "lateness")
+    {"type":"tuple","side":"base","id":1,"ts":100,"key":"u1","value":2.5,"channel":0}
+    {"type":"watermark","ts":90,"channel":0}
+    {"type":"end"}                                          (last line)
+
+"value" and "channel" are optional (0.0 and 0).  Output lines, in canonical order::
+
+    {"type":"pair","base":1,"probe":7}        ("probe":null: unmatched base of a left join)
+    {"type":"aggregate","base":1,"count":3,"value":7.5}
+    {"type":"late","id":5}
+
+Every violation raises :class:`oij.io.errors.InputError` naming the file, the
+line and the field.  Decoding uses orjson; a line orjson rejects (NaN, an
+integer beyond 64 bits) is decoded again with the standard library so that the
+error can still name the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import orjson
+
+from ..spec.aggregate import AggregateValue
+from ..spec.batch import Results
+from ..spec.model import (
+    AGGREGATES,
+    JOINS,
+    TS_LIMIT,
+    End,
+    Event,
+    Query,
+    SpecError,
+    StreamTuple,
+    Watermark,
+    check_query,
+)
+from .errors import IdSet, InputError
+
+QUERY_FIELDS = frozenset(
+    {"type", "lower", "upper", "lower_inclusive", "upper_inclusive", "aggregate", "join", "channels", "lateness"}
+)
+TUPLE_FIELDS = frozenset({"type", "side", "id", "ts", "key", "value", "channel"})
+WATERMARK_FIELDS = frozenset({"type", "ts", "channel"})
+
+
+def _decode(raw: bytes | str, where: tuple[str, int]) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise InputError(*where, "line", f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise InputError(*where, "line", "must be a JSON object")
+    return obj
+
+
+def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: tuple[str, int]) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise InputError(*where, extra[0], f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def parse_query(obj: dict[str, Any], where: tuple[str, int]) -> Query:
+    """The query of a ``{"type":"query",...}`` object.  Raises InputError."""
+    _unknown(obj, QUERY_FIELDS, where)
+    for name in ("lower", "upper"):
+        if name not in obj:
+            raise InputError(*where, name, "missing")
+    agg = obj.get("aggregate")
+    if agg == "none":
+        agg = None
+    if agg is not None and agg not in AGGREGATES:
+        raise InputError(*where, "aggregate", f"must be null or one of {', '.join(AGGREGATES)}; got {agg!r}")
+    join = obj.get("join", "inner")
+    if join not in JOINS:
+        raise InputError(*where, "join", f"must be one of {', '.join(JOINS)}; got {join!r}")
+    q = Query(
+        lower=obj["lower"],
+        upper=obj["upper"],
+        lower_inclusive=obj.get("lower_inclusive", True),
+        upper_inclusive=obj.get("upper_inclusive", True),
+        aggregate=agg,
+        join=join,
+        channels=obj.get("channels", 1),
+        lateness=obj.get("lateness"),
+    )
+    try:
+        return check_query(q)
+    except SpecError as e:
+        raise InputError(*where, e.field, e.message) from None
+
+
+class EventParser:
+    """Validates decoded objects into events: the checks shared by the JSONL and Parquet readers.
+
+    Tracks the ids seen (duplicates are an error) and the end of the stream
+    (nothing may follow it).
+    """
+
+    def __init__(self, q: Query, path: str) -> None:
+        self.q = q
+        self.path = path
+        self.ids = IdSet()
+        self.ended = False
+
+    def tuple_(self, side: Any, id_: Any, ts: Any, key: Any, value: Any, channel: Any, line: int) -> StreamTuple:
+        """Build a validated tuple.  O(1)."""
+        if side != "base" and side != "probe":
+            raise InputError(self.path, line, "side", f"must be 'base' or 'probe', got {side!r}")
+        if type(id_) is not int:
+            raise InputError(self.path, line, "id", f"must be an integer, got {id_!r}")
+        if type(ts) is not int:
+            raise InputError(self.path, line, "ts", f"must be an integer, got {ts!r}")
+        if not -TS_LIMIT <= ts <= TS_LIMIT:
+            raise InputError(self.path, line, "ts", f"out of range: |ts| must be <= 2^62, got {ts}")
+        tk = type(key)
+        if tk is not str and tk is not int:
+            raise InputError(self.path, line, "key", f"must be an integer or a string, got {key!r}")
+        if type(value) is not float:
+            if type(value) is not int:
+                raise InputError(self.path, line, "value", f"must be a number, got {value!r}")
+            try:
+                value = float(value)
+            except OverflowError:
+                raise InputError(self.path, line, "value", "out of range for a double") from None
+        if value - value != 0.0:
+            raise InputError(self.path, line, "value", f"must be finite, got {value!r}")
+        if type(channel) is not int or not 0 <= channel < self.q.channels:
+            raise InputError(
+                self.path, line, "channel", f"must be an integer in [0, {self.q.channels}), got {channel!r}"
+            )
+        if not self.ids.add(id_):
+            raise InputError(self.path, line, "id", f"duplicate id {id_}")
+        return StreamTuple(side, id_, ts, key, value, channel)
+
+    def watermark(self, ts: Any, channel: Any, line: int) -> Watermark:
+        """Build a validated watermark.  O(1)."""
+        if self.q.lateness is not None:
+            raise InputError(self.path, line, "type", "watermark events are not allowed when the query sets lateness")
+        if type(ts) is not int:
+            raise InputError(self.path, line, "ts", f"must be an integer, got {ts!r}")
+        if not -TS_LIMIT <= ts <= TS_LIMIT:
+            raise InputError(self.path, line, "ts", f"out of range: |ts| must be <= 2^62, got {ts}")
+        if type(channel) is not int or not 0 <= channel < self.q.channels:
+            raise InputError(
+                self.path, line, "channel", f"must be an integer in [0, {self.q.channels}), got {channel!r}"
+            )
+        return Watermark(ts, channel)
+
+
+def read_jsonl(stream: IO[bytes], path: str) -> tuple[Query, Iterator[Event]]:
+    """Read the query line now; return it and a lazy iterator of the events that follow.
+
+    The iterator raises :class:`InputError` at the first bad line (after
+    yielding every event before it), including a missing or early ``end``.
+    """
+    first = stream.readline()
+    while first and not first.strip():
+        first = stream.readline()
+    if not first:
+        raise InputError(path, 1, "type", "empty input: the first line must be the query")
+    obj = _decode(first, (path, 1))
+    if obj.get("type") != "query":
+        raise InputError(path, 1, "type", f"the first line must be the query, got type {obj.get('type')!r}")
+    q = parse_query(obj, (path, 1))
+    return q, _events(stream, path, q)
+
+
+def _events(stream: IO[bytes], path: str, q: Query) -> Iterator[Event]:
+    p = EventParser(q, path)
+    loads = orjson.loads
+    line = 1
+    tuple_ = p.tuple_
+    for raw in stream:
+        line += 1
+        if p.ended:
+            if raw.strip():
+                raise InputError(path, line, "type", "nothing may follow the end line")
+            continue
+        try:
+            obj = loads(raw)
+            typ = obj["type"]
+        except Exception:
+            if not raw.strip():
+                continue
+            obj = _decode(raw, (path, line))
+            typ = obj.get("type")
+        if typ == "tuple":
+            if len(obj) > 7 or not obj.keys() <= TUPLE_FIELDS:
+                _unknown(obj, TUPLE_FIELDS, (path, line))
+            try:
+                yield tuple_(
+                    obj["side"], obj["id"], obj["ts"], obj["key"], obj.get("value", 0.0), obj.get("channel", 0), line
+                )
+            except KeyError as e:
+                raise InputError(path, line, str(e.args[0]), "missing") from None
+        elif typ == "watermark":
+            _unknown(obj, WATERMARK_FIELDS, (path, line))
+            if "ts" not in obj:
+                raise InputError(path, line, "ts", "missing")
+            yield p.watermark(obj["ts"], obj.get("channel", 0), line)
+        elif typ == "end":
+            _unknown(obj, frozenset({"type"}), (path, line))
+            p.ended = True
+            yield End()
+        elif typ == "query":
+            raise InputError(path, line, "type", "a second query line")
+        else:
+            raise InputError(path, line, "type", f"unknown type {typ!r} (tuple, watermark or end)")
+    if not p.ended:
+        raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def format_query(q: Query) -> str:
+    """The query line of ``q``."""
+    d: dict[str, Any] = {
+        "type": "query",
+        "lower": q.lower,
+        "upper": q.upper,
+        "lower_inclusive": q.lower_inclusive,
+        "upper_inclusive": q.upper_inclusive,
+        "aggregate": q.aggregate,
+        "channels": q.channels,
+    }
+    if q.join != "inner":
+        d["join"] = q.join
+    if q.lateness is not None:
+        d["lateness"] = q.lateness
+    return orjson.dumps(d).decode()
+
+
+def format_event(e: Event) -> str:
+    """One input line for an event (no newline)."""
+    if isinstance(e, StreamTuple):
+        key = e.key if type(e.key) is int else orjson.dumps(e.key).decode()
+        return (
+            f'{{"type":"tuple","side":"{e.side}","id":{e.id},"ts":{e.ts},"key":{key},'
+            f'"value":{format_float(e.value)},"channel":{e.channel}}}'
+        )
+    if isinstance(e, Watermark):
+        return f'{{"type":"watermark","ts":{e.ts},"channel":{e.channel}}}'
+    return '{"type":"end"}'
+
+
+def write_events(q: Query, events: Iterable[Event], out: IO[str]) -> None:
+    """Write a whole oij-jsonl input: the query line, then one line per event."""
+    out.write(format_query(q) + "\n")
+    for e in events:
+        out.write(format_event(e) + "\n")
+
+
+def format_float(v: float) -> str:
+    """A float as JSON: shortest round-trip repr; non-finite values as the strings "inf"/"-inf"."""
+    if math.isfinite(v):
+        return repr(v + 0.0)
+    return '"inf"' if v > 0 else '"-inf"'
+
+
+def format_value(v: AggregateValue) -> str:
+    """An aggregate value: null, an integer (count), or a float."""
+    if v is None:
+        return "null"
+    if type(v) is int:
+        return str(v)
+    return format_float(float(v))
+
+
+def result_lines(res: Results) -> Iterator[str]:
+    """The output lines of a result, in the order given (call ``res.canonical()`` first for canonical order)."""
+    for b, p in res.pairs:
+        yield f'{{"type":"pair","base":{b},"probe":{"null" if p is None else p}}}\n'
+    for b, n, v in res.aggregates:
+        yield f'{{"type":"aggregate","base":{b},"count":{n},"value":{format_value(v)}}}\n'
+    for i in res.late:
+        yield f'{{"type":"late","id":{i}}}\n'
+
+
+def parse_result_lines(lines: Iterable[str | bytes]) -> Results:
+    """Read output lines back into a :class:`Results` (used by tests and ``oij check``)."""
+    res = Results()
+    for raw in lines:
+        if not raw.strip():
+            continue
+        d = orjson.loads(raw)
+        t = d["type"]
+        if t == "pair":
+            res.pairs.append((d["base"], d["probe"]))
+        elif t == "aggregate":
+            v = d["value"]
+            if isinstance(v, str):
+                v = float(v)
+            res.aggregates.append((d["base"], d["count"], v))
+        elif t == "late":
+            res.late.append(d["id"])
+        else:
+            raise ValueError(f"unknown result type {t!r}")
+    return res

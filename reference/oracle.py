@@ -1,0 +1,520 @@
+"""The sequential streaming OIJ operator: the oracle every engine is checked against.
+
+It implements :mod:`oij.spec.stream` event by event:
+
+* per key, the stored base and probe tuples in timestamp order (parallel
+  Python lists kept sorted with :mod:`bisect`; a window is two bisections and
+  a slice, so a join visits only in-window entries);
+* eager symmetric emission: a pair is emitted when its second tuple arrives;
+* purging by the rules of :mod:`oij.spec.purge`, driven by a heap of per-key
+  *wake times* (the smallest watermark at which something of that key can be
+  purged or becomes final), so an idle key's state is dropped as soon as the
+  watermark passes it, without waiting for another tuple of that key;
+* aggregates emitted on finality.  A key's pending bases become final in
+  timestamp order, so their windows slide forward and a per-key cursor keeps
+  a running aggregate: add the probes that enter, subtract those that leave
+  (subtract-on-evict), exactly (:mod:`oij.reference.exact`); min/max use a
+  monotonic deque over the same sliding window.
+
+Why sorted lists and not ``sortedcontainers.SortedList``: a key's state is
+bounded by window + lateness and new tuples land near the end, so
+``list.insert`` moves few entries, and a single list keeps the ids and values
+in parallel arrays the window slice can take at C speed.  On the default
+workload this measured about 2.6x faster than ``SortedList`` of (ts, id)
+tuples (see docs/reference.rst).
+
+Complexities below: n = stored tuples of the key, k = tuples in the window,
+K = keys with state, p = pairs emitted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from bisect import bisect_left, bisect_right
+from collections import deque
+from itertools import repeat
+from typing import Iterable
+
+from ..spec.batch import AggregateRow, Pair, Results
+from ..spec.match import lower_offset, upper_offset
+from ..spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
+from .exact import scaled, to_float
+
+INF = 1 << 70  # above every timestamp + bound
+
+
+class _KeyState:
+    """The state of one key.  Lists ``b*`` are the stored bases, ``p*`` the stored probes."""
+
+    __slots__ = (
+        "key",
+        "bts",
+        "bid",
+        "b0",
+        "pts",
+        "pid",
+        "pval",
+        "pex",
+        "wake",
+        "cur_lo",
+        "cur_hi",
+        "cur_n",
+        "cur_sum",
+        "cur_dq",
+    )
+
+    def __init__(self, key: Key) -> None:
+        self.key = key
+        self.bts: list[int] = []
+        self.bid: list[int] = []
+        self.b0 = 0  # bases before b0 are final (only when purging is disabled)
+        self.pts: list[int] = []
+        self.pid: list[int] = []
+        self.pval: list[float] = []
+        self.pex: list[int] = []  # exact scaled values (sum/avg only)
+        self.wake: int | None = None
+        # The aggregate cursor: a running aggregate over the stored probes with
+        # cur_lo <= ts <= cur_hi (empty when cur_lo > cur_hi).
+        self.cur_lo = INF
+        self.cur_hi = -INF
+        self.cur_n = 0
+        self.cur_sum = 0
+        self.cur_dq: deque[tuple[int, float]] = deque()
+
+
+class Oracle:
+    """The streaming operator.  Feed it events; read ``pairs``, ``aggregates`` and ``late``.
+
+    ``purge=False`` keeps every stored tuple forever (results must not change:
+    a test checks it).  ``instrument=True`` counts entries visited per join
+    and samples the retained state after every watermark.
+    """
+
+    def __init__(self, q: Query, *, purge: bool = True, instrument: bool = False) -> None:
+        self.q = check_query(q)
+        self.purge = purge
+        self.instrument = instrument
+        self.lo_off = lower_offset(q)
+        self.hi_off = upper_offset(q)
+        self.empty = self.lo_off > self.hi_off
+        self.agg = q.aggregate
+        self.left = q.join == "left" and q.aggregate is None
+        self.lateness = q.lateness
+        self.channel_max = [NO_WATERMARK] * q.channels
+        self.w = NO_WATERMARK
+        self.max_ts = NO_WATERMARK
+        self.keys: dict[Key, _KeyState] = {}
+        self.heap: list[tuple[int, int, _KeyState]] = []
+        self._seq = itertools.count()
+        self.matched: set[int] = set()
+        self.pairs: list[Pair] = []
+        self.aggregates: list[AggregateRow] = []
+        self.late: list[int] = []
+        self.stored = 0
+        self.ended = False
+        # instrumentation
+        self.events = 0
+        self.visited = 0
+        self.in_window = 0
+        self.joins = 0
+        self.state_samples: list[tuple[int, int]] = []
+
+    # ------------------------------------------------------------------ events
+
+    def on_event(self, e: Event) -> None:
+        """Dispatch one event to :meth:`on_tuple`, :meth:`on_watermark` or :meth:`on_end`."""
+        if isinstance(e, StreamTuple):
+            self.on_tuple(e)
+        elif isinstance(e, Watermark):
+            self.on_watermark(e)
+        else:
+            self.on_end()
+
+    def on_tuple(self, t: StreamTuple) -> None:
+        """Process a tuple.
+
+        Requires: not ended; ``t`` valid for the query.
+        Changes: stores ``t`` if :func:`oij.spec.purge` says it is needed; in
+        lateness mode advances W (and purges).
+        Emits: ``late`` if ``t.ts < W``; else every pair ``t`` completes; an
+        aggregate or (a, null) row if ``t`` is a base that is final on arrival.
+        Cost: O(log n + n_moved + p), plus purging in lateness mode.
+        """
+        self.events += 1
+        if t.ts < self.w:
+            self.late.append(t.id)
+            return
+        if t.side == BASE:
+            if self.agg is None:
+                self._base_pairs(t)
+            else:
+                self._base_aggregate(t)
+        else:
+            self._probe(t)
+        if self.lateness is not None and t.ts > self.max_ts:
+            self.max_ts = t.ts
+            self._advance(t.ts - self.lateness)
+
+    def on_watermark(self, wm: Watermark) -> None:
+        """Process a watermark.
+
+        Requires: not ended; watermark mode; ``0 <= wm.channel < channels``.
+        Changes: raises the channel's maximum; if W = min over channels rises,
+        purges every key whose wake time W has reached.
+        Emits: the aggregate / (a, null) rows of bases that became final.
+        Cost: O(1) if W does not move, else O(N + (woken keys) * log K + purged).
+        """
+        self.events += 1
+        c = wm.channel
+        cm = self.channel_max
+        if wm.ts > cm[c]:
+            old = cm[c]
+            cm[c] = wm.ts
+            if old == self.w:
+                self._advance(min(cm))
+
+    def on_end(self) -> None:
+        """End of stream.  Emits every pending row (all bases are final); drops all state.  O(total state)."""
+        self.events += 1
+        self.ended = True
+        self.w = INF
+        for ks in list(self.keys.values()):
+            self._finalize(ks, len(ks.bts))
+        self.keys.clear()
+        self.heap.clear()
+        self.matched.clear()
+        self.stored = 0
+
+    # ------------------------------------------------------------------ joining
+
+    def _key_state(self, key: Key) -> _KeyState:
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = _KeyState(key)
+        return ks
+
+    def _base_pairs(self, t: StreamTuple) -> None:
+        lo = t.ts + self.lo_off
+        hi = t.ts + self.hi_off
+        ks = self.keys.get(t.key)
+        found = 0
+        if ks is not None and ks.pts:
+            pts = ks.pts
+            i = bisect_left(pts, lo)
+            j = bisect_right(pts, hi, i)
+            found = j - i
+            if found > 0:
+                self.pairs.extend(zip(repeat(t.id, found), ks.pid[i:j]))
+            if self.instrument:
+                self.joins += 1
+                self.visited += found
+                self.in_window += found
+        if hi < self.w:  # final on arrival: no future probe can match
+            if self.left and not found:
+                self.pairs.append((t.id, None))
+            return
+        if self.empty and not self.left:
+            return
+        if self.left and found:
+            self.matched.add(t.id)
+        self._store_base(ks if ks is not None else self._key_state(t.key), t)
+
+    def _store_base(self, ks: _KeyState, t: StreamTuple) -> None:
+        i = bisect_right(ks.bts, t.ts)
+        ks.bts.insert(i, t.ts)
+        ks.bid.insert(i, t.id)
+        self.stored += 1
+        self._schedule(ks, t.ts + self.hi_off + 1)
+
+    def _probe(self, t: StreamTuple) -> None:
+        ks = self.keys.get(t.key)
+        if self.agg is None and ks is not None and len(ks.bts) > ks.b0:
+            bts = ks.bts
+            i = bisect_left(bts, t.ts - self.hi_off, ks.b0)
+            j = bisect_right(bts, t.ts - self.lo_off, i)
+            if j > i:
+                ids = ks.bid[i:j]
+                self.pairs.extend(zip(ids, repeat(t.id, j - i)))
+                if self.left:
+                    self.matched.update(ids)
+            if self.instrument:
+                self.joins += 1
+                self.visited += j - i
+                self.in_window += j - i
+        if self.empty:
+            return
+        future = t.ts - self.lo_off >= self.w
+        if not future and self.purge and not self._covered(ks, t.ts):
+            return
+        if ks is None:
+            ks = self._key_state(t.key)
+        pts = ks.pts
+        i = bisect_right(pts, t.ts)
+        pts.insert(i, t.ts)
+        ks.pid.insert(i, t.id)
+        ks.pval.insert(i, t.value)
+        if self.agg == "sum" or self.agg == "avg":
+            ks.pex.insert(i, scaled(t.value))
+        self.stored += 1
+        if self.purge:
+            self._schedule(ks, t.ts - self.lo_off + 1)
+
+    def _covered(self, ks: _KeyState | None, ts: int) -> bool:
+        """True iff a pending base of the key (aggregate mode) has ``ts`` in its window."""
+        if self.agg is None or ks is None or len(ks.bts) == ks.b0:
+            return False
+        i = bisect_left(ks.bts, ts - self.hi_off, ks.b0)
+        return i < len(ks.bts) and ks.bts[i] <= ts - self.lo_off
+
+    # ---------------------------------------------------------------- aggregates
+
+    def _base_aggregate(self, t: StreamTuple) -> None:
+        hi = t.ts + self.hi_off
+        if hi < self.w:  # final on arrival: every probe it can see is stored
+            ks = self.keys.get(t.key)
+            self.aggregates.append(self._direct_row(ks, t.id, t.ts + self.lo_off, hi))
+            return
+        self._store_base(self._key_state(t.key), t)
+
+    def _direct_row(self, ks: _KeyState | None, aid: int, lo: int, hi: int) -> AggregateRow:
+        """The aggregate over stored probes in [lo, hi], computed from scratch.  O(log n + k)."""
+        if ks is None or lo > hi:
+            return self._row(aid, 0, 0, None)
+        i = bisect_left(ks.pts, lo)
+        j = bisect_right(ks.pts, hi, i)
+        if self.instrument:
+            self.joins += 1
+            self.visited += j - i
+            self.in_window += j - i
+        if self.agg == "min":
+            return self._row(aid, j - i, 0, min(ks.pval[i:j]) if j > i else None)
+        if self.agg == "max":
+            return self._row(aid, j - i, 0, max(ks.pval[i:j]) if j > i else None)
+        return self._row(aid, j - i, sum(ks.pex[i:j]) if ks.pex else 0, None)
+
+    def _row(self, aid: int, n: int, total: int, extreme: float | None) -> AggregateRow:
+        agg = self.agg
+        if agg == "count":
+            return (aid, n, n)
+        if agg == "sum":
+            return (aid, n, to_float(total))
+        if n == 0:
+            return (aid, 0, None)
+        if agg == "avg":
+            return (aid, n, to_float(total, n))
+        assert extreme is not None
+        return (aid, n, extreme + 0.0)
+
+    def _move_cursor(self, ks: _KeyState, lo: int, hi: int) -> None:
+        """Slide the cursor to [lo, hi] (lo and hi never decrease).  O(log n + entering + leaving)."""
+        pts = ks.pts
+        is_sum = self.agg == "sum" or self.agg == "avg"
+        dq = ks.cur_dq
+        if lo > ks.cur_hi or ks.cur_lo > ks.cur_hi:  # disjoint: start over
+            ks.cur_n = 0
+            ks.cur_sum = 0
+            dq.clear()
+            i = bisect_left(pts, lo)
+        else:  # subtract-on-evict: the probes in [cur_lo, lo)
+            i = bisect_left(pts, ks.cur_lo)
+            j = bisect_left(pts, lo, i)
+            ks.cur_n -= j - i
+            if is_sum:
+                ks.cur_sum -= sum(ks.pex[i:j])
+            while dq and dq[0][0] < lo:
+                dq.popleft()
+            i = bisect_right(pts, ks.cur_hi)
+        j = bisect_right(pts, hi, i)
+        if self.instrument:
+            self.joins += 1
+            self.visited += j - i
+            self.in_window += j - i
+        ks.cur_n += j - i
+        if is_sum:
+            ks.cur_sum += sum(ks.pex[i:j])
+        elif self.agg == "min" or self.agg == "max":
+            sign = 1.0 if self.agg == "min" else -1.0
+            for x in range(i, j):
+                v = ks.pval[x]
+                while dq and dq[-1][1] * sign >= v * sign:
+                    dq.pop()
+                dq.append((pts[x], v))
+        ks.cur_lo = lo
+        ks.cur_hi = hi
+
+    def _cursor_evict_below(self, ks: _KeyState, x: int) -> None:
+        """Subtract from the cursor the probes with ts < x that are about to be deleted."""
+        if ks.cur_lo >= x or ks.cur_lo > ks.cur_hi:
+            return
+        pts = ks.pts
+        i = bisect_left(pts, ks.cur_lo)
+        j = bisect_left(pts, min(x, ks.cur_hi + 1), i)
+        ks.cur_n -= j - i
+        if self.agg == "sum" or self.agg == "avg":
+            ks.cur_sum -= sum(ks.pex[i:j])
+        dq = ks.cur_dq
+        while dq and dq[0][0] < x:
+            dq.popleft()
+        ks.cur_lo = x
+
+    # ------------------------------------------------------------------ finality
+
+    def _finalize(self, ks: _KeyState, k: int) -> None:
+        """Emit the rows of the pending bases ks.b0 .. k-1 (in ts order) and drop or retire them."""
+        b0 = ks.b0
+        if k <= b0:
+            return
+        if self.agg is not None:
+            lo_off, hi_off = self.lo_off, self.hi_off
+            for x in range(b0, k):
+                ts = ks.bts[x]
+                if lo_off > hi_off:
+                    self.aggregates.append(self._row(ks.bid[x], 0, 0, None))
+                    continue
+                self._move_cursor(ks, ts + lo_off, ts + hi_off)
+                ext = ks.cur_dq[0][1] if ks.cur_dq else None
+                self.aggregates.append(self._row(ks.bid[x], ks.cur_n, ks.cur_sum, ext))
+        elif self.left:
+            matched = self.matched
+            for aid in ks.bid[b0:k]:
+                if aid in matched:
+                    matched.discard(aid)
+                else:
+                    self.pairs.append((aid, None))
+        if self.purge:
+            del ks.bts[:k]
+            del ks.bid[:k]
+            self.stored -= k
+            ks.b0 = 0
+        else:
+            ks.b0 = k
+
+    def _advance(self, w: int) -> None:
+        """Raise W to ``w`` and process every key whose wake time has come.  O(woken * log K)."""
+        if w <= self.w:
+            return
+        self.w = w
+        heap = self.heap
+        while heap and heap[0][0] <= w:
+            t, _, ks = heapq.heappop(heap)
+            if ks.wake != t:
+                continue  # stale entry
+            ks.wake = None
+            self._process(ks)
+        if self.instrument:
+            self.state_samples.append((self.events, self.stored))
+
+    def _process(self, ks: _KeyState) -> None:
+        """Finalize the key's bases with hi < W and purge what is no longer needed; reschedule."""
+        w = self.w
+        lo_off, hi_off = self.lo_off, self.hi_off
+        self._finalize(ks, bisect_left(ks.bts, w - hi_off, ks.b0))
+        if self.purge and ks.pts:
+            f = w + lo_off  # probes at or above f may still match a future base
+            p = f
+            pending = len(ks.bts) > ks.b0
+            if self.agg is not None and pending:
+                p = min(p, ks.bts[ks.b0] + lo_off)
+            k = bisect_left(ks.pts, p)
+            if self.agg is not None:
+                self._cursor_evict_below(ks, p)
+            if k:
+                self._drop_probes(ks, 0, k)
+            if self.agg is not None and pending and lo_off > 0:
+                self._drop_gap_probes(ks, f)
+        if not ks.bts and not ks.pts:
+            if self.keys.get(ks.key) is ks:
+                del self.keys[ks.key]
+            return
+        wake = INF
+        if len(ks.bts) > ks.b0:
+            wake = ks.bts[ks.b0] + hi_off + 1
+        if self.purge and ks.pts:
+            i = bisect_left(ks.pts, w + lo_off)
+            if i < len(ks.pts):
+                wake = min(wake, ks.pts[i] - lo_off + 1)
+        if wake < INF:
+            self._schedule(ks, wake)
+
+    def _drop_probes(self, ks: _KeyState, i: int, j: int) -> None:
+        del ks.pts[i:j]
+        del ks.pid[i:j]
+        del ks.pval[i:j]
+        if ks.pex:
+            del ks.pex[i:j]
+        self.stored -= j - i
+
+    def _drop_gap_probes(self, ks: _KeyState, f: int) -> None:
+        """Window wholly in the future (lower' > 0): drop probes below f covered by no pending window."""
+        x = len(ks.pts)
+        end = bisect_left(ks.pts, f)
+        for i in range(end - 1, -1, -1):
+            if not self._covered(ks, ks.pts[i]):
+                self._drop_probes(ks, i, i + 1)
+        del x
+
+    def _schedule(self, ks: _KeyState, wake: int) -> None:
+        """Make sure the key is processed once W >= wake.  O(log K) when it moves the wake earlier."""
+        if wake <= self.w:
+            return
+        if ks.wake is None or wake < ks.wake:
+            ks.wake = wake
+            heapq.heappush(self.heap, (wake, next(self._seq), ks))
+
+    # ---------------------------------------------------------------- inspection
+
+    def results(self) -> Results:
+        """The output emitted so far, in canonical order."""
+        return Results(list(self.pairs), list(self.aggregates), list(self.late)).canonical()
+
+    def retained(self) -> set[tuple[str, int]]:
+        """(side, id) of every stored tuple that is still live (not final).  O(state)."""
+        out: set[tuple[str, int]] = set()
+        for ks in self.keys.values():
+            out.update(("base", i) for i in ks.bid[ks.b0 :])
+            out.update(("probe", i) for i in ks.pid)
+        return out
+
+    def effectiveness(self) -> float:
+        """Scale-OIJ Eq. (1) over the joins done so far: in-window entries / entries visited (1.0 if none)."""
+        return self.in_window / self.visited if self.visited else 1.0
+
+    def _check(self) -> None:
+        """Assert the structural invariants.  Tests call it after every event.  O(state)."""
+        from ..spec.aggregate import compute_aggregate
+
+        if not self.ended:
+            expect = min(self.channel_max) if self.lateness is None else (
+                NO_WATERMARK if self.max_ts == NO_WATERMARK else self.max_ts - self.lateness
+            )
+            assert self.w == expect, (self.w, expect)
+        total = 0
+        for key, ks in self.keys.items():
+            assert ks.key == key
+            assert ks.bts == sorted(ks.bts) and ks.pts == sorted(ks.pts)
+            assert len(ks.bts) == len(ks.bid) and len(ks.pts) == len(ks.pid) == len(ks.pval)
+            assert not ks.pex or len(ks.pex) == len(ks.pts)
+            assert ks.bts or ks.pts, "an empty key state must be dropped"
+            total += len(ks.bts) + len(ks.pts)
+            for ts in ks.bts[ks.b0 :]:
+                assert ts + self.hi_off >= self.w, "a final base is still pending"
+                assert ks.wake is not None and ks.wake <= ts + self.hi_off + 1, "base not scheduled"
+            if self.agg is not None and ks.cur_lo <= ks.cur_hi:
+                vals = [v for ts, v in zip(ks.pts, ks.pval) if ks.cur_lo <= ts <= ks.cur_hi]
+                assert ks.cur_n == len(vals)
+                if self.agg in ("sum", "avg"):
+                    assert ks.cur_sum == sum(scaled(v) for v in vals)
+                if self.agg in ("min", "max") and vals:
+                    assert ks.cur_dq and ks.cur_dq[0][1] + 0.0 == compute_aggregate(vals, self.agg)[1]
+        assert total == self.stored, (total, self.stored)
+
+
+def run_events(events: Iterable[Event], q: Query, *, purge: bool = True) -> Results:
+    """Run the oracle over a whole event sequence; the result in canonical order."""
+    o = Oracle(q, purge=purge)
+    for e in events:
+        o.on_event(e)
+        if isinstance(e, End):
+            break
+    return o.results()

@@ -1,0 +1,197 @@
+"""The data model: tuples, watermarks, the end of the stream, and the query.
+
+Everything in the specification is a function of these values.  Events are
+immutable named tuples (cheap to build: the reference oracle and the readers
+use the same classes, millions of times a second); the query is a frozen
+dataclass.
+
+Notation used in every docstring of :mod:`oij.spec`:
+
+* ``a`` is a base tuple (stream A), ``b`` a probe tuple (stream B);
+* ``a.ts``, ``a.key``, ``a.id`` are its fields;
+* ``q`` is the query, with bounds ``q.lower <= q.upper``;
+* ``W`` is the effective watermark (see :mod:`oij.spec.watermark`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, NamedTuple, TypeAlias
+
+Side: TypeAlias = Literal["base", "probe"]
+"""Which stream a tuple belongs to: ``"base"`` (A) or ``"probe"`` (B)."""
+
+BASE: Final = "base"
+PROBE: Final = "probe"
+SIDES: Final = (BASE, PROBE)
+
+Key: TypeAlias = int | str
+"""A join key.  ``1`` and ``"1"`` are different keys (Python equality)."""
+
+AggregateKind: TypeAlias = Literal["count", "sum", "avg", "min", "max"]
+AGGREGATES: Final = ("count", "sum", "avg", "min", "max")
+
+JoinKind: TypeAlias = Literal["inner", "left"]
+JOINS: Final = ("inner", "left")
+
+TS_LIMIT: Final = 1 << 62
+r"""Bound on every timestamp and query bound: :math:`|ts|, |lower|, |upper| \le 2^{62}`.
+
+With it, ``ts + lower`` and ``ts + upper`` stay inside a signed 64-bit integer,
+which is what the parallel engines and Spark store."""
+
+NO_WATERMARK: Final = -(1 << 64)
+r"""The watermark before any watermark was seen: :math:`-\infty`.
+
+It is an integer below every valid timestamp, and it stays below every valid
+timestamp after any valid bound is added to it, so comparisons with it need
+no special case."""
+
+
+class SpecError(ValueError):
+    """A value violates the data model.  ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class StreamTuple(NamedTuple):
+    """One tuple of the base or the probe stream.
+
+    Fields: ``side`` in {base, probe}; ``id`` an integer unique in the input
+    (across both sides); ``ts`` a signed 64-bit event time with
+    :math:`|ts| \\le 2^{62}`; ``key`` an int or a str; ``value`` a finite float
+    (default 0.0, the payload that aggregates read); ``channel`` the upstream
+    channel it arrived on, :math:`0 \\le channel < q.channels`.
+    """
+
+    side: Side
+    id: int
+    ts: int
+    key: Key
+    value: float = 0.0
+    channel: int = 0
+
+
+class Watermark(NamedTuple):
+    r"""A watermark of channel ``channel``: no later tuple of that channel has ``ts < self.ts``.
+
+    Watermarks of one channel may regress; a regression is ignored because the
+    per-channel watermark is a running maximum (:func:`oij.spec.watermark.channel_watermarks`).
+    """
+
+    ts: int
+    channel: int = 0
+
+
+class End(NamedTuple):
+    """The end of the input: every pending result becomes final."""
+
+
+Event: TypeAlias = StreamTuple | Watermark | End
+"""An event of the arrival sequence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    r"""An online interval join query.
+
+    ``lower``/``upper`` are the window bounds relative to a base tuple's ts
+    (:math:`lower \le upper`); the two flags make each bound inclusive (default)
+    or exclusive.  ``aggregate`` is ``None`` for the pairs mode or one of
+    count/sum/avg/min/max for OpenMLDB's per-base-tuple window aggregate.
+    ``join`` is inner or left.  ``channels`` is the number N of upstream
+    channels whose watermarks are combined.  ``lateness`` switches to the
+    Scale-OIJ lateness mode: the watermark is ``max ts seen - lateness`` and
+    watermark events are not allowed.
+    """
+
+    lower: int
+    upper: int
+    lower_inclusive: bool = True
+    upper_inclusive: bool = True
+    aggregate: AggregateKind | None = None
+    join: JoinKind = "inner"
+    channels: int = 1
+    lateness: int | None = None
+
+
+def _is_int(x: object) -> bool:
+    return type(x) is int
+
+
+def check_ts(field: str, ts: object) -> int:
+    r"""Return ``ts`` if it is an int with :math:`|ts| \le 2^{62}`, else raise :class:`SpecError`."""
+    if not _is_int(ts):
+        raise SpecError(field, f"must be an integer, got {ts!r}")
+    assert isinstance(ts, int)
+    if not -TS_LIMIT <= ts <= TS_LIMIT:
+        raise SpecError(field, f"out of range: |{field}| must be <= 2^62, got {ts}")
+    return ts
+
+
+def check_query(q: Query) -> Query:
+    """Return ``q`` if it is a valid query, else raise :class:`SpecError` naming the field.
+
+    Valid: integer bounds within :data:`TS_LIMIT`; ``lower <= upper``; boolean
+    flags; a known aggregate and join; ``channels >= 1``; ``lateness`` absent
+    or an integer in ``[0, 2^62]``.
+    """
+    check_ts("lower", q.lower)
+    check_ts("upper", q.upper)
+    if q.lower > q.upper:
+        raise SpecError("lower", f"lower ({q.lower}) must be <= upper ({q.upper})")
+    for name in ("lower_inclusive", "upper_inclusive"):
+        if type(getattr(q, name)) is not bool:
+            raise SpecError(name, f"must be true or false, got {getattr(q, name)!r}")
+    if q.aggregate is not None and q.aggregate not in AGGREGATES:
+        raise SpecError("aggregate", f"must be null or one of {', '.join(AGGREGATES)}; got {q.aggregate!r}")
+    if q.join not in JOINS:
+        raise SpecError("join", f"must be one of {', '.join(JOINS)}; got {q.join!r}")
+    if not _is_int(q.channels) or q.channels < 1:
+        raise SpecError("channels", f"must be an integer >= 1, got {q.channels!r}")
+    if q.lateness is not None:
+        check_ts("lateness", q.lateness)
+        if q.lateness < 0:
+            raise SpecError("lateness", f"must be >= 0, got {q.lateness}")
+    return q
+
+
+def check_tuple(t: StreamTuple, q: Query) -> StreamTuple:
+    """Return ``t`` if its fields are valid for ``q``, else raise :class:`SpecError`.
+
+    Valid: side in {base, probe}; int id; ts as in :func:`check_ts`; key an int
+    or a str (not a bool); value a finite float; ``0 <= channel < q.channels``.
+    """
+    if t.side not in SIDES:
+        raise SpecError("side", f"must be 'base' or 'probe', got {t.side!r}")
+    if not _is_int(t.id):
+        raise SpecError("id", f"must be an integer, got {t.id!r}")
+    check_ts("ts", t.ts)
+    if type(t.key) is not int and type(t.key) is not str:
+        raise SpecError("key", f"must be an integer or a string, got {t.key!r}")
+    if type(t.value) is not float or t.value != t.value or t.value in (float("inf"), float("-inf")):
+        raise SpecError("value", f"must be a finite number, got {t.value!r}")
+    check_channel(t.channel, q)
+    return t
+
+
+def check_channel(channel: object, q: Query) -> int:
+    """Return ``channel`` if it is an int in ``[0, q.channels)``, else raise :class:`SpecError`."""
+    if not _is_int(channel):
+        raise SpecError("channel", f"must be an integer, got {channel!r}")
+    assert isinstance(channel, int)
+    if not 0 <= channel < q.channels:
+        raise SpecError("channel", f"out of range: must be in [0, {q.channels}), got {channel}")
+    return channel
+
+
+def check_watermark(w: Watermark, q: Query) -> Watermark:
+    """Return ``w`` if valid for ``q`` (ts as :func:`check_ts`, channel in range, not in lateness mode)."""
+    if q.lateness is not None:
+        raise SpecError("type", "watermark events are not allowed when the query sets a lateness")
+    check_ts("ts", w.ts)
+    check_channel(w.channel, q)
+    return w
