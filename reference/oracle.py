@@ -34,7 +34,7 @@ import itertools
 from bisect import bisect_left, bisect_right
 from collections import deque
 from itertools import repeat
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..spec.batch import AggregateRow, Pair, Results
 from ..spec.match import lower_offset, upper_offset
@@ -72,14 +72,14 @@ class _KeyState:
         self.pts: list[int] = []
         self.pid: list[int] = []
         self.pval: list[float] = []
-        self.pex: list[int] = []  # exact scaled values (sum/avg only)
+        self.pex: list[Any] = []  # exact scaled values (sum/avg only)
         self.wake: int | None = None
         # The aggregate cursor: a running aggregate over the stored probes with
         # cur_lo <= ts <= cur_hi (empty when cur_lo > cur_hi).
         self.cur_lo = INF
         self.cur_hi = -INF
         self.cur_n = 0
-        self.cur_sum = 0
+        self.cur_sum: Any = 0
         self.cur_dq: deque[tuple[int, float]] = deque()
 
 
@@ -255,7 +255,7 @@ class Oracle:
         ks.pid.insert(i, t.id)
         ks.pval.insert(i, t.value)
         if self.agg == "sum" or self.agg == "avg":
-            ks.pex.insert(i, scaled(t.value))
+            ks.pex.insert(i, self._scaled(t.value))
         self.stored += 1
         if self.purge:
             self._schedule(ks, t.ts - self.lo_off + 1)
@@ -293,18 +293,22 @@ class Oracle:
             return self._row(aid, j - i, 0, max(ks.pval[i:j]) if j > i else None)
         return self._row(aid, j - i, sum(ks.pex[i:j]) if ks.pex else 0, None)
 
-    def _row(self, aid: int, n: int, total: int, extreme: float | None) -> AggregateRow:
+    def _row(self, aid: int, n: int, total: Any, extreme: float | None) -> AggregateRow:
         agg = self.agg
         if agg == "count":
             return (aid, n, n)
         if agg == "sum":
-            return (aid, n, to_float(total))
+            return (aid, n, self._to_float(total, 1))
         if n == 0:
             return (aid, 0, None)
         if agg == "avg":
-            return (aid, n, to_float(total, n))
+            return (aid, n, self._to_float(total, n))
         assert extreme is not None
         return (aid, n, extreme + 0.0)
+
+    # Exact arithmetic hooks (a test's negative control swaps them for plain floats).
+    _scaled = staticmethod(scaled)
+    _to_float = staticmethod(to_float)
 
     def _move_cursor(self, ks: _KeyState, lo: int, hi: int) -> None:
         """Slide the cursor to [lo, hi] (lo and hi never decrease).  O(log n + entering + leaving)."""
@@ -447,12 +451,10 @@ class Oracle:
 
     def _drop_gap_probes(self, ks: _KeyState, f: int) -> None:
         """Window wholly in the future (lower' > 0): drop probes below f covered by no pending window."""
-        x = len(ks.pts)
         end = bisect_left(ks.pts, f)
         for i in range(end - 1, -1, -1):
             if not self._covered(ks, ks.pts[i]):
                 self._drop_probes(ks, i, i + 1)
-        del x
 
     def _schedule(self, ks: _KeyState, wake: int) -> None:
         """Make sure the key is processed once W >= wake.  O(log K) when it moves the wake earlier."""
@@ -504,7 +506,7 @@ class Oracle:
                 vals = [v for ts, v in zip(ks.pts, ks.pval) if ks.cur_lo <= ts <= ks.cur_hi]
                 assert ks.cur_n == len(vals)
                 if self.agg in ("sum", "avg"):
-                    assert ks.cur_sum == sum(scaled(v) for v in vals)
+                    assert ks.cur_sum == sum(self._scaled(v) for v in vals)
                 if self.agg in ("min", "max") and vals:
                     assert ks.cur_dq and ks.cur_dq[0][1] + 0.0 == compute_aggregate(vals, self.agg)[1]
         assert total == self.stored, (total, self.stored)

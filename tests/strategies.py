@@ -1,0 +1,96 @@
+"""Hypothesis strategies for queries and arrival sequences with every corner the spec names.
+
+Sequences have ties, negative and positive bounds, windows wholly in the past
+or future, exclusive flags, several channels, watermark regressions, late
+tuples at exactly W, huge and negative timestamps, int and str keys
+(including 1 and "1"), and idle periods where one key sees no tuple while the
+watermark moves on.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
+
+KEYS: list[int | str] = [0, 1, "1", "a"]
+VALUES = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e16, -1e16, 1e-300, 3.0]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+)
+ORIGINS = [0, -1000, TS_LIMIT - 400, -TS_LIMIT + 400]
+
+
+@st.composite
+def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None) -> Query:
+    """A valid query with small bounds; ``lateness``/``aggregate`` force the mode when not None."""
+    lower = draw(st.integers(-12, 12))
+    upper = lower + draw(st.integers(0, 14))
+    use_lateness = draw(st.booleans()) if lateness is None else lateness
+    if aggregate is None:
+        agg = draw(st.sampled_from([None, None, "count", "sum", "avg", "min", "max"]))
+    elif aggregate:
+        agg = draw(st.sampled_from(["count", "sum", "avg", "min", "max"]))
+    else:
+        agg = None
+    return Query(
+        lower=lower,
+        upper=upper,
+        lower_inclusive=draw(st.booleans()),
+        upper_inclusive=draw(st.booleans()),
+        aggregate=agg,
+        join=draw(st.sampled_from(["inner", "left"])),
+        channels=1 if use_lateness else draw(st.integers(1, 3)),
+        lateness=draw(st.integers(0, 8)) if use_lateness else None,
+    )
+
+
+@st.composite
+def event_lists(draw: st.DrawFn, q: Query, *, max_events: int = 40) -> list[Event]:
+    """An arrival sequence for ``q``, ending with End.
+
+    A clock drifts forward; tuples are drawn around it (disorder), watermarks
+    trail it (and sometimes regress), and a late tuple at exactly the last
+    watermark is injected now and then.
+    """
+    origin = draw(st.sampled_from(ORIGINS))
+    n = draw(st.integers(0, max_events))
+    clock = origin
+    last_wm = origin - 10**6
+    events: list[Event] = []
+    next_id = draw(st.sampled_from([0, 1, -50, 10**12]))
+    for _ in range(n):
+        clock += draw(st.integers(0, 4))
+        kind = draw(st.sampled_from(["base", "probe", "base", "probe", "wm", "late"]))
+        if kind == "wm":
+            if q.lateness is not None:
+                continue
+            ts = clock - draw(st.integers(-2, 12))
+            events.append(Watermark(ts, draw(st.integers(0, q.channels - 1))))
+            last_wm = max(last_wm, ts)
+            continue
+        side = draw(st.sampled_from(["base", "probe"])) if kind == "late" else kind
+        ts = last_wm if kind == "late" and last_wm > origin - 10**6 else clock - draw(st.integers(0, 10))
+        ts = max(-TS_LIMIT, min(TS_LIMIT, ts))
+        events.append(
+            StreamTuple(
+                side=side,
+                id=next_id,
+                ts=ts,
+                key=draw(st.sampled_from(KEYS)),
+                value=draw(VALUES),
+                channel=draw(st.integers(0, q.channels - 1)),
+            )
+        )
+        next_id += 1
+    events.append(End())
+    return events
+
+
+@st.composite
+def workloads(
+    draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None, max_events: int = 40
+) -> tuple[Query, list[Event]]:
+    """A query and an arrival sequence for it."""
+    q = draw(queries(lateness=lateness, aggregate=aggregate))
+    return q, draw(event_lists(q, max_events=max_events))
