@@ -46,12 +46,22 @@ def schema(key_type: pa.DataType) -> pa.Schema:
 class ParquetEventWriter:
     """Write events to a Parquet file in row groups; use as a context manager."""
 
-    def __init__(self, path: str, q: Query, *, key_type: str = "string", rows_per_group: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        path: str,
+        q: Query,
+        *,
+        key_type: str = "string",
+        rows_per_group: int = 1 << 20,
+        use_dictionary: bool | list[str] = True,
+    ) -> None:
+        """``use_dictionary`` is passed to pyarrow: a list of columns (e.g. the low-cardinality ones) is
+        faster for bulk writing than dictionary-encoding the unique ``id``/``ts`` columns (same schema)."""
         self.path = path
         self.key_is_int = key_type == "int"
         sch = schema(pa.int64() if self.key_is_int else pa.string())
         self.schema = sch.with_metadata({META_KEY: format_query(q).encode()})
-        self.writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", use_dictionary=use_dictionary)
         self.rows_per_group = rows_per_group
         self._reset()
 

@@ -1,0 +1,115 @@
+"""Key distributions, sampled in vectorised blocks.
+
+* uniform over u keys;
+* Zipf(s) over u keys: P(k) ∝ (k+1)^-s, sampled by inverse CDF (a tabulated
+  CDF and a binary search per draw);
+* self-similar(h) (Gray et al., "Quickly generating billion-record synthetic
+  databases", SIGMOD 1994; used by Korn et al. 2006 and PPOIJ §5):
+  ``k = floor(u * r ** (log h / log(1-h)))`` for r uniform in [0,1), so the
+  first h*u keys get a share 1-h of the tuples, the first h^2*u keys get
+  (1-h)^2, and so on.  h = 0.5 is uniform; h = 0.2 is the 80-20 rule;
+* rotating hot keys (Scale-OIJ Fig. 14): see :class:`RotatingKeys`.
+
+Key 0 is the hottest key of the skewed distributions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from .params import WorkloadParams
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def self_similar_exponent(h: float) -> float:
+    """The exponent log(h)/log(1-h) of Gray et al.'s self-similar generator."""
+    return math.log(h) / math.log(1.0 - h)
+
+
+def key_probabilities(p: WorkloadParams) -> F64:
+    """The long-run share of every key (length ``p.keys``).
+
+    Rotating hot keys: every key is hot for the same fraction of the time, so
+    the long-run shares are uniform; :func:`period_collision` gives the
+    within-period collision probability that drives the number of matches.
+    """
+    u = p.keys
+    if p.key_dist == "zipf":
+        w = np.arange(1, u + 1, dtype=np.float64) ** -p.skew
+        return np.asarray(w / w.sum(), dtype=np.float64)
+    if p.key_dist == "self-similar":
+        e = self_similar_exponent(p.skew)
+        edges = (np.arange(u + 1, dtype=np.float64) / u) ** (1.0 / e)
+        return np.asarray(np.diff(edges), dtype=np.float64)
+    if p.key_dist == "rotating":
+        # Within one period: hot keys share hot_share, every key gets (1-hot_share)/u.
+        probs = np.full(u, (1.0 - p.hot_share) / u)
+        probs[: p.hot_keys] += p.hot_share / p.hot_keys
+        return probs
+    return np.full(u, 1.0 / u)
+
+
+class KeySampler:
+    """Draws key indices for a block of tuples.  ``sample`` is O(n) (O(n log u) for Zipf)."""
+
+    def __init__(self, p: WorkloadParams, rng: np.random.Generator, seed: int) -> None:
+        self.p = p
+        self.rng = rng
+        self.seed = seed
+        self.u = p.keys
+        self.cdf: F64 | None = None
+        if p.key_dist == "zipf":
+            cdf = np.cumsum(key_probabilities(p))
+            cdf[-1] = 1.0
+            self.cdf = cdf
+        self.exponent = self_similar_exponent(p.skew) if p.key_dist == "self-similar" else 1.0
+        self._perm_cycle = -1
+        self._perm: I64 = np.arange(self.u, dtype=np.int64)
+
+    def sample(self, ts: I64) -> I64:
+        """Key indices for tuples with timestamps ``ts`` (only rotating keys look at ts)."""
+        n = len(ts)
+        u = self.u
+        d = self.p.key_dist
+        if d == "uniform":
+            return self.rng.integers(0, u, n, dtype=np.int64)
+        if d == "zipf":
+            assert self.cdf is not None
+            r = self.rng.random(n)
+            k = np.searchsorted(self.cdf, r, side="right").astype(np.int64)
+            return np.minimum(k, u - 1)
+        if d == "self-similar":
+            r = self.rng.random(n)
+            k = np.floor(u * r**self.exponent).astype(np.int64)
+            return np.minimum(k, u - 1)
+        return self._rotating(ts)
+
+    def _permutation(self, cycle: int) -> I64:
+        if cycle != self._perm_cycle:
+            g = np.random.default_rng([self.seed, 0x40741, cycle & 0xFFFFFFFF, cycle >> 32 & 0xFFFFFFFF])
+            self._perm = g.permutation(self.u).astype(np.int64)
+            self._perm_cycle = cycle
+        return self._perm
+
+    def _rotating(self, ts: I64) -> I64:
+        """Hot set of period t = floor((ts - start) / hot_period): keys perm_c[j*h:(j+1)*h], c = t // (u//h)."""
+        p = self.p
+        n = len(ts)
+        h = p.hot_keys
+        per_cycle = self.u // h
+        hot = self.rng.random(n) < p.hot_share
+        cold_keys = self.rng.integers(0, self.u, n, dtype=np.int64)
+        slot = self.rng.integers(0, h, n, dtype=np.int64)
+        period = (ts - p.start_ts) // p.hot_period
+        cycle = period // per_cycle
+        pos = (period % per_cycle) * h + slot
+        out = cold_keys
+        for c in np.unique(cycle[hot]).tolist():
+            sel = hot & (cycle == c)
+            out[sel] = self._permutation(int(c))[pos[sel]]
+        return out
