@@ -1,0 +1,310 @@
+"""Events as Spark DataFrames: the event frame, the Parquet fast path, and the converter for other sources.
+
+The *event frame* has one row per event, in the columns of oij's Parquet
+format plus the arrival position::
+
+    pos long        arrival position, 0-based (row r of a file has pos r - 1)
+    type string     tuple | watermark | end
+    side string     base | probe (tuples)
+    id long, ts long
+    key long|string int keys as int64, str keys as strings; a stream that mixes
+                    both uses tagged strings "i:<int>" / "s:<str>" so that 1 != "1"
+    value double, channel int
+
+Sources:
+
+* an oij Parquet file is read by Spark directly (:func:`read_parquet_events`);
+  the arrival position is Spark's ``_metadata.row_index``, so no Python touches
+  the rows; its schema is checked with pyarrow first and its rows by one
+  Spark aggregation (:func:`validate_events`), with the errors of the
+  sequential reader (file, row, field);
+* in-memory events (:func:`events_frame`) become an Arrow table;
+* any event iterator (oij-jsonl, a generated workload) is written to a
+  Parquet file in this layout by :func:`materialize`, which also keeps the
+  events in memory while they are few enough for the sequential oracle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io.errors import InputError
+from ..io.jsonl import format_query
+from ..io.parquet import META_KEY, parquet_query
+from ..spec.model import TS_LIMIT, Event, Query, StreamTuple, Watermark
+
+KEYS_META = b"oij.keys"
+
+_INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
+_EXPECTED: dict[str, str] = {
+    "type": "string",
+    "side": "string",
+    "id": "integer",
+    "ts": "integer",
+    "key": "int64 or string",
+    "value": "double",
+    "channel": "integer",
+}
+
+
+def key_mode(keys: Iterable[object]) -> str:
+    """``"int"`` if every key is an int, ``"str"`` if every key is a str, else ``"tagged"``."""
+    has_int = has_str = False
+    for k in keys:
+        if type(k) is int:
+            has_int = True
+        else:
+            has_str = True
+        if has_int and has_str:
+            return "tagged"
+    return "str" if has_str else "int"
+
+
+def tag_key(k: int | str) -> str:
+    """The tagged string of a key: ``i:<int>`` or ``s:<str>`` (distinct for 1 and "1")."""
+    return f"i:{k}" if type(k) is int else f"s:{k}"
+
+
+def _key_array(keys: list[Any], mode: str) -> pa.Array:
+    if mode == "int":
+        return pa.array(keys, pa.int64())
+    if mode == "str":
+        return pa.array(keys, pa.string())
+    return pa.array([None if k is None else tag_key(k) for k in keys], pa.string())
+
+
+def events_table(events: Iterable[Event], start: int = 0, mode: str | None = None) -> pa.Table:
+    """An Arrow table of ``events`` in the event-frame layout, positions from ``start``.
+
+    ``mode`` is the key encoding (:func:`key_mode` of the tuples' keys when None).
+    """
+    cols: dict[str, list[Any]] = {n: [] for n in ("pos", "type", "side", "id", "ts", "key", "value", "channel")}
+    pos = start
+    for e in events:
+        cols["pos"].append(pos)
+        pos += 1
+        if isinstance(e, StreamTuple):
+            cols["type"].append("tuple")
+            cols["side"].append(e.side)
+            cols["id"].append(e.id)
+            cols["ts"].append(e.ts)
+            cols["key"].append(e.key)
+            cols["value"].append(e.value)
+            cols["channel"].append(e.channel)
+        else:
+            cols["type"].append("watermark" if isinstance(e, Watermark) else "end")
+            cols["side"].append(None)
+            cols["id"].append(None)
+            cols["ts"].append(e.ts if isinstance(e, Watermark) else None)
+            cols["key"].append(None)
+            cols["value"].append(None)
+            cols["channel"].append(e.channel if isinstance(e, Watermark) else None)
+    if mode is None:
+        mode = key_mode(k for k in cols["key"] if k is not None)
+    return pa.table(
+        {
+            "pos": pa.array(cols["pos"], pa.int64()),
+            "type": pa.array(cols["type"], pa.string()),
+            "side": pa.array(cols["side"], pa.string()),
+            "id": pa.array(cols["id"], pa.int64()),
+            "ts": pa.array(cols["ts"], pa.int64()),
+            "key": _key_array(cols["key"], mode),
+            "value": pa.array(cols["value"], pa.float64()),
+            "channel": pa.array(cols["channel"], pa.int32()),
+        }
+    )
+
+
+def events_frame(spark: Any, events: Sequence[Event]) -> Any:
+    """The event frame of in-memory events (already valid, e.g. from :func:`oij.io.open_events`)."""
+    return spark.createDataFrame(events_table(events))
+
+
+def materialize(
+    q: Query, events: Iterable[Event], path: str, keep_limit: int, chunk: int = 1 << 16
+) -> tuple[list[Event] | None, int]:
+    """Write ``events`` to ``path`` (Parquet, event-frame layout with the query in its metadata).
+
+    Returns ``(events, n)``: the events as a list if there are at most
+    ``keep_limit`` of them (else None, and memory stays bounded by ``chunk``),
+    and their number.  The key column is int64 or string when the stream has
+    one key type and kept in memory, tagged strings otherwise.
+    """
+    meta = {META_KEY: format_query(q).encode()}
+    kept: list[Event] = []
+    writer: pq.ParquetWriter | None = None
+    buf: list[Event] = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal writer, buf
+        if not buf:
+            return
+        t = events_table(buf, n - len(buf), "tagged")
+        if writer is None:
+            writer = pq.ParquetWriter(path, t.schema.with_metadata({**meta, KEYS_META: b"tagged"}), compression="zstd")
+        writer.write_table(t)
+        buf = []
+
+    for e in events:
+        n += 1
+        if writer is None and n <= keep_limit:
+            kept.append(e)
+            continue
+        if writer is None:  # too many to keep: stream from here on
+            buf, kept = kept, []
+        buf.append(e)
+        if len(buf) >= chunk:
+            flush()
+    if writer is None:
+        mode = key_mode(e.key for e in kept if isinstance(e, StreamTuple))
+        t = events_table(kept, 0, mode)
+        pq.write_table(t.replace_schema_metadata({**meta, KEYS_META: mode.encode()}), path, compression="zstd")
+        return kept, n
+    flush()
+    writer.close()
+    return None, n
+
+
+def _check_schema(path: str) -> pa.Schema:
+    if not os.path.exists(path):
+        raise InputError(path, 0, "file", "No such file or directory")
+    if os.path.isdir(path):
+        raise InputError(path, 0, "file", "is a directory; give one Parquet file (its row order is the arrival order)")
+    try:
+        sch = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise InputError(path, 0, "file", f"not a readable Parquet file ({e})") from None
+    for name in ("type", "ts"):
+        if name not in sch.names:
+            raise InputError(path, 0, name, "missing column")
+    for f in sch:
+        want = _EXPECTED.get(f.name)
+        if want is None or f.name == "pos":
+            continue
+        t = f.type
+        ok = (
+            (want == "string" and t in (pa.string(), pa.large_string()))
+            or (want == "integer" and t in _INT_TYPES)
+            or (want == "double" and t in (pa.float64(), pa.float32()))
+            or (want == "int64 or string" and t in (pa.int64(), pa.string(), pa.large_string()))
+        )
+        if not ok:
+            raise InputError(path, 0, f.name, f"schema mismatch: column must be {want}, got {t}")
+    return sch
+
+
+def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[Query, Any]:
+    """The query and the event frame of an oij Parquet file, read by Spark (no Python per row).
+
+    The query is ``q`` if given, else the one stored in the file.  The
+    schema is checked here; the rows by :func:`validate_events`.
+    """
+    from pyspark.sql import functions as F
+
+    sch = _check_schema(path)
+    stored = parquet_query(path)
+    query = q if q is not None else stored
+    if query is None:
+        raise InputError(path, 0, "query", "no query in the file's metadata: give --lower and --upper")
+    df = spark.read.parquet(os.path.abspath(path))
+    names = set(sch.names)
+
+    def col(name: str, typ: str) -> Any:
+        return F.col(name).cast(typ) if name in names else F.lit(None).cast(typ)
+
+    key_t = "string" if "key" in names and sch.field("key").type != pa.int64() else "long"
+    frame = df.select(
+        F.col("_metadata.row_index").alias("pos"),
+        col("type", "string").alias("type"),
+        col("side", "string").alias("side"),
+        col("id", "long").alias("id"),
+        col("ts", "long").alias("ts"),
+        col("key", key_t).alias("key"),
+        col("value", "double").alias("value"),
+        col("channel", "int").alias("channel"),
+    )
+    return query, frame
+
+
+def validate_events(frame: Any, q: Query, path: str) -> int:
+    """Check every row of an event frame as the sequential readers do; return the number of events.
+
+    One aggregation finds the first row breaking each rule (unknown type,
+    side, missing id/ts/key, ts beyond 2^62, value not finite, channel out of
+    range, a watermark in lateness mode, anything after the end row, a
+    missing end row) and one more the first duplicate id; the earliest is
+    raised as :class:`InputError` naming the row (1-based, as the Parquet
+    reader does) and the field.
+    """
+    from pyspark.sql import functions as F
+
+    t = F.col("type")
+    is_tuple = t == "tuple"
+    is_wm = t == "watermark"
+    chan = F.coalesce(F.col("channel"), F.lit(0))
+    bad_chan = (chan < 0) | (chan >= q.channels)
+    val = F.coalesce(F.col("value"), F.lit(0.0))
+    known_type = F.coalesce(t.isin("tuple", "watermark", "end"), F.lit(False))
+    known_side = F.coalesce(F.col("side").isin("base", "probe"), F.lit(False))
+    rules: list[tuple[str, str, Any]] = [
+        ("type", "unknown type (tuple, watermark or end)", ~known_type),
+        ("side", "must be 'base' or 'probe'", is_tuple & ~known_side),
+        ("id", "must be an integer", is_tuple & F.col("id").isNull()),
+        ("ts", "must be an integer", (is_tuple | is_wm) & F.col("ts").isNull()),
+        ("ts", "out of range: |ts| must be <= 2^62", (is_tuple | is_wm) & (F.abs(F.col("ts")) > TS_LIMIT)),
+        ("key", "must be an integer or a string", is_tuple & F.col("key").isNull()),
+        ("value", "must be finite", is_tuple & (F.isnan(val) | (F.abs(val) == float("inf")))),
+        ("channel", f"must be an integer in [0, {q.channels})", (is_tuple | is_wm) & bad_chan),
+    ]
+    if q.lateness is not None:
+        rules.append(("type", "watermark events are not allowed when the query sets lateness", is_wm))
+    aggs = [F.min(F.when(cond, F.col("pos"))).alias(f"r{i}") for i, (_, _, cond) in enumerate(rules)]
+    aggs += [F.count(F.lit(1)).alias("n"), F.min(F.when(t == "end", F.col("pos"))).alias("end")]
+    row = frame.agg(*aggs).collect()[0]
+    n = int(row["n"])
+    found: list[tuple[int, str, str]] = []
+    for i, (field, msg, _) in enumerate(rules):
+        if row[f"r{i}"] is not None:
+            found.append((int(row[f"r{i}"]), field, msg))
+    end = row["end"]
+    if end is None:
+        found.append((n, "type", "missing the last row of type 'end'"))
+    elif int(end) != n - 1:
+        found.append((int(end) + 1, "type", "nothing may follow the end row"))
+    counts = (
+        frame.where(is_tuple & F.col("id").isNotNull())
+        .groupBy("id")
+        .agg(F.count(F.lit(1)).alias("c"), F.min("pos").alias("first"))
+        .where(F.col("c") > 1)
+    )
+    dup = (
+        frame.join(counts, "id")
+        .where(F.col("pos") > F.col("first"))
+        .orderBy("pos")
+        .select("pos", "id")
+        .limit(1)
+        .collect()
+    )
+    if dup:  # the first row whose id was already used earlier
+        found.append((int(dup[0]["pos"]), "id", f"duplicate id {dup[0]['id']}"))
+    if found:
+        pos, field, msg = min(found)
+        raise InputError(path, pos + 1, field, msg)
+    return n
+
+
+__all__ = [
+    "events_frame",
+    "events_table",
+    "key_mode",
+    "materialize",
+    "read_parquet_events",
+    "tag_key",
+    "validate_events",
+]
