@@ -68,8 +68,6 @@ class KeySampler:
             cdf[-1] = 1.0
             self.cdf = cdf
         self.exponent = self_similar_exponent(p.skew) if p.key_dist == "self-similar" else 1.0
-        self._perm_cycle = -1
-        self._perm: I64 = np.arange(self.u, dtype=np.int64)
 
     def sample(self, ts: I64) -> I64:
         """Key indices for tuples with timestamps ``ts`` (only rotating keys look at ts)."""
@@ -89,13 +87,6 @@ class KeySampler:
             return np.minimum(k, u - 1)
         return self._rotating(ts)
 
-    def _permutation(self, cycle: int) -> I64:
-        if cycle != self._perm_cycle:
-            g = np.random.default_rng([self.seed, 0x40741, cycle & 0xFFFFFFFF, cycle >> 32 & 0xFFFFFFFF])
-            self._perm = g.permutation(self.u).astype(np.int64)
-            self._perm_cycle = cycle
-        return self._perm
-
     def _rotating(self, ts: I64) -> I64:
         """Hot set of period t = floor((ts - start) / hot_period): keys perm_c[j*h:(j+1)*h], c = t // (u//h)."""
         p = self.p
@@ -109,7 +100,50 @@ class KeySampler:
         cycle = period // per_cycle
         pos = (period % per_cycle) * h + slot
         out = cold_keys
-        for c in np.unique(cycle[hot]).tolist():
-            sel = hot & (cycle == c)
-            out[sel] = self._permutation(int(c))[pos[sel]]
+        out[hot] = keyed_permutation(pos[hot], cycle[hot], self.u, self.seed)
         return out
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finaliser, element-wise (wrapping uint64 arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def keyed_permutation(pos: I64, cycle: I64, u: int, seed: int) -> I64:
+    """``perm_cycle(pos)``: a pseudo-random permutation of [0, u) per cycle, element-wise.  O(n).
+
+    A 4-round Feistel network on 2*b bits (4^b >= u) keyed by (seed, cycle,
+    round), with cycle-walking back into [0, u): a bijection of [0, u) for
+    every cycle, computed without materialising the permutation, so any
+    number of cycles per block costs the same.
+    """
+    if u == 1:
+        return np.zeros(len(pos), dtype=np.int64)
+    half = max(1, math.ceil(math.log2(u) / 2))
+    mask = np.uint64((1 << half) - 1)
+    sh = np.uint64(half)
+    keys = [
+        _mix(cycle.astype(np.uint64) * np.uint64(4) + np.uint64(r) + _mix(np.full(1, seed, dtype=np.uint64)))
+        for r in range(4)
+    ]
+
+    def rounds(x: npt.NDArray[np.uint64], ks: list[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
+        left, right = x >> sh, x & mask
+        for k in ks:
+            left, right = right, left ^ (_mix(right ^ k) & mask)
+        return (left << sh) | right
+
+    x = rounds(pos.astype(np.uint64), keys)
+    bad = np.flatnonzero(x >= np.uint64(u))
+    while len(bad):
+        x[bad] = rounds(x[bad], [k[bad] for k in keys])
+        bad = bad[x[bad] >= np.uint64(u)]
+    return x.astype(np.int64)
