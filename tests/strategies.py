@@ -46,7 +46,9 @@ def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | 
 
 
 @st.composite
-def event_lists(draw: st.DrawFn, q: Query, *, max_events: int = 40) -> list[Event]:
+def event_lists(
+    draw: st.DrawFn, q: Query, *, max_events: int = 40, values: st.SearchStrategy[float] = VALUES
+) -> list[Event]:
     """An arrival sequence for ``q``, ending with End.
 
     A clock drifts forward; tuples are drawn around it (disorder), watermarks
@@ -78,7 +80,7 @@ def event_lists(draw: st.DrawFn, q: Query, *, max_events: int = 40) -> list[Even
                 id=next_id,
                 ts=ts,
                 key=draw(st.sampled_from(KEYS)),
-                value=draw(VALUES),
+                value=draw(values),
                 channel=draw(st.integers(0, q.channels - 1)),
             )
         )
@@ -89,8 +91,13 @@ def event_lists(draw: st.DrawFn, q: Query, *, max_events: int = 40) -> list[Even
 
 @st.composite
 def workloads(
-    draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None, max_events: int = 40
+    draw: st.DrawFn,
+    *,
+    lateness: bool | None = None,
+    aggregate: bool | None = None,
+    max_events: int = 40,
+    values: st.SearchStrategy[float] = VALUES,
 ) -> tuple[Query, list[Event]]:
     """A query and an arrival sequence for it."""
     q = draw(queries(lateness=lateness, aggregate=aggregate))
-    return q, draw(event_lists(q, max_events=max_events))
+    return q, draw(event_lists(q, max_events=max_events, values=values))
