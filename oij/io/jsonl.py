@@ -65,6 +65,19 @@ def _decode(raw: bytes | str, where: tuple[str, int]) -> dict[str, Any]:
     return obj
 
 
+def _exact(raw: bytes, obj: dict[str, Any], where: tuple[str, int]) -> dict[str, Any]:
+    """Decode again with the standard library, which keeps integers beyond 64 bits exact.
+
+    orjson reads such an integer as a float; an error message must show the
+    integer the user wrote (then "out of range"), not a float.
+    """
+    if not any(type(v) is float for v in obj.values()):
+        return obj
+    exact = json.loads(raw)
+    assert isinstance(exact, dict)
+    return exact
+
+
 def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: tuple[str, int]) -> None:
     extra = sorted(set(obj) - allowed)
     if extra:
@@ -200,16 +213,27 @@ def _events(stream: IO[bytes], path: str, q: Query) -> Iterator[Event]:
             if len(obj) > 7 or not obj.keys() <= TUPLE_FIELDS:
                 _unknown(obj, TUPLE_FIELDS, (path, line))
             try:
-                yield tuple_(
+                t = tuple_(
                     obj["side"], obj["id"], obj["ts"], obj["key"], obj.get("value", 0.0), obj.get("channel", 0), line
                 )
             except KeyError as e:
                 raise InputError(path, line, str(e.args[0]), "missing") from None
+            except InputError:
+                obj = _exact(raw, obj, (path, line))
+                t = tuple_(
+                    obj["side"], obj["id"], obj["ts"], obj["key"], obj.get("value", 0.0), obj.get("channel", 0), line
+                )
+            yield t
         elif typ == "watermark":
             _unknown(obj, WATERMARK_FIELDS, (path, line))
             if "ts" not in obj:
                 raise InputError(path, line, "ts", "missing")
-            yield p.watermark(obj["ts"], obj.get("channel", 0), line)
+            try:
+                wm = p.watermark(obj["ts"], obj.get("channel", 0), line)
+            except InputError:
+                obj = _exact(raw, obj, (path, line))
+                wm = p.watermark(obj["ts"], obj.get("channel", 0), line)
+            yield wm
         elif typ == "end":
             _unknown(obj, frozenset({"type"}), (path, line))
             p.ended = True

@@ -117,7 +117,8 @@ class SparkResult:
         if self.aggregates is not None:
             parts.append(
                 self.aggregates.select(
-                    F.lit("aggregate").alias("kind"), "base", null_l.alias("probe"), "count", "value", null_l.alias("id")
+                    F.lit("aggregate").alias("kind"), "base", null_l.alias("probe"), "count", "value",
+                    null_l.alias("id"),
                 )
             )
         parts.append(
@@ -246,7 +247,7 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
         g.unpersist()
     heavy = [float(r["w"]) for r in top]
     splits, balance = split_degrees(heavy, max(0.0, float(total) - sum(heavy)), n, opts.theta, opts.max_split)
-    hot = [(r["key"], int(r["bucket"]), s) for r, s in zip(top, splits) if s > 1]
+    hot = [(r["key"], int(r["bucket"]), s) for r, s in zip(top, splits, strict=True) if s > 1]
     plan.update(
         replicas=n,
         theta=opts.theta,
@@ -259,7 +260,11 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
     if not hot:
         return a.withColumn("salt", F.lit(0)), b.withColumn("salt", F.lit(0)), ["key", "bucket", "salt"]
     schema = StructType(
-        [StructField("key", a.schema["key"].dataType), StructField("bucket", LongType()), StructField("s", IntegerType())]
+        [
+            StructField("key", a.schema["key"].dataType),
+            StructField("bucket", LongType()),
+            StructField("s", IntegerType()),
+        ]
     )
     hot_df = F.broadcast(spark.createDataFrame(hot, schema))
     a2 = a.join(hot_df, ["key", "bucket"], "left").withColumn(
@@ -272,7 +277,10 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
 
 
 def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any]) -> Any:
-    """All matching pairs as a frame (a_id, b_id, b_value): ``bases`` (a_id, a_ts, key) x ``probes`` (b_id, b_ts, key, b_value)."""
+    """All matching pairs as a frame (a_id, b_id, b_value).
+
+    ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value).
+    """
     lo, hi = lower_offset(q), upper_offset(q)
     plan["method"] = opts.method
     if lo > hi:

@@ -189,7 +189,7 @@ def _summary(
         "base_rate_per_s": side_n["base"] / span * 1e6 if span else None,
         "probe_rate_per_s": side_n["probe"] / span * 1e6 if span else None,
         "keys": u,
-        "top_keys": [[k, c, c / tuples] for k, c in top],
+        "top_keys": [[k, c, c / tuples, key_n["base"][k], key_n["probe"][k]] for k, c in top],
         "top_key_share": top[0][1] / tuples if top else 0.0,
         "top_1pct_keys_share": top_share(0.01),
         "top_10pct_keys_share": top_share(0.10),
@@ -239,7 +239,7 @@ def format_description(path: str, q: Query, d: dict[str, Any]) -> str:
             f"time: ts {d['ts_min']} .. {d['ts_max']} ({d['span'] / 1e6:.6g} s of event time at 1 tick = 1 us); "
             f"base {d['base_rate_per_s']:.6g}/s, probe {d['probe_rate_per_s']:.6g}/s"
         )
-    tops = ", ".join(f"{k!r}: {c} ({s:.1%})" for k, c, s in d["top_keys"][:5])
+    tops = ", ".join(f"{k!r}: {c} ({s:.1%}; base {b}, probe {pr})" for k, c, s, b, pr in d["top_keys"][:5])
     lines.append(f"keys: {d['keys']} distinct; top: {tops}")
     lines.append(
         f"skew: hottest key {d['top_key_share']:.1%} of tuples; top 1% of keys {d['top_1pct_keys_share']:.1%}, "

@@ -233,17 +233,17 @@ def _write_parquet(
     ) as w:
         p, schema = gen.p, w.schema
 
-        def step(blocks: list[Block]) -> None:
-            tables = [pa.table(block_columns(b, p), schema=schema) for b in blocks]
+        def step(tables: list[pa.Table]) -> None:
             w.writer.write_table(pa.concat_tables(tables), row_group_size=rows_per_group)
 
-        with _Pipeline() as pipe:
-            buf: list[Block] = []
+        with _Pipeline(depth=1) as pipe:
+            buf: list[pa.Table] = []
             rows = 0
             for b in gen.blocks(events):
-                buf.append(b)
+                buf.append(pa.table(block_columns(b, p), schema=schema))
                 rows += len(b)
                 _count(b, stats, on_block)
+                del b
                 if rows >= rows_per_group:
                     pipe.submit(step, buf)
                     buf, rows = [], 0

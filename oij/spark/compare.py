@@ -1,0 +1,279 @@
+"""Comparing an engine's output with the oracle's: missing and extra rows both ways, wrong aggregates, late sets.
+
+Results of every engine are stored as one Parquet dataset partitioned by
+engine (``results/engine=<name>/``) with the columns of
+:data:`oij.spark.oracle.RESULT_COLUMNS`.  Two results agree iff
+
+* their pairs are equal as multisets (a duplicated pair is one *extra* row,
+  a pair the engine lacks one *missing* row; a left join's (a, null) rows
+  included);
+* every base has exactly one aggregate row in both, with the same count and a
+  value equal within ``tol`` relative (:func:`close`) -- otherwise the row is
+  missing, extra or *wrong*;
+* their late ids are equal as multisets.
+
+:func:`compare_frames` does this with Spark (any size); :func:`compare_results`
+does the same in Python for results in memory (``--no-spark``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..spec.aggregate import AggregateValue
+from ..spec.batch import Pair, Results
+
+TOLERANCE = 1e-9
+
+RESULT_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("base", pa.int64()),
+        ("probe", pa.int64()),
+        ("count", pa.int64()),
+        ("value", pa.float64()),
+        ("id", pa.int64()),
+    ]
+)
+
+
+@dataclass
+class Comparison:
+    """How one engine's output differs from the reference.
+
+    ``missing``/``extra`` count rows of every kind (pairs, aggregate rows,
+    late ids); ``wrong`` counts aggregate rows present in both with a
+    different count or value; ``by_kind`` splits them per kind;
+    ``differences`` lists the first ones (dicts with kind, issue, base,
+    probe, id, n, expected, got).
+    """
+
+    missing: int = 0
+    extra: int = 0
+    wrong: int = 0
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    differences: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def agrees(self) -> bool:
+        """True iff nothing is missing, extra or wrong."""
+        return self.missing == 0 and self.extra == 0 and self.wrong == 0
+
+    def add(self, kind: str, issue: str, n: int) -> None:
+        """Count ``n`` rows of ``kind`` with ``issue`` (missing | extra | wrong)."""
+        setattr(self, issue, getattr(self, issue) + n)
+        d = self.by_kind.setdefault(kind, {"missing": 0, "extra": 0, "wrong": 0})
+        d[issue] += n
+
+
+def close(x: AggregateValue, y: AggregateValue, tol: float = TOLERANCE) -> bool:
+    """True iff two aggregate values agree: both null, equal, or within ``tol`` relative (|x-y| <= tol max(|x|,|y|))."""
+    if x is None or y is None:
+        return x is None and y is None
+    if x == y:
+        return True
+    return abs(x - y) <= tol * max(abs(x), abs(y))
+
+
+def results_table(res: Results) -> pa.Table:
+    """A :class:`Results` as an Arrow table with :data:`RESULT_SCHEMA`."""
+    kind: list[str] = []
+    base: list[int | None] = []
+    probe: list[int | None] = []
+    count: list[int | None] = []
+    value: list[float | None] = []
+    ids: list[int | None] = []
+    for a, b in res.pairs:
+        kind.append("pair"), base.append(a), probe.append(b), count.append(None), value.append(None), ids.append(None)
+    for a, n, v in res.aggregates:
+        kind.append("aggregate"), base.append(a), probe.append(None), count.append(n), ids.append(None)
+        value.append(None if v is None else float(v) + 0.0)
+    for i in res.late:
+        kind.append("late"), base.append(None), probe.append(None), count.append(None), value.append(None)
+        ids.append(i)
+    return pa.table([kind, base, probe, count, value, ids], schema=RESULT_SCHEMA)
+
+
+def engine_dir(results_dir: str, engine: str) -> str:
+    """The partition directory of ``engine`` in the results dataset."""
+    return os.path.join(results_dir, f"engine={engine}")
+
+
+def write_results(results_dir: str, engine: str, res: Results) -> str:
+    """Write an in-memory result as the ``engine`` partition of the dataset (pyarrow, no Spark)."""
+    d = engine_dir(results_dir, engine)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "part-00000.parquet")
+    pq.write_table(results_table(res), path, compression="zstd")
+    return path
+
+
+def write_frame(frame: Any, results_dir: str, engine: str) -> str:
+    """Write a result frame (Spark) as the ``engine`` partition of the dataset."""
+    d = engine_dir(results_dir, engine)
+    frame.select("kind", "base", "probe", "count", "value", "id").write.mode("overwrite").parquet(os.path.abspath(d))
+    return d
+
+
+def _diff(kind: str, issue: str, n: int, base: Any = None, probe: Any = None, id_: Any = None,
+          expected: Any = None, got: Any = None) -> dict[str, Any]:
+    return {"kind": kind, "issue": issue, "n": n, "base": base, "probe": probe, "id": id_, "expected": expected,
+            "got": got}
+
+
+def compare_results(ref: Results, got: Results, tol: float = TOLERANCE, first: int = 10) -> Comparison:
+    """Compare in Python (see the module docstring); ``differences`` holds the first ``first`` in sorted order."""
+    c = Comparison()
+    diffs: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    rp: Counter[Pair] = Counter(ref.pairs)
+    gp: Counter[Pair] = Counter(got.pairs)
+    for p in rp.keys() | gp.keys():
+        d = gp[p] - rp[p]
+        if d:
+            issue = "extra" if d > 0 else "missing"
+            c.add("pair", issue, abs(d))
+            diffs.append((("pair", p[0], -1 if p[1] is None else p[1], 0), _diff("pair", issue, abs(d), p[0], p[1])))
+    ra: dict[int, list[tuple[int, AggregateValue]]] = {}
+    ga: dict[int, list[tuple[int, AggregateValue]]] = {}
+    for a, n, v in ref.aggregates:
+        ra.setdefault(a, []).append((n, v))
+    for a, n, v in got.aggregates:
+        ga.setdefault(a, []).append((n, v))
+    for a in ra.keys() | ga.keys():
+        r, g = ra.get(a, []), ga.get(a, [])
+        d = len(g) - len(r)
+        if d:
+            issue = "extra" if d > 0 else "missing"
+            c.add("aggregate", issue, abs(d))
+            diffs.append((("aggregate", a, 0, 0), _diff("aggregate", issue, abs(d), a, expected=r, got=g)))
+        if r and g and any(n != r[0][0] or not close(r[0][1], v, tol) for n, v in g):
+            c.add("aggregate", "wrong", 1)
+            diffs.append((("aggregate", a, 1, 0), _diff("aggregate", "wrong", 1, a, expected=list(r[0]),
+                                                        got=[list(x) for x in g])))
+    rl: Counter[int] = Counter(ref.late)
+    gl: Counter[int] = Counter(got.late)
+    for i in rl.keys() | gl.keys():
+        d = gl[i] - rl[i]
+        if d:
+            issue = "extra" if d > 0 else "missing"
+            c.add("late", issue, abs(d))
+            diffs.append((("late", 0, 0, i), _diff("late", issue, abs(d), id_=i)))
+    diffs.sort(key=lambda t: t[0])
+    c.differences = [d for _, d in diffs[:first]]
+    return c
+
+
+def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
+    """One row per difference: kind, issue, n, base, probe, id, expected_count, expected_value, got_count, got_value."""
+    from pyspark.sql import functions as F
+
+    null_l = F.lit(None).cast("long")
+    null_d = F.lit(None).cast("double")
+    parts = []
+    for kind, cols in (("pair", ["base", "probe"]), ("late", ["id"])):
+        r = ref.where(F.col("kind") == kind).groupBy(*cols).agg(F.count(F.lit(1)).alias("rn"))
+        e = eng.where(F.col("kind") == kind).groupBy(*cols).agg(F.count(F.lit(1)).alias("en"))
+        r = r.select(*[F.col(c).alias(f"r_{c}") for c in cols], "rn")
+        e = e.select(*[F.col(c).alias(f"e_{c}") for c in cols], "en")
+        cond = None
+        for c in cols:
+            t = F.col(f"r_{c}").eqNullSafe(F.col(f"e_{c}"))
+            cond = t if cond is None else cond & t
+        j = r.join(e, cond, "full")
+        d = F.coalesce(F.col("en"), F.lit(0)) - F.coalesce(F.col("rn"), F.lit(0))
+        j = j.select(*[F.coalesce(F.col(f"r_{c}"), F.col(f"e_{c}")).alias(c) for c in cols], d.alias("d"))
+        j = j.where(F.col("d") != 0)
+        parts.append(
+            j.select(
+                F.lit(kind).alias("kind"),
+                F.when(F.col("d") > 0, "extra").otherwise("missing").alias("issue"),
+                F.abs(F.col("d")).alias("n"),
+                (F.col("base") if kind == "pair" else null_l).alias("base"),
+                (F.col("probe") if kind == "pair" else null_l).alias("probe"),
+                (F.col("id") if kind == "late" else null_l).alias("id"),
+                null_l.alias("expected_count"), null_d.alias("expected_value"),
+                null_l.alias("got_count"), null_d.alias("got_value"),
+            )
+        )
+    r = ref.where(F.col("kind") == "aggregate").groupBy("base").agg(
+        F.count(F.lit(1)).alias("rn"), F.min("count").alias("rc"), F.min("value").alias("rv")
+    )
+    e = eng.where(F.col("kind") == "aggregate").groupBy("base").agg(
+        F.count(F.lit(1)).alias("en"), F.min("count").alias("ec0"), F.max("count").alias("ec1"),
+        F.min("value").alias("ev0"), F.max("value").alias("ev1"),
+        F.sum(F.col("value").isNull().cast("int")).alias("enull"),
+    )
+    j = r.withColumnRenamed("base", "r_base").join(e.withColumnRenamed("base", "e_base"),
+                                                   F.col("r_base") == F.col("e_base"), "full")
+    j = j.select(F.coalesce("r_base", "e_base").alias("base"), "*")
+
+    def near(x: Any, y: Any) -> Any:
+        both_null = x.isNull() & y.isNull()
+        within = (x == y) | (F.abs(x - y) <= F.lit(tol) * F.greatest(F.abs(x), F.abs(y)))
+        return both_null | F.coalesce(within, F.lit(False))
+
+    rn, en = F.coalesce(F.col("rn"), F.lit(0)), F.coalesce(F.col("en"), F.lit(0))
+    both = F.col("rn").isNotNull() & F.col("en").isNotNull()
+    ref_null = F.col("rv").isNull()
+    nulls_ok = F.when(ref_null, F.col("enull") == F.col("en")).otherwise(F.col("enull") == 0)
+    wrong = both & ~(
+        (F.col("rc") == F.col("ec0")) & (F.col("rc") == F.col("ec1")) & nulls_ok
+        & near(F.col("rv"), F.col("ev0")) & near(F.col("rv"), F.col("ev1"))
+    )
+    def agg_rows(issue: Any, n: Any) -> list[Any]:
+        return [
+            F.lit("aggregate").alias("kind"), issue.alias("issue"), n.cast("long").alias("n"), F.col("base"),
+            null_l.alias("probe"), null_l.alias("id"),
+            F.col("rc").alias("expected_count"), F.col("rv").alias("expected_value"),
+            F.col("ec0").alias("got_count"), F.col("ev0").alias("got_value"),
+        ]
+
+    count_rows = j.where(rn != en).select(*agg_rows(F.when(en > rn, "extra").otherwise("missing"), F.abs(en - rn)))
+    wrong_rows = j.where(wrong).select(*agg_rows(F.lit("wrong"), F.lit(1)))
+    parts += [count_rows, wrong_rows]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def compare_frames(
+    spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
+) -> dict[str, Comparison]:
+    """Compare every engine's partition of the dataset at ``results_dir`` with ``reference``, in Spark."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    res = spark.read.parquet(os.path.abspath(results_dir))
+    ref = res.where(F.col("engine") == reference).persist(StorageLevel.MEMORY_AND_DISK)
+    out: dict[str, Comparison] = {}
+    try:
+        for name in engines:
+            eng = res.where(F.col("engine") == name)
+            diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                c = Comparison()
+                for r in diffs.groupBy("kind", "issue").agg(F.sum("n").alias("n")).collect():
+                    c.add(r["kind"], r["issue"], int(r["n"]))
+                if not c.agrees:
+                    rows = diffs.orderBy("kind", "base", "probe", "id", "issue").limit(first).collect()
+                    for r in rows:
+                        exp = got = None
+                        if r["kind"] == "aggregate":
+                            exp = [r["expected_count"], r["expected_value"]]
+                            got = [r["got_count"], r["got_value"]]
+                        c.differences.append(
+                            _diff(r["kind"], r["issue"], int(r["n"]), r["base"], r["probe"], r["id"], exp, got)
+                        )
+                out[name] = c
+            finally:
+                diffs.unpersist()
+    finally:
+        ref.unpersist()
+    return out
