@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "oij.commands.join",
     "oij.commands.generate",
     "oij.commands.bench",
+    "oij.commands.check",
 )
 
 

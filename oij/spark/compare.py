@@ -83,21 +83,12 @@ def close(x: AggregateValue, y: AggregateValue, tol: float = TOLERANCE) -> bool:
 
 def results_table(res: Results) -> pa.Table:
     """A :class:`Results` as an Arrow table with :data:`RESULT_SCHEMA`."""
-    kind: list[str] = []
-    base: list[int | None] = []
-    probe: list[int | None] = []
-    count: list[int | None] = []
-    value: list[float | None] = []
-    ids: list[int | None] = []
-    for a, b in res.pairs:
-        kind.append("pair"), base.append(a), probe.append(b), count.append(None), value.append(None), ids.append(None)
-    for a, n, v in res.aggregates:
-        kind.append("aggregate"), base.append(a), probe.append(None), count.append(n), ids.append(None)
-        value.append(None if v is None else float(v) + 0.0)
-    for i in res.late:
-        kind.append("late"), base.append(None), probe.append(None), count.append(None), value.append(None)
-        ids.append(i)
-    return pa.table([kind, base, probe, count, value, ids], schema=RESULT_SCHEMA)
+    rows: list[tuple[str, int | None, int | None, int | None, float | None, int | None]] = []
+    rows += [("pair", a, b, None, None, None) for a, b in res.pairs]
+    rows += [("aggregate", a, None, n, None if v is None else float(v) + 0.0, None) for a, n, v in res.aggregates]
+    rows += [("late", None, None, None, None, i) for i in res.late]
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+    return pa.table([list(c) for c in cols], schema=RESULT_SCHEMA)
 
 
 def engine_dir(results_dir: str, engine: str) -> str:

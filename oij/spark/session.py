@@ -58,10 +58,10 @@ def find_java() -> str:
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             raise SparkUnavailable(f"JAVA_HOME={home} has no bin/java. {JAVA_HELP}")
         return exe
-    exe = shutil.which("java")
-    if exe is None:
+    found = shutil.which("java")
+    if found is None:
         raise SparkUnavailable(f"Java not found (JAVA_HOME is not set and there is no `java` on PATH). {JAVA_HELP}")
-    return exe
+    return found
 
 
 def java_version(exe: str) -> int:
