@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import BASE, PROBE, TS_LIMIT, AggregateKind, End, Event, Query, Side, StreamTuple, Watermark
 
 KEYS: list[int | str] = [0, 1, "1", "a"]
 VALUES = st.one_of(
@@ -27,12 +27,12 @@ def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | 
     lower = draw(st.integers(-12, 12))
     upper = lower + draw(st.integers(0, 14))
     use_lateness = draw(st.booleans()) if lateness is None else lateness
+    kinds: list[AggregateKind] = ["count", "sum", "avg", "min", "max"]
+    agg: AggregateKind | None = None
     if aggregate is None:
-        agg = draw(st.sampled_from([None, None, "count", "sum", "avg", "min", "max"]))
+        agg = draw(st.sampled_from([None, None, *kinds]))
     elif aggregate:
-        agg = draw(st.sampled_from(["count", "sum", "avg", "min", "max"]))
-    else:
-        agg = None
+        agg = draw(st.sampled_from(kinds))
     return Query(
         lower=lower,
         upper=upper,
@@ -71,7 +71,7 @@ def event_lists(
             events.append(Watermark(ts, draw(st.integers(0, q.channels - 1))))
             last_wm = max(last_wm, ts)
             continue
-        side = draw(st.sampled_from(["base", "probe"])) if kind == "late" else kind
+        side: Side = draw(st.sampled_from([BASE, PROBE])) if kind == "late" else (BASE if kind == "base" else PROBE)
         ts = last_wm if kind == "late" and last_wm > origin - 10**6 else clock - draw(st.integers(0, 10))
         ts = max(-TS_LIMIT, min(TS_LIMIT, ts))
         events.append(

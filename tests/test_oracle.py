@@ -146,7 +146,6 @@ class SparkLateness(Oracle):
 
     def on_tuple(self, t: StreamTuple) -> None:
         if t.ts == self.w:
-            self.events += 1
             self.late.append(t.id)
             return
         super().on_tuple(t)
@@ -195,10 +194,12 @@ class PurgesOnlyOnArrival(Oracle):
 class FloatSubtractOnEvict(Oracle):
     """Keeps the running sum in floats: drifts after cancellation."""
 
-    _scaled = staticmethod(float)
+    @staticmethod
+    def _scaled(v: float) -> Any:
+        return v
 
     @staticmethod
-    def _to_float(total: Any, count: int) -> float:
+    def _to_float(total: Any, count: int = 1) -> float:
         return float(total) / count + 0.0
 
     def _check(self) -> None:

@@ -551,6 +551,7 @@ def test_cli_list_show_and_params(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["generate", "teach-tiny", "-s", "-1", "-o", "X"], "--seed: must be in"),
         (["generate", "teach-tiny"], "-o/--output FILE is required"),
         (["generate", "teach-tiny", "--format", "parquet", "-o", "-"], "Parquet cannot be written to stdout"),
+        (["generate", "-p", "rate=1e-12", "-o", "X"], "timestamp range"),
         (["describe", "/no/such/file.parquet"], "No such file"),
     ],
 )
