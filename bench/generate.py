@@ -2,7 +2,8 @@
 
 Usage::
 
-    python bench/generate.py [--events 10000000] [--preset scale-oij-default] [--seed 0] [--out bench/results/generate.json]
+    python bench/generate.py [--events 10000000] [--preset scale-oij-default] [--seed 0]
+                             [--out bench/results/generate.json]
 
 Each measurement runs ``oij generate PRESET -n EVENTS -o FILE --no-progress``
 in a fresh process under ``/usr/bin/time -v`` (wall time, CPU time, peak

@@ -124,6 +124,8 @@ class WorkloadGenerator:
             k = np.floor(tau / cap)
             r = tau - k * cap
             t = k * per + np.where(r < cap_burst, r / hi, burst_len + (r - cap_burst) / lam)
+        if not float(t[-1]) + p.start_ts < TS_LIMIT:
+            raise ParamError("events", "the stream would leave the timestamp range |ts| <= 2^62 (rate too low?)")
         ts = np.floor(t).astype(np.int64) + p.start_ts
         return ts
 
@@ -180,8 +182,6 @@ class WorkloadGenerator:
             if m < n:
                 ts, side, key, value, channel, delay = ts[:m], side[:m], key[:m], value[:m], channel[:m], delay[:m]
             arrival = ts + delay
-            if int(arrival[-1]) > TS_LIMIT or int(ts[-1]) + max(abs(p.lower), abs(p.upper)) > TS_LIMIT:
-                raise ParamError("events", "the stream would leave the timestamp range |ts| <= 2^62")
             on_time = delay <= checks_time if p.watermark != "none" else np.ones(m, dtype=np.bool_)
             ids = np.arange(next_id, next_id + m, dtype=np.int64)
             next_id += m
