@@ -65,13 +65,12 @@ def generate_only(preset: str, events: int, seed: int) -> dict[str, float | int]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=10_000_000)
-    ap.add_argument("--preset", default="scale-oij-default")
+    ap.add_argument("--preset", default="scale-oij-default,ppoij-skewed", help="comma-separated presets")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench/results/generate.json")
     ap.add_argument("--dir", default=None, help="where to write the generated files (default: a temp dir)")
     a = ap.parse_args()
     res: dict[str, object] = {
-        "preset": a.preset,
         "events_requested": a.events,
         "seed": a.seed,
         "machine": {
@@ -81,16 +80,18 @@ def main() -> int:
             "load_avg_before": os.getloadavg(),
         },
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": " ".join(["python", *sys.argv]),
     }
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
-        res["generate_only"] = generate_only(a.preset, a.events, a.seed)
-        print("generate only:", res["generate_only"], flush=True)
-        for ext in ("parquet", "jsonl"):
-            path = str(Path(d) / f"bench.{ext}")
-            r = run_cli(a.preset, a.events, a.seed, path)
-            res[ext] = r
-            print(f"{ext}:", r, flush=True)
-            os.unlink(path)
+        for preset in a.preset.split(","):
+            r: dict[str, object] = {"generate_only": generate_only(preset, a.events, a.seed)}
+            print(preset, "generate only:", r["generate_only"], flush=True)
+            for ext in ("parquet", "jsonl"):
+                path = str(Path(d) / f"bench.{ext}")
+                r[ext] = run_cli(preset, a.events, a.seed, path)
+                print(preset, f"{ext}:", r[ext], flush=True)
+                os.unlink(path)
+            res[preset] = r
     res["machine"]["load_avg_after"] = os.getloadavg()  # type: ignore[index]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")

@@ -486,6 +486,17 @@ def test_describe_reports_matches_late_and_state() -> None:
     assert abs(d["top_10pct_keys_share"] - 0.1) < 0.02
 
 
+def test_describe_counts_late_tuples_of_stragglers() -> None:
+    p = replace(PRESETS["teach-late"], keys=2)
+    q, events = generate(p, 4000, 1)
+    d = describe_events(q, events)
+    _, blocks = generate_blocks(p, 4000, 1)
+    stragglers = sum(int((~b.on_time).sum()) for b in blocks)
+    assert 0.5 * stragglers <= d["late"] <= stragglers
+    assert 0 < d["late_bases"] < d["late"]
+    assert abs(d["late_fraction"] - d["late"] / 4000) < 1e-12
+
+
 def test_generation_memory_is_flat() -> None:
     tracemalloc.start()
     try:
@@ -517,7 +528,7 @@ def test_generated_files_are_valid_input_for_join(
         assert rc == 0, err
         rc, out, err = run_cli(["describe", str(f), "--no-progress"], capsys)
         assert rc == 0, err
-        assert "late:" in out and "matches per base tuple" in out
+        assert "late:" in out and "matches per on-time base tuple" in out
 
 
 def test_cli_list_show_and_params(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,6 +55,7 @@ def describe_events(
     state_sum = 0
     state_samples = 0
     n = 0
+    late_bases = 0
     ended = False
 
     def drain() -> None:
@@ -92,7 +93,10 @@ def describe_events(
                 lag_hist[0] += 1
                 max_seen = ts
             if o is not None:
+                before = len(o.late)
                 o.on_tuple(e)
+                if e.side == "base" and len(o.late) > before:
+                    late_bases += 1
         elif type(e) is Watermark:
             wm_n[e.channel] += 1
             if e.channel in wm_last and e.ts < wm_last[e.channel]:
@@ -111,9 +115,10 @@ def describe_events(
         state_max = max(state_max, o.stored)
         o.on_end()
         drain()
+    state_mean = state_sum / state_samples if state_samples else float(state_max)
     return _summary(
         q, n, ended, side_n, key_n, chan_n, wm_n, wm_regress, lag_hist, lag_max, ts_min, max_seen,
-        o is not None, matches, late, state_max, state_sum / state_samples if state_samples else float(state_max),
+        o is not None, matches, late, late_bases, state_max, state_mean,
     )  # fmt: skip
 
 
@@ -146,6 +151,7 @@ def _summary(
     ran_oracle: bool,
     matches: int,
     late: int,
+    late_bases: int,
     state_max: int,
     state_mean: float,
 ) -> dict[str, Any]:
@@ -208,12 +214,13 @@ def _summary(
         "expected_matches_per_window_estimate": est,
     }
     if ran_oracle:
-        on_time_bases = side_n["base"]
+        on_time_bases = side_n["base"] - late_bases
         d.update(
             {
                 "late": late,
                 "late_fraction": late / tuples if tuples else 0.0,
                 "matches": matches,
+                "late_bases": late_bases,
                 "matches_per_base": matches / on_time_bases if on_time_bases else 0.0,
                 "state_max": state_max,
                 "state_mean": state_mean,
@@ -258,7 +265,8 @@ def format_description(path: str, q: Query, d: dict[str, Any]) -> str:
     if "late" in d:
         lines.append(f"late: {d['late']} tuples ({d['late_fraction']:.3%}) under the file's watermarks (oracle)")
         lines.append(
-            f"matches per base tuple: {d['matches_per_base']:.4g} exact (oracle), {est:.4g} estimated from rates"
+            f"matches per on-time base tuple: {d['matches_per_base']:.4g} exact (oracle), "
+            f"{est:.4g} estimated from rates"
         )
         lines.append(f"oracle state: max {d['state_max']} tuples, mean {d['state_mean']:.0f}")
     else:

@@ -266,22 +266,33 @@ class _WatermarkState:
             on_time=fill(c["on_time"], True),
         )
 
+    def _by_channel(self, ch: np.ndarray) -> Iterator[tuple[int, I64]]:
+        """(channel, positions of its tuples in order) for every channel present.  O(n × channels) or O(n log n)."""
+        if self.p.channels <= 16:
+            for chan in range(self.p.channels):
+                pos = np.flatnonzero(ch == chan)
+                if len(pos):
+                    yield chan, pos
+            return
+        order = np.argsort(ch, kind="stable")
+        chs = ch[order]
+        present = np.unique(chs)
+        starts = np.searchsorted(chs, present, side="left")
+        ends = np.searchsorted(chs, present, side="right")
+        for chan, s, e in zip(present.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            yield chan, order[s:e]
+
     def _count(self, c: dict[str, np.ndarray]) -> tuple[I64, I64, I64]:
         """After every ``watermark_every``-th tuple of a channel: that channel's max ts - l."""
         p = self.p
         every, lat = p.watermark_every, p.lateness
         ch = c["channel"]
         ts = c["ts"]
-        order = np.argsort(ch, kind="stable")
-        chs = ch[order]
-        present = np.unique(chs)
-        starts = np.searchsorted(chs, present, side="left")
-        ends = np.searchsorted(chs, present, side="right")
         afters: list[I64] = []
         chans: list[I64] = []
         vals: list[I64] = []
-        for chan, s, e in zip(present.tolist(), starts.tolist(), ends.tolist(), strict=True):
-            pos = order[s:e]
+        for chan, pos in self._by_channel(ch):
+            s, e = 0, len(pos)
             run = np.maximum.accumulate(np.maximum(ts[pos], self.max_ts[chan]))
             cnt = self.count[chan] + np.arange(1, e - s + 1, dtype=np.int64)
             sel = np.flatnonzero(cnt % every == 0)
