@@ -123,6 +123,7 @@ class Oracle:
         self.state_samples: list[tuple[int, int]] = []  # (W, stored tuples) after each watermark move
         self._on_base = self._base_pairs if self.agg is None else self._base_aggregate
         self._store_bases = self.left or not self.empty
+        self._fast = self.agg is None and not self.left and purge and not instrument and not self.empty
 
     # ------------------------------------------------------------------ events
 
@@ -145,16 +146,73 @@ class Oracle:
         aggregate or (a, null) row if ``t`` is a base that is final on arrival.
         Cost: O(log n + n_moved + p), plus purging in lateness mode.
         """
-        if t.ts < self.w:
+        ts = t.ts
+        w = self.w
+        if ts < w:
             self.late.append(t.id)
             return
-        if t.side == BASE:
-            self._on_base(t)
+        if not self._fast:
+            if t.side == BASE:
+                self._on_base(t)
+            else:
+                self._probe(t)
         else:
-            self._probe(t)
-        if self.lateness is not None and t.ts > self.max_ts:
-            self.max_ts = t.ts
-            self._advance(t.ts - self.lateness)
+            # The inner pairs mode with purging, inlined: the same steps as
+            # _base_pairs/_probe/_store_base, without the calls.
+            ks = self.keys.get(t.key)
+            if t.side == BASE:
+                hi = ts + self.hi_off
+                if ks is not None:
+                    pts = ks.pts
+                    if pts:
+                        i = bisect_left(pts, ts + self.lo_off)
+                        j = bisect_right(pts, hi, i)
+                        if j > i:
+                            self.pairs.extend(zip(repeat(t.id, j - i), ks.pid[i:j], strict=False))
+                if hi >= w:
+                    if ks is None:
+                        ks = self._key_state(t.key)
+                    bts = ks.bts
+                    if not bts or ts >= bts[-1]:
+                        bts.append(ts)
+                        ks.bid.append(t.id)
+                    else:
+                        i = bisect_right(bts, ts)
+                        bts.insert(i, ts)
+                        ks.bid.insert(i, t.id)
+                    self.stored += 1
+                    wake = hi + 1
+                    if ks.wake is None or wake < ks.wake:
+                        ks.wake = wake
+                        heapq.heappush(self.heap, (wake, ks.slot, ks))
+            else:
+                lo_off = self.lo_off
+                if ks is not None:
+                    bts = ks.bts
+                    if bts:
+                        i = bisect_left(bts, ts - self.hi_off)
+                        j = bisect_right(bts, ts - lo_off, i)
+                        if j > i:
+                            self.pairs.extend(zip(ks.bid[i:j], repeat(t.id, j - i), strict=False))
+                if ts - lo_off >= w:
+                    if ks is None:
+                        ks = self._key_state(t.key)
+                    pts = ks.pts
+                    if not pts or ts >= pts[-1]:
+                        pts.append(ts)
+                        ks.pid.append(t.id)
+                    else:
+                        i = bisect_right(pts, ts)
+                        pts.insert(i, ts)
+                        ks.pid.insert(i, t.id)
+                    self.stored += 1
+                    wake = ts - lo_off + 1
+                    if ks.wake is None or wake < ks.wake:
+                        ks.wake = wake
+                        heapq.heappush(self.heap, (wake, ks.slot, ks))
+        if self.lateness is not None and ts > self.max_ts:
+            self.max_ts = ts
+            self._advance(ts - self.lateness)
 
     def on_watermark(self, wm: Watermark) -> None:
         """Process a watermark.
