@@ -105,6 +105,8 @@ def run_generate(args: argparse.Namespace) -> int:
         stats = write_workload(args.output, p, events, args.seed, fmt=fmt, on_block=bar.update if bar else None)
     except ParamError as e:
         raise UsageError(f"{e.field}: {e.message}") from None
+    except BrokenPipeError:
+        raise
     except OSError as e:
         raise InputError(args.output, 0, "file", e.strerror or str(e)) from None
     finally:
