@@ -1,0 +1,13 @@
+"""Sphinx configuration: the spec is rendered from its docstrings (autodoc + math)."""
+
+project = "oij"
+author = "the oij developers"
+copyright = "2026, the oij developers"
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "undoc-members": False}
+nitpicky = False
+exclude_patterns = ["_build"]
+html_theme = "alabaster"
+suppress_warnings = ["ref.python"]
