@@ -578,6 +578,17 @@ def test_bad_parameters_exit_2_with_one_clear_line(
     assert message in err
 
 
+def test_a_failed_generation_leaves_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for ext in ("jsonl", "parquet"):
+        f = tmp_path / f"x.{ext}"
+        # The file is opened, then the stream runs out of the timestamp range after ~4600 tuples.
+        args = ["generate", "-p", "rate=1e-9", "-p", "start_ts=2305843009213693952", "-p", "delay=none",
+                "-n", "100000", "-o", str(f)]  # fmt: skip
+        rc, _, err = run_cli(args, capsys)
+        assert rc == 2 and "timestamp range" in err
+        assert not f.exists()
+
+
 def test_api_rejects_bad_parameters_eagerly() -> None:
     with pytest.raises(ParamError, match="unknown preset"):
         generate("nope", 10, 0)

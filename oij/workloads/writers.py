@@ -11,6 +11,8 @@ read back to the same events).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -26,7 +28,7 @@ from ..io.jsonl import format_query
 from ..io.parquet import ParquetEventWriter
 from ..spec.model import Query
 from .generator import KIND_WATERMARK, Block, WorkloadGenerator
-from .params import WorkloadParams
+from .params import ParamError, WorkloadParams
 from .presets import resolve
 
 DICTIONARY_COLUMNS = ["type", "side", "key", "channel"]
@@ -180,15 +182,23 @@ def write_workload(
     gen = WorkloadGenerator(p, seed)
     fmt = fmt or ("parquet" if path.endswith(".parquet") else "jsonl")
     stats = WriteStats()
-    if fmt == "parquet":
-        _write_parquet(path, gen, events, stats, rows_per_group, on_block)
+    if path == "-":
+        if fmt == "parquet":
+            raise ParamError("output", "Parquet cannot be written to stdout")
+        _write_jsonl(sys.stdout.buffer, gen, events, stats, on_block)
+        sys.stdout.buffer.flush()
     else:
-        if path == "-":
-            _write_jsonl(sys.stdout.buffer, gen, events, stats, on_block)
-            sys.stdout.buffer.flush()
-        else:
-            with open(path, "wb") as f:
-                _write_jsonl(f, gen, events, stats, on_block)
+        try:
+            if fmt == "parquet":
+                _write_parquet(path, gen, events, stats, rows_per_group, on_block)
+            else:
+                with open(path, "wb") as f:
+                    _write_jsonl(f, gen, events, stats, on_block)
+        except BaseException:
+            # No half-written workload is left behind (e.g. the time range ran out, or Ctrl-C).
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
     stats.rows = stats.tuples + stats.watermarks + 1
     return stats
 
