@@ -34,11 +34,15 @@ AGGREGATES: Final = ("count", "sum", "avg", "min", "max")
 JoinKind: TypeAlias = Literal["inner", "left"]
 JOINS: Final = ("inner", "left")
 
-TS_LIMIT: Final = 1 << 62
-r"""Bound on every timestamp and query bound: :math:`|ts|, |lower|, |upper| \le 2^{62}`.
+TS_LIMIT: Final = (1 << 62) - 1
+r"""Bound on every timestamp and query bound: :math:`|ts|, |lower|, |upper| < 2^{62}`.
 
-With it, ``ts + lower`` and ``ts + upper`` stay inside a signed 64-bit integer,
-which is what the parallel engines and Spark store."""
+With it, every sum the engines form (``ts + lower'``, ``ts + upper' + 1``,
+``W + lower'``, ``b.ts - lower'``) stays inside a signed 64-bit integer, which
+is what the parallel engines and Spark store.  The bound is strict: with
+:math:`\le 2^{62}`, ``ts = 2^62`` and ``upper = 2^62 - 1`` give a wake time of
+:math:`2^{63}`, one past int64 (``proofs/manifest.toml`` keeps that model,
+and z3 finds exactly this counterexample)."""
 
 NO_WATERMARK: Final = -(1 << 64)
 r"""The watermark before any watermark was seen: :math:`-\infty`.
@@ -62,7 +66,7 @@ class StreamTuple(NamedTuple):
 
     Fields: ``side`` in {base, probe}; ``id`` an integer unique in the input
     (across both sides); ``ts`` a signed 64-bit event time with
-    :math:`|ts| \\le 2^{62}`; ``key`` an int or a str; ``value`` a finite float
+    :math:`|ts| < 2^{62}`; ``key`` an int or a str; ``value`` a finite float
     (default 0.0, the payload that aggregates read); ``channel`` the upstream
     channel it arrived on, :math:`0 \\le channel < q.channels`.
     """
@@ -123,12 +127,12 @@ def _is_int(x: object) -> bool:
 
 
 def check_ts(field: str, ts: object) -> int:
-    r"""Return ``ts`` if it is an int with :math:`|ts| \le 2^{62}`, else raise :class:`SpecError`."""
+    r"""Return ``ts`` if it is an int with :math:`|ts| < 2^{62}`, else raise :class:`SpecError`."""
     if not _is_int(ts):
         raise SpecError(field, f"must be an integer, got {ts!r}")
     assert isinstance(ts, int)
     if not -TS_LIMIT <= ts <= TS_LIMIT:
-        raise SpecError(field, f"out of range: |{field}| must be <= 2^62, got {ts}")
+        raise SpecError(field, f"out of range: |{field}| must be < 2^62, got {ts}")
     return ts
 
 
@@ -137,7 +141,7 @@ def check_query(q: Query) -> Query:
 
     Valid: integer bounds within :data:`TS_LIMIT`; ``lower <= upper``; boolean
     flags; a known aggregate and join; ``channels >= 1``; ``lateness`` absent
-    or an integer in ``[0, 2^62]``.
+    or an integer in ``[0, 2^62)``.
     """
     check_ts("lower", q.lower)
     check_ts("upper", q.upper)

@@ -99,7 +99,8 @@ def test_join_cli_parquet_with_query_flags(tmp_path: Path) -> None:
 
 BAD = [
     ('{"type":"tuple","side":"base","id":1,"ts":1.5,"key":"k"}', 2, "ts", "must be an integer"),
-    ('{"type":"tuple","side":"base","id":1,"ts":4611686018427387905,"key":"k"}', 2, "ts", "out of range"),
+    ('{"type":"tuple","side":"base","id":1,"ts":4611686018427387904,"key":"k"}', 2, "ts", "out of range"),
+    ('{"type":"tuple","side":"base","id":1,"ts":-4611686018427387904,"key":"k"}', 2, "ts", "< 2^62"),
     ('{"type":"tuple","side":"base","id":1,"ts":100000000000000000000000,"key":"k"}', 2, "ts", "out of range"),
     ('{"type":"tuple","side":"base","id":1,"ts":1,"key":"k","value":NaN}', 2, "value", "must be finite"),
     ('{"type":"tuple","side":"base","id":1,"ts":1,"key":"k","value":1e999}', 2, "value", "must be finite"),

@@ -136,7 +136,7 @@ class EventParser:
         if type(ts) is not int:
             raise InputError(self.path, line, "ts", f"must be an integer, got {ts!r}")
         if not -TS_LIMIT <= ts <= TS_LIMIT:
-            raise InputError(self.path, line, "ts", f"out of range: |ts| must be <= 2^62, got {ts}")
+            raise InputError(self.path, line, "ts", f"out of range: |ts| must be < 2^62, got {ts}")
         tk = type(key)
         if tk is not str and tk is not int:
             raise InputError(self.path, line, "key", f"must be an integer or a string, got {key!r}")
@@ -164,7 +164,7 @@ class EventParser:
         if type(ts) is not int:
             raise InputError(self.path, line, "ts", f"must be an integer, got {ts!r}")
         if not -TS_LIMIT <= ts <= TS_LIMIT:
-            raise InputError(self.path, line, "ts", f"out of range: |ts| must be <= 2^62, got {ts}")
+            raise InputError(self.path, line, "ts", f"out of range: |ts| must be < 2^62, got {ts}")
         if type(channel) is not int or not 0 <= channel < self.q.channels:
             raise InputError(
                 self.path, line, "channel", f"must be an integer in [0, {self.q.channels}), got {channel!r}"
