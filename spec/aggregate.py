@@ -18,8 +18,8 @@ recomputation.  A negative zero result is written as 0.0.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
-from typing import Iterable
 
 from .model import AggregateKind
 

@@ -16,8 +16,8 @@ Results are compared as multisets; :class:`Results` keeps each part sorted
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .aggregate import AggregateValue, compute_aggregate
 from .match import is_match

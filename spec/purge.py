@@ -39,7 +39,7 @@ After End nothing is needed.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .match import is_match, is_window_empty, lower_offset, window_hi
 from .model import BASE, End, Event, Query, StreamTuple

@@ -24,7 +24,7 @@ operator must have emitted after reading exactly that prefix.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .batch import Pair, Results, compute_aggregates, compute_pairs, pair_order
 from .match import is_match, window_hi
@@ -44,13 +44,13 @@ def is_final(a: StreamTuple, w: int, q: Query) -> bool:
 def compute_late(events: Sequence[Event], q: Query) -> list[int]:
     """Ids of the late tuples, sorted."""
     ws = arrival_watermarks(events, q)
-    return sorted(e.id for e, w in zip(events, ws) if isinstance(e, StreamTuple) and is_late(e, w))
+    return sorted(e.id for e, w in zip(events, ws, strict=False) if isinstance(e, StreamTuple) and is_late(e, w))
 
 
 def on_time_tuples(events: Sequence[Event], q: Query) -> list[StreamTuple]:
     """The non-late tuples, in arrival order."""
     ws = arrival_watermarks(events, q)
-    return [e for e, w in zip(events, ws) if isinstance(e, StreamTuple) and not is_late(e, w)]
+    return [e for e, w in zip(events, ws, strict=False) if isinstance(e, StreamTuple) and not is_late(e, w)]
 
 
 def compute_stream_result(events: Sequence[Event], q: Query) -> Results:

@@ -26,7 +26,7 @@ x_j.ts + D - l \le x_j.ts`.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
 
@@ -39,7 +39,7 @@ def initial_channel_watermarks(q: Query) -> tuple[int, ...]:
 def on_watermark(ms: tuple[int, ...], w: Watermark) -> tuple[int, ...]:
     r"""The per-channel maxima after watermark ``w``: :math:`m_{w.channel} \leftarrow \max(m_{w.channel}, w.ts)`."""
     c = w.channel
-    return ms[:c] + (max(ms[c], w.ts),) + ms[c + 1 :]
+    return (*ms[:c], max(ms[c], w.ts), *ms[c + 1:])
 
 
 def effective_watermark(ms: Sequence[int]) -> int:

@@ -84,7 +84,8 @@ def progress(it: Iterable[T], *, enabled: bool, desc: str, total: int | None = N
         return it
     from tqdm import tqdm
 
-    return tqdm(it, desc=desc, unit=" ev", unit_scale=True, mininterval=0.5, total=total, file=sys.stderr)
+    bar: Iterable[T] = tqdm(it, desc=desc, unit=" ev", unit_scale=True, mininterval=0.5, total=total, file=sys.stderr)
+    return bar
 
 
 @contextlib.contextmanager

@@ -147,7 +147,10 @@ def _events(pf: pq.ParquetFile, path: str, q: Query) -> Iterator[Event]:
     row = 0
     for batch in pf.iter_batches(batch_size=65536):
         n = batch.num_rows
-        col = {name: batch.column(name).to_pylist() if name in names else [None] * n for name in schema(pa.string()).names}
+        col = {
+            name: batch.column(name).to_pylist() if name in names else [None] * n
+            for name in schema(pa.string()).names
+        }
         types, sides, ids, tss = col["type"], col["side"], col["id"], col["ts"]
         keys, vals, chans = col["key"], col["value"], col["channel"]
         for r in range(n):
