@@ -207,3 +207,20 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["join", "--help"])
     assert e.value.code == 0
+
+
+def test_join_stats_report_effectiveness_and_state(tmp_path: Path) -> None:
+    lines = [
+        '{"type":"query","lower":-10,"upper":0,"lateness":2}',
+        '{"type":"tuple","side":"probe","id":1,"ts":5,"key":"k"}',
+        '{"type":"tuple","side":"probe","id":2,"ts":8,"key":"k"}',
+        '{"type":"tuple","side":"base","id":3,"ts":10,"key":"k"}',
+        '{"type":"tuple","side":"base","id":4,"ts":30,"key":"k"}',
+        '{"type":"end"}',
+    ]
+    src = _write(tmp_path, lines)
+    stats_path = tmp_path / "s.json"
+    assert main(["join", src, "-o", str(tmp_path / "o.jsonl"), "--stats", str(stats_path), "--no-progress"]) == 0
+    stats = json.loads(stats_path.read_text())
+    assert stats["entries_in_window"] == 2 and stats["effectiveness"] == 1.0
+    assert stats["retained_state_peak"] >= 1 and stats["late"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import IO
 
@@ -30,6 +31,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="canonical: sorted (memory grows with the output); arrival: in emission order, constant memory",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--stats",
+        metavar="JSON",
+        help="also count entries visited per join (Scale-OIJ effectiveness, Eq. 1) and the retained state "
+        "after every watermark move, and write them to JSON",
+    )
     add_query_flags(p)
     p.set_defaults(func=run)
 
@@ -44,7 +51,7 @@ def _drain(o: Oracle, out: IO[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     canonical = args.order == "canonical"
     with input_events(args.file, args) as (q, events), output_file(args.output) as out:
-        o = Oracle(q)
+        o = Oracle(q, instrument=args.stats is not None)
         on_tuple, on_watermark = o.on_tuple, o.on_watermark
         n = 0
         try:
@@ -64,7 +71,26 @@ def run(args: argparse.Namespace) -> int:
             err.args = (f"{err.args[0]} (the results of the {n} events before it were written)",)
             raise
         _finish(o, out, canonical)
+    if args.stats is not None:
+        _write_stats(o, n, args.stats)
     return 0
+
+
+def _write_stats(o: Oracle, events: int, path: str) -> None:
+    samples = o.state_samples
+    stats = {
+        "events": events,
+        "late": len(o.late),
+        "joins": o.joins,
+        "entries_visited": o.visited,
+        "entries_in_window": o.in_window,
+        "effectiveness": o.effectiveness(),
+        "retained_state_peak": max((s for _, s in samples), default=0),
+        "retained_state_samples": samples[:: max(1, len(samples) // 1000)],
+    }
+    with open(path, "w") as f:
+        json.dump(stats, f, indent=1)
+        f.write("\n")
 
 
 def _finish(o: Oracle, out: IO[str], canonical: bool) -> None:
