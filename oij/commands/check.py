@@ -19,6 +19,7 @@ Exit code 0 iff every engine (and the sequential oracle) agrees with the referen
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -130,10 +131,11 @@ def _generated(args: argparse.Namespace) -> tuple[str, Query, Iterator[Event]]:
     events = DEFAULT_EVENTS if args.events is None else args.events
     if events < 0:
         raise UsageError("--events must be >= 0")
+    workloads: Any
     try:
-        from .. import workloads
+        workloads = importlib.import_module("oij.workloads")
     except ImportError:
-        workloads = None  # type: ignore[assignment]
+        workloads = None
     from ..spark.workload import BUILTIN, builtin_workload
 
     preset = args.preset
