@@ -22,7 +22,7 @@ from oij.cli import main
 from oij.io.jsonl import format_event, format_query, read_jsonl
 from oij.io.parquet import read_parquet
 from oij.reference.oracle import Oracle
-from oij.spec.model import End, Event, StreamTuple, Watermark
+from oij.spec.model import TS_LIMIT, End, Event, StreamTuple, Watermark
 from oij.workloads import (
     PRESETS,
     Block,
@@ -582,7 +582,7 @@ def test_a_failed_generation_leaves_no_file(tmp_path: Path, capsys: pytest.Captu
     for ext in ("jsonl", "parquet"):
         f = tmp_path / f"x.{ext}"
         # The file is opened, then the stream runs out of the timestamp range after ~4600 tuples.
-        args = ["generate", "-p", "rate=1e-9", "-p", "start_ts=2305843009213693952", "-p", "delay=none",
+        args = ["generate", "-p", "rate=1e-9", "-p", f"start_ts={TS_LIMIT // 2}", "-p", "delay=none",
                 "-n", "100000", "-o", str(f)]  # fmt: skip
         rc, _, err = run_cli(args, capsys)
         assert rc == 2 and "timestamp range" in err

@@ -211,7 +211,8 @@ def check_params(p: WorkloadParams) -> WorkloadParams:
     need(_num(p.burst_factor) and math.isfinite(p.burst_factor) and p.burst_factor >= 1, "burst_factor", "must be >= 1")
     need(_int(p.burst_period) and p.burst_period >= 1, "burst_period", "must be an integer >= 1 (us)")
     need(_num(p.burst_duty) and 0 < p.burst_duty < 1, "burst_duty", "must be in (0, 1)")
-    need(_int(p.start_ts) and abs(p.start_ts) <= TS_LIMIT // 2, "start_ts", "must be an integer, |start_ts| <= 2^61")
+    half, quarter = TS_LIMIT // 2, TS_LIMIT // 4
+    need(_int(p.start_ts) and abs(p.start_ts) <= half, "start_ts", f"must be an integer, |start_ts| <= {half}")
     need(p.delay in DELAYS, "delay", f"must be one of {', '.join(DELAYS)}")
     dmax_ok = p.delay_max is None or (_int(p.delay_max) and p.delay_max >= 0)
     need(dmax_ok, "delay_max", "must be an integer >= 0 or none")
@@ -223,7 +224,7 @@ def check_params(p: WorkloadParams) -> WorkloadParams:
     need(_num(p.stragglers) and 0 <= p.stragglers < 1, "stragglers", "must be in [0, 1)")
     need(_int(p.straggler_max) and p.straggler_max >= 1, "straggler_max", "must be an integer >= 1 (us)")
     need(p.watermark in WATERMARKS, "watermark", f"must be one of {', '.join(WATERMARKS)}")
-    need(_int(p.lateness) and 0 <= p.lateness <= TS_LIMIT // 4, "lateness", "must be an integer in [0, 2^60] (us)")
+    need(_int(p.lateness) and 0 <= p.lateness <= quarter, "lateness", f"must be an integer in [0, {quarter}] (us)")
     if p.stragglers > 0:
         need(p.watermark != "none", "stragglers", "need watermark != none (nothing is late without watermarks)")
     need(_int(p.watermark_every) and p.watermark_every >= 1, "watermark_every", "must be an integer >= 1")
