@@ -1,0 +1,333 @@
+"""Emitters: the driver-side sources of the replicas' input channels, and the lateness decision.
+
+Data flow (in the driver process)::
+
+    events / generated blocks --> Chunk (numpy columns, arrival order)
+        --> Router.route(chunk): W at every arrival, late ids, key codes, emitter of every tuple
+        --> per pattern: destination ring(s), owner, fan of every tuple; batches of <= b records
+        --> (ring, records) list, sent by the runtime; then CLOSE(epoch, W) on every ring
+
+There are M emitters per stream (2M input channels per replica); tuple i of
+a stream goes to emitter ``i mod M`` of that stream.  Each chunk the driver
+routes is one *epoch*: every batch of the epoch is sent before the epoch's
+CLOSE punctuation, which carries the watermark, so an idle channel still
+tells every collector how far the stream has progressed.
+
+Lateness is a property of the whole arrival sequence (:mod:`oij.spec.watermark`),
+so it is decided here, on the input order, before the stream is split:
+a late tuple is reported by the driver and never sent.  A batch carries the
+W in force at the arrival of its last tuple; every later tuple of the same
+channel arrived later, so its ts is >= that W (it is not late), which is
+the only property the replicas' finality and purging rely on.
+
+Patterns (PPOIJ Table 1): KP point-to-point by hash(key); DP one broadcast
+ring per emitter, owner round robin; HP partial multicast to the key's
+replica set (Alg. 1 after calibration, KP before), batches of one key,
+owner round robin per key.
+
+This module creates no shared memory and no process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..spec.match import lower_offset, upper_offset
+from ..spec.model import End, Event, Key, Query, StreamTuple, Watermark
+from .ring import TUPLE
+from .store import NEG
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class Chunk:
+    """Consecutive events in arrival order, column-wise.  ``kind`` 0 tuple, 1 watermark."""
+
+    kind: npt.NDArray[np.int8]
+    side: npt.NDArray[np.int8]
+    id: I64
+    ts: I64
+    key: I64
+    value: npt.NDArray[np.float64]
+    channel: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def slice(self, a: int, b: int) -> Chunk:
+        return Chunk(self.kind[a:b], self.side[a:b], self.id[a:b], self.ts[a:b], self.key[a:b],
+                     self.value[a:b], self.channel[a:b])
+
+
+class KeyCodes:
+    """Dense integer codes for join keys (1 and "1" are different keys)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[tuple[type, Key], int] = {}
+
+    def code(self, k: Key) -> int:
+        t = (type(k), k)
+        c = self.codes.get(t)
+        if c is None:
+            c = self.codes[t] = len(self.codes)
+        return c
+
+
+def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | None = None) -> Iterator[Chunk]:
+    """Cut an event sequence into chunks of ``size`` events (End stops the input)."""
+    codes = codes or KeyCodes()
+    cols: list[list[Any]] = [[], [], [], [], [], [], []]
+    kind, side, ids, ts, key, val, ch = cols
+
+    def flush() -> Chunk:
+        c = Chunk(np.array(kind, np.int8), np.array(side, np.int8), np.array(ids, np.int64),
+                  np.array(ts, np.int64), np.array(key, np.int64), np.array(val, np.float64),
+                  np.array(ch, np.int64))
+        for x in cols:
+            x.clear()
+        return c
+
+    for e in events:
+        if type(e) is StreamTuple:
+            kind.append(0)
+            side.append(0 if e.side == "base" else 1)
+            ids.append(e.id)
+            ts.append(e.ts)
+            key.append(codes.code(e.key))
+            val.append(e.value)
+            ch.append(e.channel)
+        elif type(e) is Watermark:
+            kind.append(1)
+            side.append(-1)
+            ids.append(0)
+            ts.append(e.ts)
+            key.append(-1)
+            val.append(0.0)
+            ch.append(e.channel)
+        elif type(e) is End:
+            break
+        if len(kind) >= size:
+            yield flush()
+    if kind:
+        yield flush()
+
+
+def chunks_from_blocks(blocks: Iterable[Any], size: int) -> Iterator[Chunk]:
+    """Chunks from :func:`oij.workloads.generate_blocks` blocks (key indexes are already dense codes)."""
+    for b in blocks:
+        c = Chunk(b.kind.astype(np.int8), b.side.astype(np.int8), b.id, b.ts, b.key, b.value,
+                  b.channel.astype(np.int64))
+        for a in range(0, len(c), size):
+            yield c.slice(a, a + size)
+
+
+def key_hash(k: npt.NDArray[np.int64] | int, n: int) -> Any:
+    """KP's hash(key) -> replica: a multiplicative (Fibonacci) hash of the key code, mod n."""
+    x = np.asarray(k, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return ((x >> np.uint64(33)) % np.uint64(n)).astype(np.int64)
+
+
+@dataclass
+class Routed:
+    """One epoch's output: late ids, (ring index, records) to send in order, W after the epoch."""
+
+    late: I64
+    sends: list[tuple[int, npt.NDArray[Any]]]
+    w_end: int
+    tuples: int
+    deliveries: int
+
+
+class Router:
+    """The 2M emitters of one run (see the module docstring)."""
+
+    def __init__(self, q: Query, pattern: str, replicas: int, emitters: int, batch: int) -> None:
+        self.q = q
+        self.pattern = pattern
+        self.n = replicas
+        self.m = emitters
+        self.b = batch
+        self.lo = lower_offset(q)
+        self.hi = upper_offset(q)
+        self.ms = np.full(q.channels, NEG, dtype=np.int64)  # per channel max watermark
+        self.maxts = NEG
+        self.side_count = [0, 0]
+        self.owner_ctr = np.zeros(2 * emitters, dtype=np.int64)  # DP: round robin per emitter
+        # HP
+        self.key2r: dict[int, tuple[int, ...]] = {}
+        self.key_rr = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros((2 * emitters, 0), dtype=np.int64)
+        self.counting = pattern == "hp"
+
+    def rings(self) -> int:
+        return 2 * self.m if self.pattern == "dp" else 2 * self.m * self.n
+
+    # ------------------------------------------------------------------ watermarks
+
+    def _watermarks(self, c: Chunk) -> tuple[I64, int]:
+        """W in force at the arrival of every row, and W after the chunk."""
+        n = len(c)
+        is_t = c.kind == 0
+        if self.q.lateness is not None:
+            x = np.where(is_t, c.ts, NEG)
+            run = np.maximum.accumulate(np.concatenate(([self.maxts], x)))
+            self.maxts = int(run[-1])
+            excl = run[:-1]
+            lat = self.q.lateness
+            w = np.where(excl == NEG, NEG, excl - lat)
+            w_end = NEG if self.maxts == NEG else self.maxts - lat
+            return w, w_end
+        is_w = c.kind == 1
+        w = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        for ch in range(self.q.channels):
+            x = np.where(is_w & (c.channel == ch), c.ts, NEG)
+            run = np.maximum.accumulate(np.concatenate(([self.ms[ch]], x)))
+            self.ms[ch] = run[-1]
+            np.minimum(w, run[:-1], out=w)
+        return w, int(self.ms.min())
+
+    # ------------------------------------------------------------------ routing
+
+    def route(self, c: Chunk, born: int) -> Routed:
+        w, w_end = self._watermarks(c)
+        is_t = c.kind == 0
+        late_m = is_t & (c.ts < w)
+        late = c.id[late_m]
+        idx = np.flatnonzero(is_t & ~late_m)
+        t = len(idx)
+        if t == 0:
+            return Routed(late, [], w_end, 0, 0)
+        recs = np.empty(t, dtype=TUPLE)
+        recs["id"] = c.id[idx]
+        recs["ts"] = c.ts[idx]
+        recs["key"] = c.key[idx]
+        recs["value"] = c.value[idx]
+        recs["born"] = born
+        side = c.side[idx]
+        recs["side"] = side
+        wrow = w[idx]
+        # emitter of every tuple: i-th tuple of a stream -> emitter i mod M of that stream
+        em = np.empty(t, dtype=np.int64)
+        for s in (0, 1):
+            ms = side == s
+            k = int(ms.sum())
+            em[ms] = s * self.m + (self.side_count[s] + np.arange(k)) % self.m
+            self.side_count[s] += k
+        recs["chan"] = em
+        if self.counting:
+            self._count(em, recs["key"])
+        if self.pattern == "kp":
+            sends, deliveries = self._kp(recs, em, wrow)
+        elif self.pattern == "dp":
+            sends, deliveries = self._dp(recs, em, wrow)
+        else:
+            sends, deliveries = self._hp(recs, em, wrow)
+        return Routed(late, sends, w_end, t, deliveries)
+
+    def _cut(self, ring: int, recs: npt.NDArray[Any], wrow: I64, out: list[Any]) -> None:
+        for a in range(0, len(recs), self.b):
+            part = recs[a: a + self.b]
+            out.append((ring, part, int(wrow[a: a + self.b][-1])))
+
+    def _kp(self, recs: npt.NDArray[Any], em: I64, wrow: I64) -> tuple[list[Any], int]:
+        dest = key_hash(recs["key"], self.n)
+        recs["owner"] = dest
+        recs["fan"] = 1
+        g = em * self.n + dest
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        bounds = np.flatnonzero(np.diff(gs)) + 1
+        out: list[Any] = []
+        for part in np.split(order, bounds):
+            self._cut(int(g[part[0]]), recs[part], wrow[part], out)
+        return out, len(recs)
+
+    def _dp(self, recs: npt.NDArray[Any], em: I64, wrow: I64) -> tuple[list[Any], int]:
+        out: list[Any] = []
+        recs["fan"] = self.n
+        for e in range(2 * self.m):
+            sel = np.flatnonzero(em == e)
+            if not len(sel):
+                continue
+            recs["owner"][sel] = (self.owner_ctr[e] + np.arange(len(sel))) % self.n
+            self.owner_ctr[e] += len(sel)
+            self._cut(e, recs[sel], wrow[sel], out)
+        return out, len(recs) * self.n
+
+    # ------------------------------------------------------------------ HP
+
+    def _count(self, em: I64, keys: I64) -> None:
+        kmax = int(keys.max()) + 1
+        if kmax > self.counts.shape[1]:
+            c = np.zeros((2 * self.m, kmax), dtype=np.int64)
+            c[:, : self.counts.shape[1]] = self.counts
+            self.counts = c
+        for e in range(2 * self.m):
+            sel = em == e
+            if sel.any():
+                self.counts[e] += np.bincount(keys[sel], minlength=self.counts.shape[1])
+
+    def replicas_of(self, k: int) -> tuple[int, ...]:
+        s = self.key2r.get(k)
+        return s if s is not None else (int(key_hash(k, self.n)),)
+
+    def calibration_request(self) -> tuple[list[list[int]], dict[int, list[int]]]:
+        """Per-emitter key counts and the current (KP) assignment of every counted key."""
+        self.counting = False
+        seen = np.flatnonzero(self.counts.sum(axis=0))
+        return self.counts.tolist(), {int(k): list(self.replicas_of(int(k))) for k in seen}
+
+    def apply_map(self, key2r: dict[int, list[int]]) -> None:
+        """Adopt Alg. 1's assignment (at an epoch boundary: nothing of the old assignment is pending)."""
+        for k, rs in key2r.items():
+            old = self.replicas_of(k)
+            assert set(old) <= set(rs), "a replica assigned during calibration must stay assigned"
+            self.key2r[k] = tuple(rs)
+
+    def _hp(self, recs: npt.NDArray[Any], em: I64, wrow: I64) -> tuple[list[Any], int]:
+        keys = recs["key"]
+        kmax = int(keys.max()) + 1
+        if kmax > len(self.key_rr):
+            rr = np.zeros(kmax, dtype=np.int64)
+            rr[: len(self.key_rr)] = self.key_rr
+            self.key_rr = rr
+        order = np.lexsort((keys, em))
+        ge = em[order]
+        gk = keys[order]
+        bounds = np.flatnonzero((np.diff(ge) != 0) | (np.diff(gk) != 0)) + 1
+        out: list[Any] = []
+        deliveries = 0
+        for part in np.split(order, bounds):
+            e, k = int(em[part[0]]), int(keys[part[0]])
+            rs = self.replicas_of(k)
+            ns = len(rs)
+            sub = recs[part]
+            sub["fan"] = ns
+            sub["owner"] = np.asarray(rs, dtype=np.int64)[(self.key_rr[k] + np.arange(len(part))) % ns]
+            self.key_rr[k] += len(part)
+            wp = wrow[part]
+            for a in range(0, len(sub), self.b):
+                piece = sub[a: a + self.b]
+                wv = int(wp[a: a + self.b][-1])
+                for r in rs:
+                    out.append((e * self.n + r, piece, wv))
+            deliveries += len(part) * ns
+        return out, deliveries
+
+
+def order_channels(m: int) -> list[int]:
+    """The round-robin order of the 2M channels, alternating base and probe emitters: b0, p0, b1, p1, ..."""
+    out: list[int] = []
+    for i in range(m):
+        out += [i, m + i]
+    return out
+
+
+def n_tuples(events: Sequence[Event]) -> int:
+    return sum(1 for e in events if type(e) is StreamTuple)

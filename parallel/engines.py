@@ -1,0 +1,7 @@
+"""Registers the parallel engines (imported by :mod:`oij.parallel.registry`): ``kp``, ``dp``, ``hp``."""
+
+from __future__ import annotations
+
+from . import dp, hp, kp
+
+__all__ = ["dp", "hp", "kp"]

@@ -1,0 +1,328 @@
+r"""The replica's state buffers and the vectorised per-batch join (pure numpy, no processes).
+
+Data flow inside one replica (:mod:`oij.parallel.replica` feeds it)::
+
+    delivered batch --> JoinState.process --> pair / partial-row result records
+    watermark       --> JoinState.advance --> partial rows of bases that became final; purge
+
+State buffer: a *two-tier store* per side, the IM-tree idea of Shahvarani &
+Jacobsen (003, §3.2): a small mutable tier (``delta``, re-sorted when a batch
+is inserted) and a large immutable tier (``main``) that is rebuilt by merging
+``delta`` into it when ``delta`` grows past a fraction of ``main`` (merge
+ratio); expired entries are dropped during the merge (coarse-grained
+disposal), and flagged before that.  Each tier is sorted by (key code, ts).
+
+Vectorised range search.  A tier of n entries keeps ``sts`` (its timestamps
+sorted) and :math:`comp_i = key_i (n+1) + rank(ts_i)` with
+:math:`rank(t) = |\{j : sts_j < t\}|`.  Then for a query (k, [lo, hi]) with
+:math:`r_{lo} = |\{sts < lo\}|` and :math:`r_{hi} = |\{sts \le hi\}|`,
+:math:`lo \le ts_i \le hi \iff r_{lo} \le rank(ts_i) < r_{hi}`, so the
+matching entries are the contiguous run of ``comp`` in
+:math:`[k(n+1) + r_{lo},\ k(n+1) + r_{hi})`: four ``searchsorted`` calls for
+a whole batch of queries, whatever the key and timestamp ranges.
+
+Who makes a pair.  Every tuple a replica receives gets a sequence number in
+the replica's delivery order.  Tuple x joins the stored opposite-side
+entries y with ``y.seq < x.seq``; a tuple is stored only by its ``owner``
+replica.  So the pair (x, y), y delivered first, is made by the replica that
+stores y, once, provided that replica also receives x after y (the ordering
+rules of :mod:`oij.spec.ordering`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .ring import RESULT
+
+NEG = np.iinfo(np.int64).min
+"""The watermark before any watermark (-inf): below every valid timestamp."""
+
+I64 = npt.NDArray[np.int64]
+Cols = dict[str, npt.NDArray[Any]]
+
+MERGE_RATIO = 0.25
+MIN_DELTA = 512
+
+
+def _empty(spec: dict[str, Any]) -> Cols:
+    return {k: np.empty(0, dtype=v) for k, v in spec.items()}
+
+
+def _sorted(cols: Cols) -> Cols:
+    if len(cols["ts"]) <= 1:
+        return cols
+    order = np.lexsort((cols["ts"], cols["key"]))
+    return {k: v[order] for k, v in cols.items()}
+
+
+class Tier:
+    """Entries sorted by (key, ts) with the rank-compressed composite index (module docstring)."""
+
+    __slots__ = ("cols", "comp", "n", "sts")
+
+    def __init__(self, cols: Cols) -> None:
+        self.cols = cols
+        self.n = n = len(cols["ts"])
+        self.sts: I64 = np.sort(cols["ts"])
+        rank = np.searchsorted(self.sts, cols["ts"], "left")
+        self.comp: I64 = cols["key"] * (n + 1) + rank
+
+    def ranges(self, qk: I64, qlo: I64, qhi: I64) -> tuple[I64, I64]:
+        """Per query i, the index run [s_i, e_i) of entries with key qk_i and ts in [qlo_i, qhi_i]."""
+        n = self.n
+        rlo = np.searchsorted(self.sts, qlo, "left")
+        rhi = np.searchsorted(self.sts, qhi, "right")
+        base = qk * (n + 1)
+        s = np.searchsorted(self.comp, base + rlo, "left")
+        e = np.searchsorted(self.comp, base + np.maximum(rhi, rlo), "left")
+        return s, e
+
+
+def expand(s: I64, e: I64) -> tuple[I64, I64]:
+    """Flatten runs: (query index, entry index) for every entry of every run."""
+    cnt = e - s
+    tot = int(cnt.sum())
+    if tot == 0:
+        z = np.empty(0, dtype=np.int64)
+        return z, z
+    qi = np.repeat(np.arange(len(s), dtype=np.int64), cnt)
+    starts = np.cumsum(cnt) - cnt
+    ei = s[qi] + (np.arange(tot, dtype=np.int64) - starts[qi])
+    return qi, ei
+
+
+class Store:
+    """One side's two-tier state buffer."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.main = Tier(_empty(spec))
+        self.delta = Tier(_empty(spec))
+        self.dead = 0  # flagged (final / expired) entries not yet dropped
+        self.merges = 0
+
+    def __len__(self) -> int:
+        return self.main.n + self.delta.n
+
+    def tiers(self) -> tuple[Tier, Tier]:
+        return self.main, self.delta
+
+    def insert(self, cols: Cols) -> None:
+        d = self.delta.cols
+        self.delta = Tier(_sorted({k: np.concatenate((d[k], cols[k])) for k in self.spec}))
+
+    def match(self, qk: I64, qlo: I64, qhi: I64, qseq: I64) -> list[tuple[Tier, I64, I64]]:
+        """Per tier, (tier, query idx, entry idx) of the stored entries in range delivered before the query."""
+        out = []
+        for t in (self.main, self.delta):
+            if t.n == 0:
+                continue
+            qi, ei = expand(*t.ranges(qk, qlo, qhi))
+            if len(qi):
+                keep = t.cols["seq"][ei] < qseq[qi]
+                if not keep.all():
+                    qi, ei = qi[keep], ei[keep]
+                if len(qi):
+                    out.append((t, qi, ei))
+        return out
+
+    def maybe_merge(self, live: Any, force: bool = False) -> None:
+        """Merge delta into main, dropping entries for which ``live(cols)`` is False (IM-tree merge)."""
+        if not force and self.delta.n < max(MIN_DELTA, int(MERGE_RATIO * self.main.n)) and (
+            self.dead < max(MIN_DELTA, self.main.n // 2)
+        ):
+            return
+        m, d = self.main.cols, self.delta.cols
+        cols = {k: np.concatenate((m[k], d[k])) for k in self.spec}
+        keep = live(cols)
+        if not keep.all():
+            cols = {k: v[keep] for k, v in cols.items()}
+        self.main = Tier(_sorted(cols))
+        self.delta = Tier(_empty(self.spec))
+        self.dead = 0
+        self.merges += 1
+
+
+PROBE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "value": np.float64, "born": np.int64,
+              "seq": np.int64}
+BASE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "born": np.int64, "seq": np.int64,
+             "fan": np.int32, "n": np.int64, "s": np.float64, "mn": np.float64, "mx": np.float64,
+             "bmax": np.int64, "done": np.bool_}
+
+
+class JoinState:
+    """The OIJ logic of one replica over its delivery order.
+
+    ``lo``/``hi`` are the inclusive offsets l', u' (:mod:`oij.spec.match`);
+    ``partial``: keep per-base running aggregates and emit partial rows
+    (aggregates, or a left join that must report unmatched bases);
+    ``pairs``: emit pair records (pairs mode).
+    """
+
+    def __init__(self, me: int, lo: int, hi: int, *, pairs: bool, partial: bool) -> None:
+        self.me = me
+        self.lo = lo
+        self.hi = hi
+        self.pairs = pairs
+        self.partial = partial
+        self.bases = Store(BASE_COLS)
+        self.probes = Store(PROBE_COLS)
+        self.seq = 0
+        self.received = 0
+        self.stored = 0
+        self.comparisons = 0
+        self.emitted_pairs = 0
+        self.emitted_rows = 0
+        self.trace_on = False
+        self.trace: list[tuple[I64, I64]] = []  # (ids in delivery order, stored ids)
+
+    # --------------------------------------------------------------- per batch
+
+    def process(self, recs: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
+        """Join one delivered batch; return result records (pairs and/or partial rows of non-owned bases)."""
+        n = len(recs)
+        if n == 0:
+            return []
+        seq = np.arange(self.seq, self.seq + n, dtype=np.int64)
+        self.seq += n
+        self.received += n
+        out: list[npt.NDArray[Any]] = []
+        isb = recs["side"] == 0
+        mine = recs["owner"] == self.me
+        if self.trace_on:
+            self.trace.append((recs["id"].copy(), recs["id"][mine].copy()))
+        self.stored += int(np.count_nonzero(mine))
+        # a. store my probes first: a later base of this same batch must see them
+        pm = ~isb & mine
+        if pm.any():
+            p = recs[pm]
+            self.probes.insert({"id": p["id"], "ts": p["ts"], "key": p["key"], "value": p["value"],
+                                "born": p["born"], "seq": seq[pm]})
+        # b. bases query the stored probes
+        bi = np.flatnonzero(isb)
+        if len(bi):
+            out.extend(self._bases(recs, bi, seq, mine))
+        # d. probes query the stored bases (including the bases of this batch stored in c.)
+        pi = np.flatnonzero(~isb)
+        if len(pi) and len(self.bases):
+            out.extend(self._probes(recs, pi, seq))
+        return out
+
+    def _bases(self, recs: npt.NDArray[Any], bi: I64, seq: I64, mine: npt.NDArray[np.bool_]) -> list[Any]:
+        out: list[Any] = []
+        b = recs[bi]
+        qk, qts, qseq = b["key"], b["ts"], seq[bi]
+        m = len(bi)
+        hits = self.probes.match(qk, qts + self.lo, qts + self.hi, qseq)
+        cnt = np.zeros(m, dtype=np.int64)
+        ssum = np.zeros(m)
+        mn = np.full(m, np.inf)
+        mx = np.full(m, -np.inf)
+        bmax = b["born"].copy()
+        for t, qi, ei in hits:
+            self.comparisons += len(qi)
+            pc = t.cols
+            if self.pairs:
+                r = np.empty(len(qi), dtype=RESULT)
+                r["a"] = b["id"][qi]
+                r["b"] = pc["id"][ei]
+                r["born"] = np.maximum(b["born"][qi], pc["born"][ei])
+                r["kind"] = 0
+                out.append(r)
+                self.emitted_pairs += len(qi)
+            if self.partial:
+                v = pc["value"][ei]
+                cnt += np.bincount(qi, minlength=m)
+                ssum += np.bincount(qi, weights=v, minlength=m)
+                np.minimum.at(mn, qi, v)
+                np.maximum.at(mx, qi, v)
+                np.maximum.at(bmax, qi, pc["born"][ei])
+        bm = mine[bi]
+        if bm.any():
+            self.bases.insert({"id": b["id"][bm], "ts": qts[bm], "key": qk[bm], "born": b["born"][bm],
+                               "seq": qseq[bm], "fan": b["fan"][bm].astype(np.int32), "n": cnt[bm],
+                               "s": ssum[bm], "mn": mn[bm], "mx": mx[bm], "bmax": bmax[bm],
+                               "done": np.zeros(int(bm.sum()), dtype=np.bool_)})
+        if self.partial and not bm.all():
+            nm = ~bm
+            out.append(self._rows(b["id"][nm], cnt[nm], ssum[nm], mn[nm], mx[nm], bmax[nm], b["fan"][nm]))
+        return out
+
+    def _probes(self, recs: npt.NDArray[Any], pi: I64, seq: I64) -> list[Any]:
+        out: list[Any] = []
+        p = recs[pi]
+        pts = p["ts"]
+        hits = self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi])
+        for t, qi, ei in hits:
+            self.comparisons += len(qi)
+            bc = t.cols
+            if self.pairs:
+                r = np.empty(len(qi), dtype=RESULT)
+                r["a"] = bc["id"][ei]
+                r["b"] = p["id"][qi]
+                r["born"] = np.maximum(bc["born"][ei], p["born"][qi])
+                r["kind"] = 0
+                out.append(r)
+                self.emitted_pairs += len(qi)
+            if self.partial:
+                v = p["value"][qi]
+                np.add.at(bc["n"], ei, 1)
+                np.add.at(bc["s"], ei, v)
+                np.minimum.at(bc["mn"], ei, v)
+                np.maximum.at(bc["mx"], ei, v)
+                np.maximum.at(bc["bmax"], ei, p["born"][qi])
+        return out
+
+    def _rows(self, ids: I64, n: I64, s: Any, mn: Any, mx: Any, born: I64, fan: Any) -> npt.NDArray[Any]:
+        r = np.empty(len(ids), dtype=RESULT)
+        r["a"] = ids
+        r["b"] = -1
+        r["n"] = n
+        r["s"] = s
+        r["mn"] = mn
+        r["mx"] = mx
+        r["born"] = born
+        r["fan"] = fan
+        r["kind"] = 1
+        self.emitted_rows += len(ids)
+        return r
+
+    # --------------------------------------------------------------- watermarks
+
+    def advance(self, w: Any, force: bool = False) -> list[npt.NDArray[Any]]:
+        """Finalize my bases with W > hi(a) (``w``: a scalar, or per key code an array); purge; merge tiers.
+
+        Returns the partial rows of the bases that became final (when ``partial``).
+        ``force`` finalizes everything (the end of the stream).
+        """
+        out: list[npt.NDArray[Any]] = []
+        for t in self.bases.tiers():
+            c = t.cols
+            if t.n == 0:
+                continue
+            if force:
+                fin = ~c["done"]
+            else:
+                wk = w if np.isscalar(w) else w[c["key"]]
+                fin = ~c["done"] & (c["ts"] + self.hi < wk)
+            if fin.any():
+                if self.partial:
+                    out.append(self._rows(c["id"][fin], c["n"][fin], c["s"][fin], c["mn"][fin], c["mx"][fin],
+                                          c["bmax"][fin], c["fan"][fin]))
+                c["done"] |= fin
+                self.bases.dead += int(fin.sum())
+        self.bases.maybe_merge(lambda cols: ~cols["done"], force=force)
+        if not force:
+            lo = self.lo
+
+            def probe_live(cols: Cols) -> npt.NDArray[np.bool_]:
+                wk = w if np.isscalar(w) else w[cols["key"]]
+                live: npt.NDArray[np.bool_] = (cols["ts"] - lo >= wk) | (wk == NEG)
+                return live
+
+            self.probes.maybe_merge(probe_live)
+        return out
