@@ -138,7 +138,7 @@ class Routed:
     """One epoch's output: late ids, (ring index, records) to send in order, W after the epoch."""
 
     late: I64
-    sends: list[tuple[int, npt.NDArray[Any]]]
+    sends: list[tuple[int, npt.NDArray[Any], int]]  # (ring index, records, W of the batch)
     w_end: int
     tuples: int
     deliveries: int

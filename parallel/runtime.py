@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from queue import Empty
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -95,7 +95,7 @@ class Runtime:
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.n = replicas
-        self.ctx = mp.get_context(start_method)
+        self.ctx: Any = cast(Any, mp.get_context(start_method))  # every concrete context has Process
         self.tag = f"oij-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.jobs = 0
         self.closed = False

@@ -115,7 +115,7 @@ def hp_rule(orders: Mapping[int, Order], stored: Mapping[int, Iterable[int]], ke
     keys: dict[object, list[int]] = {}
     for x, k in key_of.items():
         keys.setdefault(k, []).append(x)
-    for k, members in keys.items():
+    for members in keys.values():
         mem = set(members)
         per = {r: [x for x in o if x in mem] for r, o in orders.items()}
         per = {r: o for r, o in per.items() if o}
