@@ -35,7 +35,7 @@ from oij.spark.salting import assign_replicas, is_balanced, split_degrees
 from oij.spark.session import SparkUnavailable, check_java
 from oij.spark.workload import builtin_workload
 from oij.spec.batch import Results
-from oij.spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 
 from .strategies import workloads
 
@@ -157,7 +157,7 @@ def test_int_and_str_keys_stay_apart(spark: Any) -> None:
 
 def test_extreme_timestamps_and_bounds(spark: Any) -> None:
     big = (1 << 62) - 5
-    q = Query(-(1 << 62), (1 << 62), lower_inclusive=False, aggregate="count")
+    q = Query(-TS_LIMIT, TS_LIMIT, lower_inclusive=False, aggregate="count")
     events: list[Event] = [
         StreamTuple("base", 1, big, 0), StreamTuple("probe", 2, -big, 0), StreamTuple("probe", 3, big, 0),
         StreamTuple("base", 4, -big, 0), End(),
