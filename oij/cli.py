@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "oij.commands.generate",
     "oij.commands.bench",
     "oij.commands.check",
+    "oij.commands.run",
 )
 
 

@@ -12,8 +12,9 @@ collector drains every ring eagerly into a local deque (so a producer never
 waits on the *order* of delivery, only on the replica's speed) and the
 policy decides what to deliver:
 
-* :class:`StandardCollector` (KP-OIJ, PPOIJ §4.1): whatever arrived, in
-  arrival order; no ordering guarantee across channels.
+* :class:`StandardCollector` (KP-OIJ, PPOIJ §4.1): whatever arrived, one
+  batch per channel in turn (fair multiplexing); no ordering guarantee
+  across channels.
 * :class:`RoundRobinCollector` (DP-OIJ §4.2, HP-OIJ §4.3): channels take
   turns in a fixed circular order that alternates base and probe emitters
   (``b0, p0, b1, p1, ...``); the emitters cut the stream into *epochs* and a
@@ -92,12 +93,20 @@ class StandardCollector(Collector):
     """KP-OIJ: deliver everything in the order it was pulled, channel by channel."""
 
     def deliver(self) -> list[tuple[int, Batch]]:
+        # fair multiplexing: one batch per non-empty channel in turn, so that no channel runs far ahead of
+        # the others (a channel that runs ahead holds the minimum watermark back and the state grows)
         out: list[tuple[int, Batch]] = []
-        for i, q in enumerate(self.queues):
-            while q:
+        live = [i for i, q in enumerate(self.queues) if q]
+        while live:
+            nxt = []
+            for i in live:
+                q = self.queues[i]
                 b = q.popleft()
                 self._mark(i, b)
                 out.append((i, b))
+                if q:
+                    nxt.append(i)
+            live = nxt
         return out
 
 

@@ -82,6 +82,7 @@ class _Job:
         self.batches = 0
         self.result_batches = 0
         self.waits = 0
+        self.t_pull = self.t_join = self.t_push = 0.0
 
     def close(self) -> None:
         for r in self.rings:
@@ -150,7 +151,10 @@ class _Job:
                 self.check()
                 time.sleep(0.01)
                 continue
+            t_a = time.perf_counter()
             got = self.col.poll()
+            t_b = time.perf_counter()
+            self.t_pull += t_b - t_a
             if not got:
                 idle += 1
                 self.waits += 1
@@ -158,6 +162,7 @@ class _Job:
                 time.sleep(0 if idle < 4 else min(1e-5 * idle, 1e-3))
                 continue
             idle = 0
+            t_a = time.perf_counter()
             out: list[npt.NDArray[Any]] = []
             moved = False
             for i, b in got:
@@ -182,12 +187,18 @@ class _Job:
                         moved = True
                 elif b.kind == KIND_END:
                     moved = True
-            if moved and not self.col.finished():
-                w: Any = self._key_w() if self.keybased else self._global_w()
-                if self.keybased or w != last_w:
-                    out.extend(self.js.advance(w))
-                    last_w = w
+                if moved and not self.col.finished():
+                    # advance after every batch: a poll may deliver many batches, and the state they
+                    # would keep alive in between would make the next batches' searches slower
+                    w: Any = self._key_w() if self.keybased else self._global_w()
+                    if self.keybased or w != last_w:
+                        out.extend(self.js.advance(w))
+                        last_w = w
+                    moved = False
+            t_b = time.perf_counter()
+            self.t_join += t_b - t_a
             self.push(out)
+            self.t_push += time.perf_counter() - t_b
         self.push(self.js.advance(0, force=True), KIND_END)
         js = self.js
         stats: dict[str, Any] = {
@@ -200,8 +211,12 @@ class _Job:
             "batches": self.batches,
             "result_batches": self.result_batches,
             "merges": js.bases.merges + js.probes.merges,
+            "state_max": js.state_max,
             "buffered_max": self.col.buffered_max,
             "idle_waits": self.waits,
+            "pull_s": self.t_pull,
+            "join_s": self.t_join,
+            "push_s": self.t_push,
         }
         if self.keybased and len(self.kc):
             wk = self._key_w()
@@ -229,6 +244,7 @@ def replica_main(me: int, ctl: Any, up: Any, abort_name: str, ppid: int) -> None
     abort: npt.NDArray[np.int64] = np.ndarray((1,), np.int64, seg.buf, 0)
     job: _Job | None = None
     code = 0
+    up.put(("ready", me))
     try:
         while True:
             try:
@@ -242,7 +258,15 @@ def replica_main(me: int, ctl: Any, up: Any, abort_name: str, ppid: int) -> None
             if msg[0] == "job":
                 job = _Job(me, msg[1], ctl, up, abort, ppid)
                 try:
-                    stats = job.run()
+                    prof_dir = os.environ.get("OIJ_PROFILE_DIR")  # developer aid: profile the replica
+                    if prof_dir:
+                        import cProfile
+
+                        pr = cProfile.Profile()
+                        stats = pr.runcall(job.run)
+                        pr.dump_stats(os.path.join(prof_dir, f"replica{me}.prof"))
+                    else:
+                        stats = job.run()
                 finally:
                     job.close()
                     job = None

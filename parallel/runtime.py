@@ -114,6 +114,15 @@ class Runtime:
                 p.start()
                 self.ctls.append(ctl)
                 self.procs.append(p)
+            self._pending = []
+            ready: set[int] = set()
+            deadline = time.monotonic() + 60
+            while len(ready) < replicas:  # measurements start with every replica imported and waiting
+                self._poll_up(0.05)
+                ready |= {m[1] for m in self._take("ready")}
+                self.check()
+                if time.monotonic() > deadline:
+                    self._fail(f"replicas {sorted(set(range(replicas)) - ready)} did not start within 60 s")
         except BaseException:
             self.close()
             raise

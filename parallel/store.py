@@ -177,6 +177,7 @@ class JoinState:
         self.comparisons = 0
         self.emitted_pairs = 0
         self.emitted_rows = 0
+        self.state_max = 0
         self.trace_on = False
         self.trace: list[tuple[I64, I64]] = []  # (ids in delivery order, stored ids)
 
@@ -210,6 +211,7 @@ class JoinState:
         pi = np.flatnonzero(~isb)
         if len(pi) and len(self.bases):
             out.extend(self._probes(recs, pi, seq))
+        self.state_max = max(self.state_max, len(self.bases) + len(self.probes))
         return out
 
     def _bases(self, recs: npt.NDArray[Any], bi: I64, seq: I64, mine: npt.NDArray[np.bool_]) -> list[Any]:
