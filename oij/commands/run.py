@@ -89,10 +89,16 @@ def run(args: argparse.Namespace) -> int:
     t_setup = time.perf_counter()
     try:
         if args.preset is not None:
-            from ..workloads import ParamError, generate_blocks, resolve, with_overrides
+            from ..workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
 
             try:
-                params = with_overrides(resolve(args.preset), args.param) if args.param else resolve(args.preset)
+                over: dict[str, Any] = {}
+                for item in args.param:
+                    name, sep, raw = item.partition("=")
+                    if not sep:
+                        raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
+                    over[name] = parse_value(name, raw)
+                params = with_overrides(resolve(args.preset), over)
                 n_events = args.events if args.events is not None else params.events
                 q, blocks = generate_blocks(params, n_events, args.seed)
                 chunks = list(chunks_from_blocks(blocks, ep))  # generated before the clock starts
