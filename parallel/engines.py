@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import dp, hp, kp
+from . import dp, hp, keyoij, kp, scaleoij
 
-__all__ = ["dp", "hp", "kp"]
+__all__ = ["dp", "hp", "keyoij", "kp", "scaleoij"]

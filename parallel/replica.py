@@ -79,6 +79,9 @@ class _Job:
         self.wc = np.full(c, NEG, dtype=np.int64)  # per channel max W (KP/DP), punctuations (HP)
         self.keybased = spec["keybased"]
         self.kc = np.full((0, c), NEG, dtype=np.int64)  # HP: per key and channel max W
+        # channels whose END has been *processed*; the collector marks END when it delivers it, possibly
+        # in the same poll as earlier, not yet processed batches of that channel, which must still count
+        self.ended = [False] * c
         self.batches = 0
         self.result_batches = 0
         self.waits = 0
@@ -117,14 +120,14 @@ class _Job:
     # ------------------------------------------------------------------ watermarks
 
     def _key_w(self) -> npt.NDArray[np.int64]:
-        ended = np.array(self.col.ended)
+        ended = np.array(self.ended)
         m = np.maximum(self.kc, self.wc[None, :])
         m[:, ended] = I64MAX
         wk: npt.NDArray[np.int64] = m.min(axis=1) if m.shape[1] else np.full(m.shape[0], I64MAX)
         return wk
 
     def _global_w(self) -> int:
-        live = [int(w) for w, e in zip(self.wc, self.col.ended, strict=True) if not e]
+        live = [int(w) for w, e in zip(self.wc, self.ended, strict=True) if not e]
         return min(live) if live else int(I64MAX)
 
     def _grow(self, k: int) -> None:
@@ -186,6 +189,7 @@ class _Job:
                         self.wc[i] = b.wm
                         moved = True
                 elif b.kind == KIND_END:
+                    self.ended[i] = True
                     moved = True
                 if moved and not self.col.finished():
                     # advance after every batch: a poll may deliver many batches, and the state they
@@ -237,6 +241,20 @@ class _Job:
             self.up.put(("map", self.me, assign(counts, key2r, n, theta, max_split)))
 
 
+def _make_job(me: int, spec: dict[str, Any], ctl: Any, up: Any, abort: npt.NDArray[np.int64], ppid: int) -> _Job:
+    """The job object of a ``("job", spec)`` message: ``spec["job"] = "module:Class"`` selects a subclass of
+    :class:`_Job` defined by another engine module (``key``, ``scale``: :mod:`oij.parallel.teamrun`)."""
+    name = spec.get("job")
+    if not name:
+        return _Job(me, spec, ctl, up, abort, ppid)
+    import importlib
+
+    mod, _, cls = name.partition(":")
+    factory = getattr(importlib.import_module(mod), cls)
+    job: _Job = factory(me, spec, ctl, up, abort, ppid)
+    return job
+
+
 def replica_main(me: int, ctl: Any, up: Any, abort_name: str, ppid: int) -> None:
     """Process entry point (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -256,7 +274,7 @@ def replica_main(me: int, ctl: Any, up: Any, abort_name: str, ppid: int) -> None
             if msg[0] == "exit":
                 break
             if msg[0] == "job":
-                job = _Job(me, msg[1], ctl, up, abort, ppid)
+                job = _make_job(me, msg[1], ctl, up, abort, ppid)
                 try:
                     prof_dir = os.environ.get("OIJ_PROFILE_DIR")  # developer aid: profile the replica
                     if prof_dir:
