@@ -252,6 +252,23 @@ def test_java_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys:
     assert "has no bin/java" in capsys.readouterr().err
 
 
+def test_check_large_parquet_uses_spark_only(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    q, it = builtin_workload(800, seed=2)
+    good = str(tmp_path / "good.parquet")
+    write_parquet(good, q, list(it), key_type="int")
+    out = tmp_path / "out"
+    assert main(["check", good, "--seq-limit", "10", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [r["engine"] for r in report["engines"]] == ["spark-oracle"]
+    bad = str(tmp_path / "bad.parquet")
+    _bad_parquet(bad, {"type": ["tuple", "tuple", "end"], "side": ["base", "probe", None], "id": [1, 2, None],
+                       "ts": [1, 2, None], "key": [1, 1, None], "channel": [0, 3, None]}, Query(0, 1))
+    capsys.readouterr()
+    assert main(["check", bad, "--seq-limit", "0", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"oij: error: {bad}:2: channel: must be an integer in [0, 1)"]
+
+
 # -------------------------------------------------- the pipeline catches planted disagreements
 
 
@@ -287,7 +304,7 @@ def test_check_reports_exactly_the_planted_pair(
     want = run_events(list(it), q)
     out = tmp_path / "out"
     rc = main(["check", "--preset", "builtin-small", "--events", "1500", "--seed", "3", "--out", str(out),
-               "--no-progress", spark_flag])
+               "--no-progress", "--patterns", "drop,dup,late,same", spark_flag])
     assert rc == 1
     report = json.loads((out / "report.json").read_text())
     rows = {r["engine"]: r for r in report["engines"]}
@@ -348,7 +365,7 @@ def test_check_flags_wrong_aggregates_at_1e9(spark: Any, tmp_path: Path, monkeyp
 
 def test_check_default_runs_clean(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert main(["check", "--events", "3000", "--out", str(out), "--no-progress"]) == 0
+    assert main(["check", "--events", "3000", "--out", str(out), "--no-progress", "--patterns", ""]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["all_agree"] and report["reference"] == "spark-oracle"
 
@@ -363,7 +380,8 @@ def test_local_cluster(tmp_path: Path) -> None:
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     p = subprocess.run(
         [sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
-         "--master", "local-cluster[2,1,1024]", "--driver-memory", "1g", "--out", str(out), "--no-progress"],
+         "--master", "local-cluster[2,1,1024]", "--driver-memory", "1g", "--out", str(out), "--no-progress",
+         "--patterns", ""],
         capture_output=True, text=True, timeout=280, env=env,
     )
     assert p.returncode == 0, p.stdout + p.stderr

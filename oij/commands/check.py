@@ -235,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
         )
     tuples = sum(1 for e in events if isinstance(e, StreamTuple)) if events is not None else None
     prog.say(f"workload: {source}: {n_events} events; query {q}")
+    if events is None and names and args.patterns is None:
+        prog.say(f"{n_events} events > --seq-limit {args.seq_limit}: the engines need the workload in memory; "
+                 f"skipping {', '.join(names)}")
+        names = []
     if events is None and names:
         raise UsageError(f"the workload has {n_events} events, more than --seq-limit {args.seq_limit}: engines "
                          f"need it in memory; raise --seq-limit or choose no --patterns")
@@ -325,7 +329,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"report: {os.path.join(out, 'report.md')}, {os.path.join(out, 'report.json')}; "
           f"outputs: {results_dir}/engine=*")
     if not names:
-        print("note: no parallel engine is registered yet; only the oracles were compared")
+        print("note: no engine was checked (none registered, none chosen, or the workload exceeds --seq-limit); "
+              "only the oracles were compared")
     return 0 if report["all_agree"] else 1
 
 
