@@ -128,6 +128,8 @@ class Index:
         self.merges = 0
         self.evicted = 0
         self.waits = 0
+        self.below: int | None = None  # the latest eviction bound given to compact()
+        self.unsafe = False  # negative control of the stress test: reclaim without waiting for the readers
 
     @classmethod
     def create(cls, spec: IndexSpec, participants: int) -> Index:
@@ -190,6 +192,8 @@ class Index:
     # ------------------------------------------------------------------ writer
 
     def _min_qs(self) -> int:
+        if self.unsafe:
+            return I64MAX
         r = self.spec.readers
         qs = self.w[QS0: QS0 + LINE * r: LINE].copy()
         if 0 <= self.me < r:
@@ -267,7 +271,7 @@ class Index:
             return
         s = self.spec
         if len(self.runs) >= s.runcap:
-            self.compact(None, wait, force=True)
+            self.compact(self.below, wait, force=True)
         off, n = self._write_run(cols, wait)
         g = int(self.w[GEN])
         base = s.dir0 + (g % s.dslots) * s.dwords
@@ -287,6 +291,9 @@ class Index:
         """LSM maintenance: merge the small newest runs, or everything when many entries are dead
         (``ts < below``: evicted).  Publishes a new generation; False if the next slot is still in use."""
         self._reclaim()
+        if below is not None:
+            self.below = below
+        below = self.below
         runs = self.runs
         if not runs:
             return False
