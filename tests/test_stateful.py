@@ -12,12 +12,16 @@ exactly).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from oij.parallel.registry import EngineOptions, engines
+from oij.parallel.runtime import Runtime
 from oij.reference.oracle import Oracle
 from oij.spec.batch import Results
 from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
@@ -25,6 +29,18 @@ from oij.spec.purge import compute_needed
 from oij.spec.stream import compute_emitted
 
 from .strategies import KEYS, VALUES, queries
+
+_SHARED: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_runtime() -> Iterator[None]:
+    """One pool of replica processes for every engine run of this module (spawning per example is too slow)."""
+    rt = Runtime(4, "spawn")
+    _SHARED["runtime"] = rt
+    yield
+    _SHARED.clear()
+    rt.close()
 
 
 def same_results(got: Results, want: Results) -> bool:
@@ -84,7 +100,7 @@ class Lockstep(RuleBasedStateMachine):
         self.ended = True
         want = self.oracle.results()
         for name, engine in engines().items():
-            run = engine(self.q, self.events, EngineOptions(replicas=2, batch=2))
+            run = engine(self.q, self.events, EngineOptions(replicas=2, batch=2, extra=dict(_SHARED)))
             assert same_results(run.results, want), f"engine {name} disagrees with the oracle"
 
     @precondition(lambda self: self.ended)
