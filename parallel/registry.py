@@ -44,8 +44,7 @@ Engine = Callable[[Query, Sequence[Event], EngineOptions], EngineRun]
 _ENGINES: dict[str, Engine] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 
-# Modules that register engines when imported.  A module listed here that does
-# not exist yet is skipped, so the registry works at every stage of the project.
+# Modules that register engines when imported.
 ENGINE_MODULES: tuple[str, ...] = (
     "oij.parallel.engines",
 )
@@ -65,11 +64,7 @@ def register(name: str, description: str) -> Callable[[Engine], Engine]:
 def load_all() -> None:
     """Import every engine module so that it registers."""
     for mod in ENGINE_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
+        importlib.import_module(mod)
 
 
 def engines() -> dict[str, Engine]:
