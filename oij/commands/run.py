@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=1, help="generator seed (with --preset)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a preset parameter (repeatable)")
-    p.add_argument("--pattern", choices=["kp", "dp", "hp"], default="kp")
+    p.add_argument("--pattern", choices=["kp", "dp", "hp", "key", "scale"], default="kp",
+                   help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--emitters", type=int, default=1, help="emitters per stream (M)")
     p.add_argument("--batch", type=int, default=32, help="tuples per batch (1..4096)")
@@ -45,6 +46,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--calibration", type=int, default=4096, help="HP: tuples counted before Alg. 1 runs")
     p.add_argument("--epoch", type=int, default=None, help="events per epoch (default 4 x batch x replicas x M)")
     p.add_argument("--rate", type=float, default=None, help="pace the source at this many tuples/s (latency runs)")
+    g = p.add_argument_group("Scale-OIJ (--pattern scale)")
+    g.add_argument("--partitions", type=int, default=64, help="key partitions (hash ranges) of the team map")
+    g.add_argument("--delta", type=float, default=0.01, help="Alg. 3: minimum unbalancedness decrease (delta)")
+    g.add_argument("--decay", type=float, default=0.5, help="Alg. 3: statistics decay (lambda)")
+    g.add_argument("--schedule-every", type=int, default=4096, help="tuples between two runs of Alg. 3 (0: never)")
+    g.add_argument("--rule", choices=["team", "self", "arrival"], default="team",
+                   help="hazard rule (self, arrival: negative controls that lose pairs)")
+    g.add_argument("--no-incremental", action="store_true", help="recompute every window (no subtract-on-evict)")
+    g.add_argument("--arena-mb", type=int, default=128, help="index arena per joiner (MiB, sparse)")
     p.add_argument("--start-method", choices=["spawn", "forkserver", "fork"], default="spawn")
     p.add_argument("-o", "--output", help="result lines to this file (default stdout; '/dev/null' to skip)")
     p.add_argument("--metrics", help="write the metrics as JSON to this file")
@@ -78,7 +88,7 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..cli import UsageError
     from ..parallel.emitter import chunks_from_blocks, chunks_from_events
-    from ..parallel.engine import epoch_size, run_chunks
+    from ..parallel.engine import epoch_size
     from ..parallel.runtime import EngineFailure, JobOptions
 
     _check(args)
@@ -104,14 +114,15 @@ def run(args: argparse.Namespace) -> int:
                 chunks = list(chunks_from_blocks(blocks, ep))  # generated before the clock starts
             except (ParamError, KeyError) as e:
                 raise UsageError(str(e).strip("'\"")) from None
-            res, metrics = run_chunks(args.pattern, q, chunks, n_events, opt, start_method=args.start_method,
-                                      cdf_points=100 if args.cdf else 0)
+            res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
+                                              start_method=args.start_method, cdf_points=100 if args.cdf else 0)
             metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
         else:
             with input_events(args.file, args) as (q, events):
                 counted = _Counter(events)
-                res, metrics = run_chunks(args.pattern, q, chunks_from_events(counted, ep), 0, opt,
-                                          start_method=args.start_method, cdf_points=100 if args.cdf else 0)
+                res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_events(counted, ep), 0,
+                                                  _team(args, opt), start_method=args.start_method,
+                                                  cdf_points=100 if args.cdf else 0)
                 metrics["events"] = counted.tuples
                 wall = metrics["wall_s"]
                 metrics["throughput_tuples_per_s"] = counted.tuples / wall if wall > 0 else None
@@ -129,6 +140,33 @@ def run(args: argparse.Namespace) -> int:
     if args.cdf:
         _write_json(args.cdf, metrics.get("latency_cdf", []))
     return 0
+
+
+def _runner(args: argparse.Namespace, opt: Any) -> Any:
+    """kp/dp/hp run on :mod:`oij.parallel.engine`; key/scale on :mod:`oij.parallel.teamrun` (same runtime)."""
+    if args.pattern in ("key", "scale"):
+        from ..parallel.teamrun import run_chunks as team_run
+
+        return team_run
+    from ..parallel.engine import run_chunks
+
+    return run_chunks
+
+
+def _team(args: argparse.Namespace, opt: Any) -> Any:
+    if args.pattern not in ("key", "scale"):
+        return opt
+    from ..cli import UsageError
+    from ..parallel.teamrun import TeamOptions
+
+    if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
+            args.arena_mb < 1 or args.replicas > 63:
+        raise UsageError("need 1 <= --partitions, --schedule-every >= 0, 0 <= --decay <= 1, --arena-mb >= 1, "
+                         "--replicas <= 63")
+    return TeamOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
+                       epoch=args.epoch, rate=args.rate, seed=args.seed, partitions=args.partitions,
+                       delta=args.delta, decay=args.decay, schedule_every=args.schedule_every, rule=args.rule,
+                       incremental=not args.no_incremental, arena=args.arena_mb << 17)
 
 
 class _Counter:
@@ -174,6 +212,16 @@ def _table(m: dict[str, Any], q: Query) -> None:
         ("broadcast degree", f(m["broadcast_degree"])),
         ("bytes written / read", f"{m['bytes_written']:,} / {m['bytes_read']:,}"),
     ]
+    if "effectiveness" in m:
+        rows += [
+            ("effectiveness (Eq. 1)", f"{f(m['effectiveness'], '.3f')} ({m['in_window']:,} in window / "
+             f"{m['visited']:,} visited; {m['search_steps']:,} search steps)"),
+            ("aggregation work", f"{m['agg_work']:,} entries ({f(m['agg_work_saved'], '.1%')} saved vs "
+             f"{m['agg_recompute_work']:,})"),
+        ]
+    if "reschedules" in m:
+        rows += [("reschedules", f"{m['reschedules']} (team size mean {m['team_size_mean']:.2f}, "
+                  f"max {m['team_size_max']}; hazard waits {m['hazard_waits']:,})")]
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}", file=sys.stderr)
