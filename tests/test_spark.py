@@ -113,7 +113,7 @@ def test_split_degrees_with_background_load() -> None:
 
 
 @given(workloads(max_events=30, values=EXACT_VALUES), st.sampled_from(METHODS), st.sampled_from([1 << 20, 3]))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]], method: Any, block: int) -> None:
     q, events = wl
     got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, block=block, replicas=2))
