@@ -14,7 +14,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -34,45 +33,12 @@ from oij.spec.model import End, Event, Query, StreamTuple
 from oij.spec.stream import on_time_tuples
 from oij.workloads import generate
 
+from .procs import alive, opts, segments
 from .strategies import workloads
 
 pytestmark = pytest.mark.timeout(120)
 
 EXACT_VALUES = st.integers(-1000, 1000).map(lambda k: k / 4)  # float sums of these are exact in any order
-
-
-def _segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith(f"oij-{os.getpid()}-")}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def rt() -> Iterator[Runtime]:
-    r = Runtime(4, "spawn")
-    pids = r.pids()
-    yield r
-    r.close()
-    assert not any(_alive(p) for p in pids), "a replica process outlived its runtime"
-    assert not _segments(), f"leaked segments: {_segments()}"
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_rings() -> Iterator[None]:
-    before = _segments()
-    yield
-    leaked = {s for s in _segments() - before if not s.endswith("-abort")}
-    assert not leaked, f"leaked ring segments: {leaked}"
-
-
-def _opts(rt: Runtime, replicas: int, batch: int, emitters: int, **extra: Any) -> EngineOptions:
-    return EngineOptions(replicas=replicas, batch=batch, emitters=emitters, extra={"runtime": rt, **extra})
 
 
 # ---------------------------------------------------------------- differential (Hypothesis)
@@ -93,7 +59,7 @@ def test_engines_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Event]], pat
                                   emitters: int, batch: int, epoch: int, calibration: int, sync_map: bool) -> None:
     q, events = w
     expected = run_events(events, q)
-    run = get(pattern)(q, events, _opts(rt, replicas, batch, emitters, epoch=epoch, calibration=calibration,
+    run = get(pattern)(q, events, opts(rt, replicas, batch, emitters, epoch=epoch, calibration=calibration,
                                         sync_map=sync_map, theta=1.0))
     assert run.results == expected
 
@@ -107,7 +73,7 @@ def test_generated_workloads_equal_the_oracle(rt: Runtime, seed: int, preset: st
     q, it = generate(preset, 300, seed)
     q = replace(q, aggregate=agg)
     events = list(it)
-    run = get(pattern)(q, events, _opts(rt, replicas, batch, emitters, epoch=37, calibration=40, theta=1.0))
+    run = get(pattern)(q, events, opts(rt, replicas, batch, emitters, epoch=37, calibration=40, theta=1.0))
     assert run.results == run_events(events, q)
 
 
@@ -133,7 +99,7 @@ def _same_key_pairs(events: list[Event], q: Query) -> list[tuple[int, int]]:
 def test_traces_follow_the_ordering_rules(rt: Runtime, pattern: str) -> None:
     q, it = generate("teach-skew", 400, 7)
     events = list(it)
-    run = get(pattern)(q, events, _opts(rt, 4, 2, 2, trace=True, epoch=16, calibration=60, sync_map=True, theta=1.0))
+    run = get(pattern)(q, events, opts(rt, 4, 2, 2, trace=True, epoch=16, calibration=60, sync_map=True, theta=1.0))
     assert run.results == run_events(events, q)
     orders, stored = _traces(run.metrics)
     on_time = on_time_tuples(events, q)
@@ -176,7 +142,7 @@ def test_naive_collector_is_caught_by_the_differential_check(rt: Runtime, patter
     expected = run_events(events, q)
     caught = []
     for seed in range(8):  # a seeded adversarial schedule: the first seeds already disagree
-        run = get(pattern)(q, events, _opts(rt, 4, 1, 2, collector="naive", seed=seed, epoch=50, trace=True,
+        run = get(pattern)(q, events, opts(rt, 4, 1, 2, collector="naive", seed=seed, epoch=50, trace=True,
                                             calibration=40, sync_map=True, theta=1.0))
         if run.results != expected:
             got = set(run.results.pairs)
@@ -222,8 +188,8 @@ def test_exception_in_a_replica_fails_fast_and_cleans_up() -> None:
                    JobOptions("kp", replicas=2, batch=4, fail_after={1: 3}), r)
     assert time.monotonic() - t < 10
     assert r.closed
-    assert not any(_alive(p) for p in pids)
-    assert not {s for s in _segments() if s.startswith(r.tag)}
+    assert not any(alive(p) for p in pids)
+    assert not {s for s in segments() if s.startswith(r.tag)}
 
 
 def test_killed_replica_fails_fast_and_cleans_up() -> None:
@@ -236,8 +202,8 @@ def test_killed_replica_fails_fast_and_cleans_up() -> None:
         run_chunks("dp", q, chunks_from_events(events, 64), 0,
                    JobOptions("dp", replicas=3, batch=4, stall=(2,)), r)
     assert time.monotonic() - t < 10
-    assert not any(_alive(p) for p in pids)
-    assert not {s for s in _segments() if s.startswith(r.tag)}
+    assert not any(alive(p) for p in pids)
+    assert not {s for s in segments() if s.startswith(r.tag)}
 
 
 def test_ctrl_c_in_the_driver_cleans_up() -> None:
@@ -248,14 +214,14 @@ def test_ctrl_c_in_the_driver_cleans_up() -> None:
     with pytest.raises(KeyboardInterrupt):
         run_chunks("hp", q, chunks_from_events(events, 64), 0,
                    JobOptions("hp", replicas=2, batch=4, stall=(0,)), r)
-    assert not any(_alive(p) for p in pids)
-    assert not {s for s in _segments() if s.startswith(r.tag)}
+    assert not any(alive(p) for p in pids)
+    assert not {s for s in segments() if s.startswith(r.tag)}
 
 
 def test_bad_options_are_rejected_without_leaking(rt: Runtime) -> None:
     q, events = _long_events(50)
     with pytest.raises(ValueError, match="replicas must be in"):
-        get("kp")(q, events, _opts(rt, 9, 4, 1))
+        get("kp")(q, events, opts(rt, 9, 4, 1))
 
 
 def test_registry_engine_without_a_runtime_starts_and_stops_its_own() -> None:
@@ -265,7 +231,7 @@ def test_registry_engine_without_a_runtime_starts_and_stops_its_own() -> None:
     run = get("kp")(q, events, EngineOptions(replicas=2, batch=2))
     assert run.results == Results(pairs=[(1, 2)])
     assert run.metrics["pattern"] == "kp" and run.metrics["latency_ms"]["p99"] is not None
-    children = [p for p in os.listdir("/proc") if p.isdigit() and p not in before and _alive(int(p))]
+    children = [p for p in os.listdir("/proc") if p.isdigit() and p not in before and alive(int(p))]
     for p in children:
         try:
             with open(f"/proc/{p}/stat") as f:

@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 
 from oij.parallel.aggr import Acc
 from oij.parallel.emitter import chunks_from_events
-from oij.parallel.registry import EngineOptions, get
+from oij.parallel.registry import get
 from oij.parallel.runtime import EngineFailure, Runtime
 from oij.parallel.schedule import alg3, unbalancedness
 from oij.parallel.teamrun import TeamOptions, run_chunks
@@ -31,43 +30,10 @@ from oij.reference.oracle import run_events
 from oij.spec.model import Event, Query
 from oij.workloads import generate
 
+from .procs import alive, opts, segments
 from .strategies import workloads
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith(f"oij-{os.getpid()}-")}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def rt() -> Iterator[Runtime]:
-    r = Runtime(4, "spawn")
-    pids = r.pids()
-    yield r
-    r.close()
-    assert not any(_alive(p) for p in pids), "a joiner process outlived its runtime"
-    assert not _segments(), f"leaked segments: {_segments()}"
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_segments() -> Iterator[None]:
-    before = _segments()
-    yield
-    leaked = {s for s in _segments() - before if not s.endswith("-abort")}
-    assert not leaked, f"leaked segments: {leaked}"
-
-
-def _opts(rt: Runtime, replicas: int, batch: int, emitters: int, **extra: Any) -> EngineOptions:
-    return EngineOptions(replicas=replicas, batch=batch, emitters=emitters, extra={"runtime": rt, **extra})
 
 
 # ---------------------------------------------------------------- differential (Hypothesis)
@@ -89,7 +55,7 @@ def test_engines_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Event]], pat
                                   emitters: int, batch: int, epoch: int, schedule_every: int, partitions: int,
                                   incremental: bool) -> None:
     q, events = w
-    run = get(pattern)(q, events, _opts(rt, replicas, batch, emitters, epoch=epoch, schedule_every=schedule_every,
+    run = get(pattern)(q, events, opts(rt, replicas, batch, emitters, epoch=epoch, schedule_every=schedule_every,
                                         delta=0.0, partitions=partitions, incremental=incremental))
     assert run.results == run_events(events, q)
 
@@ -104,7 +70,7 @@ def test_generated_workloads_equal_the_oracle(rt: Runtime, seed: int, preset: st
     q, it = generate(preset, 400, seed)
     q = replace(q, aggregate=agg)
     events = list(it)
-    run = get(pattern)(q, events, _opts(rt, replicas, batch, emitters, epoch=37, schedule_every=40, delta=0.0,
+    run = get(pattern)(q, events, opts(rt, replicas, batch, emitters, epoch=37, schedule_every=40, delta=0.0,
                                         partitions=4, incremental=incremental))
     assert run.results == run_events(events, q)
 
@@ -112,7 +78,7 @@ def test_generated_workloads_equal_the_oracle(rt: Runtime, seed: int, preset: st
 def test_rescheduling_happens_and_teams_grow(rt: Runtime) -> None:
     q, it = generate("teach-skew", 600, 11)
     events = list(it)
-    run = get("scale")(q, events, _opts(rt, 4, 4, 1, epoch=20, schedule_every=20, delta=0.0, partitions=8))
+    run = get("scale")(q, events, opts(rt, 4, 4, 1, epoch=20, schedule_every=20, delta=0.0, partitions=8))
     assert run.results == run_events(events, q)
     m = run.metrics
     assert m["reschedules"] >= 1 and m["team_size_max"] >= 2
@@ -152,7 +118,7 @@ def test_incremental_aggregation_saves_work(rt: Runtime) -> None:
     want = run_events(events, q)
     got = {}
     for inc in (True, False):
-        run = get("scale")(q, events, _opts(rt, 2, 64, 1, incremental=inc))
+        run = get("scale")(q, events, opts(rt, 2, 64, 1, incremental=inc))
         assert run.results == want
         got[inc] = run.metrics
     assert got[True]["agg_work"] < got[False]["agg_work"] == got[False]["agg_recompute_work"]
@@ -165,7 +131,7 @@ def test_key_oij_effectiveness_falls_with_lateness(rt: Runtime) -> None:
         q, it = generate("scale-oij-default", 3000, 5)
         q = replace(q, lateness=q.lateness + late if q.lateness is not None else None)
         events = list(it)
-        run = get("key")(q, events, _opts(rt, 2, 64, 1))
+        run = get("key")(q, events, opts(rt, 2, 64, 1))
         assert run.results == run_events(events, q)
         eff.append(run.metrics["effectiveness"])
     assert eff[1] < eff[0]
@@ -181,7 +147,7 @@ def _hazard_case() -> tuple[Query, list[Event]]:
 
 def test_team_rule_survives_a_lagging_member(rt: Runtime) -> None:
     q, events = _hazard_case()
-    run = get("scale")(q, events, _opts(rt, 3, 2, 1, epoch=12, schedule_every=12, delta=0.0, partitions=2,
+    run = get("scale")(q, events, opts(rt, 3, 2, 1, epoch=12, schedule_every=12, delta=0.0, partitions=2,
                                         lag={1: 0.002, 2: 0.002}))
     assert run.results == run_events(events, q)
     assert run.metrics["hazard_waits"] > 0, "the rule never had to wait: the test would prove nothing"
@@ -193,7 +159,7 @@ def test_disabling_the_rule_is_caught(rt: Runtime, rule: str) -> None:
     want = run_events(events, q)
     caught = 0
     for seed in range(4):
-        run = get("scale")(q, events, _opts(rt, 3, 2, 1, epoch=12, schedule_every=12, delta=0.0, partitions=2,
+        run = get("scale")(q, events, opts(rt, 3, 2, 1, epoch=12, schedule_every=12, delta=0.0, partitions=2,
                                             rule=rule, seed=seed, lag={1: 0.002, 2: 0.002}))
         if run.results != want:
             missing = set(want.pairs) - set(run.results.pairs)
@@ -232,8 +198,8 @@ def test_exception_in_a_joiner_fails_fast_and_cleans_up(pattern: str) -> None:
     with pytest.raises(EngineFailure, match=r"replica 1 raised RuntimeError: injected failure after 3 batches"):
         run_chunks(pattern, q, chunks_from_events(events, 64), 0,
                    TeamOptions(pattern, replicas=2, batch=4, fail_after={1: 3}), r)
-    assert r.closed and not any(_alive(p) for p in pids)
-    assert not {s for s in _segments() if s.startswith(r.tag)}
+    assert r.closed and not any(alive(p) for p in pids)
+    assert not {s for s in segments() if s.startswith(r.tag)}
 
 
 def test_killed_joiner_fails_fast_and_cleans_up() -> None:
@@ -246,11 +212,11 @@ def test_killed_joiner_fails_fast_and_cleans_up() -> None:
         run_chunks("scale", q, chunks_from_events(events, 64), 0,
                    TeamOptions("scale", replicas=3, batch=4, stall=(2,)), r)
     assert time.monotonic() - t < 10
-    assert not any(_alive(p) for p in pids)
-    assert not {s for s in _segments() if s.startswith(r.tag)}
+    assert not any(alive(p) for p in pids)
+    assert not {s for s in segments() if s.startswith(r.tag)}
 
 
 def test_bad_options_are_rejected_without_leaking(rt: Runtime) -> None:
     q, events = _long()
     with pytest.raises(ValueError, match="replicas must be in"):
-        get("scale")(q, events[:20], _opts(rt, 9, 4, 1))
+        get("scale")(q, events[:20], opts(rt, 9, 4, 1))

@@ -34,13 +34,11 @@ _SHARED: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def shared_runtime() -> Iterator[None]:
+def shared_runtime(rt: Runtime) -> Iterator[None]:
     """One pool of replica processes for every engine run of this module (spawning per example is too slow)."""
-    rt = Runtime(4, "spawn")
     _SHARED["runtime"] = rt
     yield
     _SHARED.clear()
-    rt.close()
 
 
 def same_results(got: Results, want: Results) -> bool:
