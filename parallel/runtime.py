@@ -53,6 +53,55 @@ from .ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform
 from .sink import Sink
 
 
+class Pump:
+    """The driver's side of the rings during one job (used by this runtime and by the Scale-OIJ driver).
+
+    ``put`` retries a full ring with exponential back-off, draining the result
+    rings meanwhile so a replica blocked on its result ring can always make
+    progress; ``drain`` also checks the replicas' liveness every 5 ms, so a
+    dead replica fails the run fast.  ``epoch`` is stamped on every batch.
+    Owns nothing: the rings belong to the job, the processes to the runtime.
+    """
+
+    def __init__(self, rt: Runtime, results: list[Ring], sink: Sink) -> None:
+        self.rt = rt
+        self.results = results
+        self.sink = sink
+        self.epoch = 0
+        self._last_check = time.monotonic()
+
+    def drain(self) -> None:
+        """Move every available result batch into the sink; check liveness now and then."""
+        sink = self.sink
+        for r, ring in enumerate(self.results):
+            while True:
+                b = ring.get(0)
+                if b is None:
+                    break
+                if len(b.recs):
+                    sink.take(b.recs, time.monotonic_ns())
+                if b.kind == KIND_END:
+                    sink.ended.add(r)
+        now = time.monotonic()
+        if now - self._last_check > 0.005:
+            self._last_check = now
+            self.rt.check()
+
+    def put(self, ring: Ring, recs: npt.NDArray[Any] | None, wm: int, kind: int) -> None:
+        """Put one batch (or a marker) on ``ring``, waiting while it is full."""
+        pause = 2e-6
+        while not ring.put(recs, self.epoch, wm, kind):
+            self.drain()
+            time.sleep(pause)
+            pause = min(pause * 2, 5e-4)
+
+    def pace(self, due: float) -> None:
+        """Wait until ``time.perf_counter()`` reaches ``due`` (a paced source), draining meanwhile."""
+        while time.perf_counter() < due:
+            self.drain()
+            time.sleep(min(2e-4, max(0.0, due - time.perf_counter())))
+
+
 class EngineFailure(RuntimeError):
     """A parallel run failed; the message names the replica (if any) and the cause."""
 
@@ -270,46 +319,21 @@ class Runtime:
                results: list[Ring]) -> tuple[Sink, dict[str, Any]]:
         sink = Sink(q)
         n = opt.replicas
-        epoch = 0
         tuples = 0
         deliveries = 0
         batches = 0
         bytes_written = 0
-        state = {"last_check": time.monotonic()}
         calib_sent = False
         map_applied_at: int | None = None
         t0 = time.perf_counter()
         t0_ns = time.monotonic_ns()
-
-        def drain() -> None:
-            for r, ring in enumerate(results):
-                while True:
-                    b = ring.get(0)
-                    if b is None:
-                        break
-                    if len(b.recs):
-                        sink.take(b.recs, time.monotonic_ns())
-                    if b.kind == KIND_END:
-                        sink.ended.add(r)
-            now = time.monotonic()
-            if now - state["last_check"] > 0.005:
-                state["last_check"] = now
-                self.check()
-
-        def put(ring: Ring, recs: npt.NDArray[Any] | None, wm: int, kind: int) -> None:
-            pause = 2e-6
-            while not ring.put(recs, epoch, wm, kind):
-                drain()
-                time.sleep(pause)
-                pause = min(pause * 2, 5e-4)
+        pump = Pump(self, results, sink)
+        drain, put = pump.drain, pump.put
 
         for c in chunks:
             if opt.rate:
                 # pace the source: the chunk's tuples are "created" when the clock reaches them
-                due = t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate
-                while time.perf_counter() < due:
-                    drain()
-                    time.sleep(min(2e-4, max(0.0, due - time.perf_counter())))
+                pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
             routed = router.route(c, time.monotonic_ns())
             sink.late.append(routed.late)
             tuples += routed.tuples
@@ -321,7 +345,7 @@ class Runtime:
             for ring in inputs:
                 put(ring, None, routed.w_end, KIND_CLOSE)
             drain()
-            epoch += 1
+            pump.epoch += 1
             if opt.pattern == "hp":
                 if not calib_sent and tuples >= opt.calibration:
                     counts, key2r = router.calibration_request()
@@ -355,7 +379,7 @@ class Runtime:
             "tuples": tuples,
             "deliveries": deliveries,
             "batches": batches,
-            "epochs": epoch,
+            "epochs": pump.epoch,
             "bytes_written": bytes_written,
             "bytes_read": deliveries * TUPLE.itemsize,
             "result_bytes": sink.records * RESULT.itemsize,

@@ -36,7 +36,7 @@ from .emitter import Chunk, Router, chunks_from_events, key_hash, order_channels
 from .metrics import balance, compute_metrics
 from .registry import EngineOptions, EngineRun
 from .ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring
-from .runtime import EngineFailure, Runtime
+from .runtime import EngineFailure, Pump, Runtime
 from .schedule import alg3, loads, unbalancedness
 from .sink import Sink
 from .swmr import Index, IndexSpec
@@ -215,8 +215,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
            results: list[Ring], team: TeamMap | None) -> tuple[Sink, dict[str, Any]]:
     sink = Sink(q)
     n = opt.replicas
-    epoch = tuples = deliveries = batches = bytes_written = 0
-    state = {"last_check": time.monotonic()}
+    tuples = deliveries = batches = bytes_written = 0
     t0 = time.perf_counter()
     t0_ns = time.monotonic_ns()
     interval = np.zeros(n, dtype=np.int64)  # tuples routed to each joiner since the last sample
@@ -225,34 +224,12 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
     next_sample = opt.sample_every
     next_schedule = opt.schedule_every
 
-    def drain() -> None:
-        for r, ring in enumerate(results):
-            while True:
-                b = ring.get(0)
-                if b is None:
-                    break
-                if len(b.recs):
-                    sink.take(b.recs, time.monotonic_ns())
-                if b.kind == KIND_END:
-                    sink.ended.add(r)
-        now = time.monotonic()
-        if now - state["last_check"] > 0.005:
-            state["last_check"] = now
-            rt.check()
-
-    def put(ring: Ring, recs: npt.NDArray[Any] | None, wm: int, kind: int) -> None:
-        pause = 2e-6
-        while not ring.put(recs, epoch, wm, kind):
-            drain()
-            time.sleep(pause)
-            pause = min(pause * 2, 5e-4)
+    pump = Pump(rt, results, sink)
+    drain, put = pump.drain, pump.put
 
     for c in chunks:
         if opt.rate:
-            due = t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate
-            while time.perf_counter() < due:
-                drain()
-                time.sleep(min(2e-4, max(0.0, due - time.perf_counter())))
+            pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
         routed = router.route(c, time.monotonic_ns())
         sink.late.append(routed.late)
         tuples += routed.tuples
@@ -265,7 +242,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
         for ring in inputs:
             put(ring, None, routed.w_end, KIND_CLOSE)
         drain()
-        epoch += 1
+        pump.epoch += 1
         if tuples >= next_sample:
             unb = balance([float(x) for x in interval])[1]
             samples.append({"tuples": tuples, "t_s": time.perf_counter() - t0, "per_joiner": interval.tolist(),
@@ -309,7 +286,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
         "tuples": tuples,
         "deliveries": deliveries,
         "batches": batches,
-        "epochs": epoch,
+        "epochs": pump.epoch,
         "bytes_written": bytes_written,
         "bytes_read": deliveries * TUPLE.itemsize,
         "result_bytes": sink.records * RESULT.itemsize,
