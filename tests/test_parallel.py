@@ -210,10 +210,16 @@ def test_ctrl_c_in_the_driver_cleans_up() -> None:
     q, events = _long_events()
     r = Runtime(2, "spawn")
     pids = r.pids()
-    threading.Timer(0.5, _thread.interrupt_main).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_chunks("hp", q, chunks_from_events(events, 64), 0,
-                   JobOptions("hp", replicas=2, batch=4, stall=(0,)), r)
+    # A shell that starts a job in the background makes it ignore SIGINT, and then
+    # interrupt_main() does nothing: install Python's own handler, as an interactive run has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.5, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_chunks("hp", q, chunks_from_events(events, 64), 0,
+                       JobOptions("hp", replicas=2, batch=4, stall=(0,)), r)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not any(alive(p) for p in pids)
     assert not {s for s in segments() if s.startswith(r.tag)}
 
