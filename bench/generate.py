@@ -30,6 +30,14 @@ import time
 from pathlib import Path
 
 
+def _grab(pattern: str, text: str) -> str:
+    """The first group of ``pattern`` in ``text`` (the output of /usr/bin/time -v)."""
+    m = re.search(pattern, text)
+    if m is None:
+        raise RuntimeError(f"no match for {pattern!r} in:\n{text}")
+    return m.group(1)
+
+
 def run_cli(preset: str, events: int, seed: int, path: str) -> dict[str, float | int | str]:
     cmd = ["oij", "generate", preset, "-n", str(events), "-s", str(seed), "-o", path, "--no-progress"]
     t0 = time.perf_counter()
@@ -37,9 +45,9 @@ def run_cli(preset: str, events: int, seed: int, path: str) -> dict[str, float |
     wall = time.perf_counter() - t0
     m = re.search(r"wrote (\d+) tuples, (\d+) watermarks \((\d+) events\)", r.stderr)
     assert m, r.stderr
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1))  # type: ignore[union-attr]
-    user = float(re.search(r"User time \(seconds\): ([\d.]+)", r.stderr).group(1))  # type: ignore[union-attr]
-    sys_ = float(re.search(r"System time \(seconds\): ([\d.]+)", r.stderr).group(1))  # type: ignore[union-attr]
+    rss = int(_grab(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr))
+    user = float(_grab(r"User time \(seconds\): ([\d.]+)", r.stderr))
+    sys_ = float(_grab(r"System time \(seconds\): ([\d.]+)", r.stderr))
     rows = int(m.group(3))
     return {
         "command": " ".join(cmd),
@@ -100,7 +108,9 @@ def main() -> int:
                 print(preset, f"{ext}:", r[ext], flush=True)
                 os.unlink(path)
             res[preset] = r
-    res["machine"]["load_avg_after"] = os.getloadavg()  # type: ignore[index]
+    machine = res["machine"]
+    assert isinstance(machine, dict)
+    machine["load_avg_after"] = os.getloadavg()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
     print(f"wrote {a.out}")

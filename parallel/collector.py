@@ -33,6 +33,7 @@ replica (:mod:`oij.parallel.replica`) and owned by the driver.
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ class Input:
     reader: int
 
 
-class Collector:
+class Collector(ABC):
     """Base class: eager draining into per-channel deques."""
 
     def __init__(self, inputs: list[Input]) -> None:
@@ -70,8 +71,9 @@ class Collector:
                 moved += 1
         return moved
 
+    @abstractmethod
     def deliver(self) -> list[tuple[int, Batch]]:
-        raise NotImplementedError
+        """The batches the policy releases now, as (input index, batch); each subclass is one policy."""
 
     def poll(self) -> list[tuple[int, Batch]]:
         """Pull what arrived, then the deliveries the policy allows now (possibly none)."""

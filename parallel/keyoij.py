@@ -263,6 +263,8 @@ class KeyJob(_Job):
         super().__init__(me, spec, ctl, up, abort, ppid)
         self.kjs = KeyJoinState(spec["lo"], spec["hi"], emit_pairs=spec["pairs"], partial=spec["partial"],
                                 kind=spec["aggregate"])
+        # _Job.run drives self.js only through process/advance/trace_on, which KeyJoinState has too;
+        # its JoinState-specific statistics are read in our own run() from self.kjs instead.
         self.js = self.kjs  # type: ignore[assignment]
 
     def run(self) -> dict[str, Any]:

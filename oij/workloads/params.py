@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, cast
 
-from ..spec.model import TS_LIMIT, Query, SpecError, check_query
+from ..spec.model import TS_LIMIT, AggregateKind, JoinKind, Query, SpecError, check_query
 
 KEY_DISTS = ("uniform", "zipf", "self-similar", "rotating")
 ARRIVALS = ("poisson", "regular")
@@ -141,8 +141,8 @@ class WorkloadParams:
             upper=self.upper,
             lower_inclusive=self.lower_inclusive,
             upper_inclusive=self.upper_inclusive,
-            aggregate=self.aggregate,  # type: ignore[arg-type]
-            join=self.join,  # type: ignore[arg-type]
+            aggregate=cast("AggregateKind | None", self.aggregate),  # check_params admits only these names
+            join=cast("JoinKind", self.join),
             channels=self.channels,
             lateness=self.lateness if self.watermark == "lateness" else None,
         )
