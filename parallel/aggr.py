@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..reference.exact import scaled, to_float
+from .store import expand
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -118,7 +119,7 @@ class Acc:
                 self.si += _subtract_on_evict(vi, s - a, e - a)
                 self.work += b - a
             else:
-                qi, ei = _expand(s - a, e - a)
+                qi, ei = expand(s - a, e - a)
                 self.si += _group_sum(vi[ei], qi, self.m)
                 self.work += tot
         else:
@@ -126,7 +127,7 @@ class Acc:
                 lo_, hi_, w = _two_stacks(v, s, e, self.kind == "min")
                 self.work += w
             else:
-                qi, ei = _expand(s, e)
+                qi, ei = expand(s, e)
                 lo_ = np.full(self.m, np.inf)
                 hi_ = np.full(self.m, -np.inf)
                 if self.kind == "min":
@@ -158,7 +159,7 @@ class Acc:
             np.maximum.at(self.mx, qi, vals)
 
     def _fallback(self, v: F64, s: I64, e: I64) -> None:
-        qi, ei = _expand(s, e)
+        qi, ei = expand(s, e)
         self.add_values_exact(qi, v[ei])
         self.work += len(ei)
 
@@ -180,18 +181,6 @@ def _group_sum(x: I64, qi: I64, m: int) -> I64:
     out = np.zeros(m, dtype=np.int64)
     np.add.at(out, qi, x)
     return out
-
-
-def _expand(s: I64, e: I64) -> tuple[I64, I64]:
-    cnt = e - s
-    tot = int(cnt.sum())
-    if tot == 0:
-        z = np.empty(0, dtype=np.int64)
-        return z, z
-    qi = np.repeat(np.arange(len(s), dtype=np.int64), cnt)
-    starts = np.cumsum(cnt) - cnt
-    ei = s[qi] + (np.arange(tot, dtype=np.int64) - starts[qi])
-    return qi, ei
 
 
 def _subtract_on_evict(vi: I64, s: I64, e: I64) -> I64:
