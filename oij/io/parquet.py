@@ -28,6 +28,18 @@ from .jsonl import EventParser, format_query, parse_query
 META_KEY = b"oij.query"
 
 
+COLUMNS = ("type", "side", "id", "ts", "key", "value", "channel")
+
+
+def event_row(e: Event) -> tuple[Any, ...]:
+    """The row of an event, in :data:`COLUMNS` order (None where the event has no such field)."""
+    if isinstance(e, StreamTuple):
+        return ("tuple", e.side, e.id, e.ts, e.key, e.value, e.channel)
+    if isinstance(e, Watermark):
+        return ("watermark", None, None, e.ts, None, None, e.channel)
+    return ("end", None, None, None, None, None, None)
+
+
 def schema(key_type: pa.DataType) -> pa.Schema:
     """The Parquet schema of an event file whose keys have ``key_type`` (int64 or string)."""
     return pa.schema(
@@ -71,24 +83,10 @@ class ParquetEventWriter:
     def write(self, e: Event) -> None:
         """Buffer one event; flushes a row group when the buffer is full.  Amortised O(1)."""
         c = self.cols
-        if isinstance(e, StreamTuple):
-            if (type(e.key) is int) != self.key_is_int:
-                raise ValueError(f"key {e.key!r} does not fit this file's key type; use oij-jsonl for mixed keys")
-            c["type"].append("tuple")
-            c["side"].append(e.side)
-            c["id"].append(e.id)
-            c["ts"].append(e.ts)
-            c["key"].append(e.key)
-            c["value"].append(e.value)
-            c["channel"].append(e.channel)
-        else:
-            c["type"].append("watermark" if isinstance(e, Watermark) else "end")
-            c["side"].append(None)
-            c["id"].append(None)
-            c["ts"].append(e.ts if isinstance(e, Watermark) else None)
-            c["key"].append(None)
-            c["value"].append(None)
-            c["channel"].append(e.channel if isinstance(e, Watermark) else None)
+        if isinstance(e, StreamTuple) and (type(e.key) is int) != self.key_is_int:
+            raise ValueError(f"key {e.key!r} does not fit this file's key type; use oij-jsonl for mixed keys")
+        for name, v in zip(COLUMNS, event_row(e), strict=True):
+            c[name].append(v)
         if len(c["type"]) >= self.rows_per_group:
             self.flush()
 

@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 
 from ..io.errors import InputError
 from ..io.jsonl import format_query
-from ..io.parquet import META_KEY, parquet_query
-from ..spec.model import TS_LIMIT, Event, Query, StreamTuple, Watermark
+from ..io.parquet import COLUMNS, META_KEY, event_row, parquet_query
+from ..spec.model import TS_LIMIT, Event, Query, StreamTuple
 
 KEYS_META = b"oij.keys"
 
@@ -88,22 +88,8 @@ def events_table(events: Iterable[Event], start: int = 0, mode: str | None = Non
     for e in events:
         cols["pos"].append(pos)
         pos += 1
-        if isinstance(e, StreamTuple):
-            cols["type"].append("tuple")
-            cols["side"].append(e.side)
-            cols["id"].append(e.id)
-            cols["ts"].append(e.ts)
-            cols["key"].append(e.key)
-            cols["value"].append(e.value)
-            cols["channel"].append(e.channel)
-        else:
-            cols["type"].append("watermark" if isinstance(e, Watermark) else "end")
-            cols["side"].append(None)
-            cols["id"].append(None)
-            cols["ts"].append(e.ts if isinstance(e, Watermark) else None)
-            cols["key"].append(None)
-            cols["value"].append(None)
-            cols["channel"].append(e.channel if isinstance(e, Watermark) else None)
+        for name, v in zip(COLUMNS, event_row(e), strict=True):
+            cols[name].append(v)
     if mode is None:
         mode = key_mode(k for k in cols["key"] if k is not None)
     return pa.table(
