@@ -13,10 +13,10 @@ import argparse
 import json
 import os
 
-from oij.parallel.emitter import chunks_from_blocks
-from oij.parallel.engine import epoch_size, run_chunks
-from oij.parallel.runtime import JobOptions, Runtime
 from oij.workloads import generate_blocks, resolve, with_overrides
+from parallel.patterns.engine import epoch_size, run_chunks
+from parallel.runtime.driver import JobOptions, Runtime
+from parallel.runtime.emitter import chunks_from_blocks
 
 KEYS = (5, 10, 25, 50, 100, 250, 500, 1000)
 

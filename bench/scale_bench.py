@@ -17,10 +17,10 @@ import platform
 import time
 from typing import Any
 
-from oij.parallel.emitter import chunks_from_blocks
-from oij.parallel.runtime import Runtime
-from oij.parallel.teamrun import TeamOptions, epoch_size, run_chunks
 from oij.workloads import generate_blocks, resolve, with_overrides
+from parallel.runtime.driver import Runtime
+from parallel.runtime.emitter import chunks_from_blocks
+from parallel.shared.teamrun import TeamOptions, epoch_size, run_chunks
 
 
 def one(rt: Runtime, pattern: str, preset: str, events: int, over: dict[str, Any],

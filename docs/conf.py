@@ -1,9 +1,15 @@
 """Sphinx configuration: the spec is rendered from its docstrings (autodoc + math)."""
 
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext"))
+
 project = "oij"
 author = "the oij developers"
 copyright = "2026, the oij developers"
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "archgraph"]
+html_static_path = ["_static"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "undoc-members": False}

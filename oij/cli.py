@@ -12,8 +12,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from .io.errors import InputError
+from oij import __version__
+from oij.commands.common import UsageError
+from oij.io.errors import InputError
 
 COMMAND_MODULES = (
     "oij.commands.join",
@@ -22,10 +23,6 @@ COMMAND_MODULES = (
     "oij.commands.check",
     "oij.commands.run",
 )
-
-
-class UsageError(Exception):
-    """A bad command-line value; exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
-"""Registers the parallel engines (imported by :mod:`oij.parallel.registry`): ``kp``, ``dp``, ``hp``."""
+"""Registers the parallel engines (imported by :mod:`parallel.registry`): ``kp``, ``dp``, ``hp``, ``key``, ``scale``."""
 
 from __future__ import annotations
 
-from . import dp, hp, keyoij, kp, scaleoij
+from parallel.patterns import dp, hp, kp
+from parallel.shared import keyoij, scaleoij
 
 __all__ = ["dp", "hp", "keyoij", "kp", "scaleoij"]

@@ -1,19 +1,19 @@
 """The sequential streaming OIJ operator: the oracle every engine is checked against.
 
-It implements :mod:`oij.spec.stream` event by event:
+It implements :mod:`spec.stream` event by event:
 
 * per key, the stored base and probe tuples in timestamp order (parallel
   Python lists kept sorted with :mod:`bisect`; a window is two bisections and
   a slice, so a join visits only in-window entries);
 * eager symmetric emission: a pair is emitted when its second tuple arrives;
-* purging by the rules of :mod:`oij.spec.purge`, driven by a heap of per-key
+* purging by the rules of :mod:`spec.purge`, driven by a heap of per-key
   *wake times* (the smallest watermark at which something of that key can be
   purged or becomes final), so an idle key's state is dropped as soon as the
   watermark passes it, without waiting for another tuple of that key;
 * aggregates emitted on finality.  A key's pending bases become final in
   timestamp order, so their windows slide forward and a per-key cursor keeps
   a running aggregate: add the probes that enter, subtract those that leave
-  (subtract-on-evict), exactly (:mod:`oij.reference.exact`); min/max use a
+  (subtract-on-evict), exactly (:mod:`reference.exact`); min/max use a
   monotonic deque over the same sliding window.
 
 Why sorted lists and not ``sortedcontainers.SortedList``: a key's state is
@@ -37,10 +37,10 @@ from collections.abc import Iterable
 from itertools import repeat
 from typing import Any
 
-from ..spec.batch import AggregateRow, Pair, Results
-from ..spec.match import lower_offset, upper_offset
-from ..spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
-from .exact import scaled, to_float
+from reference.exact import scaled, to_float
+from spec.batch import AggregateRow, Pair, Results
+from spec.match import lower_offset, upper_offset
+from spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
 
 INF = 1 << 70  # above every timestamp + bound
 
@@ -140,7 +140,7 @@ class Oracle:
         """Process a tuple.
 
         Requires: not ended; ``t`` valid for the query.
-        Changes: stores ``t`` if :func:`oij.spec.purge` says it is needed; in
+        Changes: stores ``t`` if :func:`spec.purge` says it is needed; in
         lateness mode advances W (and purges).
         Emits: ``late`` if ``t.ts < W``; else every pair ``t`` completes; an
         aggregate or (a, null) row if ``t`` is a base that is final on arrival.
@@ -599,7 +599,7 @@ class Oracle:
 
     def _check(self) -> None:
         """Assert the structural invariants.  Tests call it after every event.  O(state)."""
-        from ..spec.aggregate import compute_aggregate
+        from spec.aggregate import compute_aggregate
 
         if not self.ended:
             expect = min(self.channel_max) if self.lateness is None else (

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from .model import AggregateKind
+from spec.model import AggregateKind
 
 AggregateValue = float | int | None
 

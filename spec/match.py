@@ -17,7 +17,7 @@ nothing ever matches.
 
 from __future__ import annotations
 
-from .model import Query, StreamTuple
+from spec.model import Query, StreamTuple
 
 
 def lower_offset(q: Query) -> int:

@@ -5,12 +5,12 @@ immutable named tuples (cheap to build: the reference oracle and the readers
 use the same classes, millions of times a second); the query is a frozen
 dataclass.
 
-Notation used in every docstring of :mod:`oij.spec`:
+Notation used in every docstring of :mod:`spec`:
 
 * ``a`` is a base tuple (stream A), ``b`` a probe tuple (stream B);
 * ``a.ts``, ``a.key``, ``a.id`` are its fields;
 * ``q`` is the query, with bounds ``q.lower <= q.upper``;
-* ``W`` is the effective watermark (see :mod:`oij.spec.watermark`).
+* ``W`` is the effective watermark (see :mod:`spec.watermark`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Watermark(NamedTuple):
     r"""A watermark of channel ``channel``: no later tuple of that channel has ``ts < self.ts``.
 
     Watermarks of one channel may regress; a regression is ignored because the
-    per-channel watermark is a running maximum (:func:`oij.spec.watermark.channel_watermarks`).
+    per-channel watermark is a running maximum (:func:`spec.watermark.channel_watermarks`).
     """
 
     ts: int

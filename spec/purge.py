@@ -2,7 +2,7 @@ r"""Purge rules: which stored tuples an operator still needs.
 
 A non-late tuple is *needed* after a prefix of the stream iff dropping it
 could change what the operator emits later.  Let W be the watermark after
-the prefix, :math:`\ell', u'` the inclusive offsets of :mod:`oij.spec.match`,
+the prefix, :math:`\ell', u'` the inclusive offsets of :mod:`spec.match`,
 and :math:`\mathit{nonempty} \iff \ell' \le u'`.
 
 Every future non-late tuple y has :math:`y.ts \ge W`.
@@ -11,7 +11,7 @@ Every future non-late tuple y has :math:`y.ts \ge W`.
 :math:`b.ts \ge W` lies in :math:`[lo(a), hi(a)]`, i.e. iff
 :math:`\mathit{nonempty} \land hi(a) \ge W`.  With a left join or an
 aggregate, a is also needed until its final row is out, i.e. while
-:math:`hi(a) \ge W` (:func:`oij.spec.stream.is_final` is false).
+:math:`hi(a) \ge W` (:func:`spec.stream.is_final` is false).
 
 .. math::
 
@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .match import is_match, is_window_empty, lower_offset, window_hi
-from .model import BASE, End, Event, Query, StreamTuple
-from .stream import is_final, on_time_tuples
-from .watermark import watermark_after
+from spec.match import is_match, is_window_empty, lower_offset, window_hi
+from spec.model import BASE, End, Event, Query, StreamTuple
+from spec.stream import is_final, on_time_tuples
+from spec.watermark import watermark_after
 
 
 def is_base_needed(a: StreamTuple, w: int, q: Query) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
+from spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
 
 
 def initial_channel_watermarks(q: Query) -> tuple[int, ...]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from oij.parallel.runtime import Runtime
+from parallel.runtime.driver import Runtime
 
 from .procs import alive, segments
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from oij.spec.model import BASE, PROBE, TS_LIMIT, AggregateKind, End, Event, Query, Side, StreamTuple, Watermark
+from spec.model import BASE, PROBE, TS_LIMIT, AggregateKind, End, Event, Query, Side, StreamTuple, Watermark
 
 KEYS: list[int | str] = [0, 1, "1", "a"]
 VALUES = st.one_of(

@@ -13,8 +13,8 @@ from oij.cli import main
 from oij.io.errors import IdSet
 from oij.io.jsonl import parse_result_lines, read_jsonl, result_lines, write_events
 from oij.io.parquet import read_parquet, write_parquet
-from oij.reference.oracle import run_events
-from oij.spec.model import End, Event, Query, StreamTuple, Watermark
+from reference.oracle import run_events
+from spec.model import End, Event, Query, StreamTuple, Watermark
 
 from .strategies import workloads
 

@@ -21,17 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oij.parallel.emitter import Chunk, chunks_from_events
-from oij.parallel.engine import run_chunks
-from oij.parallel.hp import assign, is_balanced, model_loads
-from oij.parallel.registry import EngineOptions, get
-from oij.parallel.runtime import EngineFailure, JobOptions, Runtime
-from oij.reference.oracle import run_events
-from oij.spec import ordering
-from oij.spec.batch import Results
-from oij.spec.model import End, Event, Query, StreamTuple
-from oij.spec.stream import on_time_tuples
 from oij.workloads import generate
+from parallel.patterns.engine import run_chunks
+from parallel.patterns.hp import assign, is_balanced, model_loads
+from parallel.registry import EngineOptions, get
+from parallel.runtime.driver import EngineFailure, JobOptions, Runtime
+from parallel.runtime.emitter import Chunk, chunks_from_events
+from reference.oracle import run_events
+from spec import ordering
+from spec.batch import Results
+from spec.model import End, Event, Query, StreamTuple
+from spec.stream import on_time_tuples
 
 from .procs import alive, opts, segments
 from .strategies import workloads

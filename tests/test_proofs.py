@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oij.proofs import smt
+from proofs import smt
 
 CLAIMS = smt.manifest()
 

@@ -20,15 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oij.parallel.aggr import Acc
-from oij.parallel.emitter import chunks_from_events
-from oij.parallel.registry import get
-from oij.parallel.runtime import EngineFailure, Runtime
-from oij.parallel.schedule import alg3, unbalancedness
-from oij.parallel.teamrun import TeamOptions, run_chunks
-from oij.reference.oracle import run_events
-from oij.spec.model import Event, Query
 from oij.workloads import generate
+from parallel.registry import get
+from parallel.runtime.driver import EngineFailure, Runtime
+from parallel.runtime.emitter import chunks_from_events
+from parallel.shared.aggr import Acc
+from parallel.shared.schedule import alg3, unbalancedness
+from parallel.shared.teamrun import TeamOptions, run_chunks
+from reference.oracle import run_events
+from spec.model import Event, Query
 
 from .procs import alive, opts, segments
 from .strategies import workloads

@@ -25,17 +25,17 @@ from hypothesis import strategies as st
 from oij.cli import main
 from oij.io.errors import InputError
 from oij.io.parquet import write_parquet
-from oij.parallel import registry
-from oij.parallel.registry import EngineOptions, EngineRun
-from oij.reference.oracle import run_events
 from oij.spark.compare import compare_results
 from oij.spark.frames import events_frame, materialize, read_parquet_events, validate_events
 from oij.spark.oracle import METHODS, SparkOracleOptions, run_spark_oracle, spark_oracle
 from oij.spark.salting import assign_replicas, is_balanced, split_degrees
 from oij.spark.session import SparkUnavailable, check_java
 from oij.spark.workload import builtin_workload
-from oij.spec.batch import Results
-from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
+from parallel import registry
+from parallel.registry import EngineOptions, EngineRun
+from reference.oracle import run_events
+from spec.batch import Results
+from spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 
 from .strategies import workloads
 

@@ -15,7 +15,8 @@ Method (docs/reference.rst has the write-up):
 
 Counted figures (pairs, stored tuples, visited entries) come with the times,
 because they do not depend on the machine.  Raw numbers go to
-``bench/results/oracle.json``; ``bench/plot.py`` draws them.
+``--out`` (default ``./oracle.json``; the project keeps its own in ``bench/results/``);
+``bench/plot.py`` draws them.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..cli import UsageError
+from oij.commands.common import UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="benchmarks (numbers go to bench/results/)")
+    p = sub.add_parser("bench", help="benchmarks (raw numbers go to a JSON file: --out, default in .)")
     bsub = p.add_subparsers(dest="bench", metavar="BENCH")
     bsub.required = True
     o = bsub.add_parser("oracle", help="events/s and peak memory of the reference oracle")
@@ -46,12 +47,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--memory-sizes", default="100000,1000000,10000000", help="comma-separated stream lengths for peak memory"
     )
     o.add_argument("--seed", type=int, default=1)
-    o.add_argument("--out", default="bench/results/oracle.json", help="where the raw numbers go")
+    o.add_argument("--out", default="oracle.json", help="where the raw numbers go (default ./oracle.json)")
     o.set_defaults(func=run_oracle)
 
 
 def _workload(preset: str) -> Any:
-    from ..workloads import PRESETS, ParamError, resolve
+    from oij.workloads import PRESETS, ParamError, resolve
 
     try:
         p = resolve(preset)
@@ -61,9 +62,9 @@ def _workload(preset: str) -> Any:
 
 
 def _operator_alone(preset: str, events: int, seed: int, repeat: int) -> dict[str, Any]:
-    from ..reference.oracle import Oracle
-    from ..spec.model import StreamTuple, Watermark
-    from ..workloads import generate
+    from oij.workloads import generate
+    from reference.oracle import Oracle
+    from spec.model import StreamTuple, Watermark
 
     q, it = generate(_workload(preset), events, seed)
     evs = list(it)
@@ -101,13 +102,25 @@ def _operator_alone(preset: str, events: int, seed: int, repeat: int) -> dict[st
     }
 
 
+def _join_cli(argv: list[str]) -> int:
+    """Run ``oij join ARGV`` in this process (commands may not import the CLI module above them)."""
+    import argparse
+
+    from oij.commands import join
+
+    parser = argparse.ArgumentParser(prog="oij")
+    join.register(parser.add_subparsers())
+    args = parser.parse_args(["join", *argv])
+    rc: int = args.func(args)
+    return rc
+
+
 def _end_to_end(preset: str, events: int, seed: int) -> dict[str, Any]:
     import json as stdjson
 
     import orjson
 
-    from ..cli import main
-    from ..workloads import write_workload
+    from oij.workloads import write_workload
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "w.jsonl")
@@ -124,10 +137,10 @@ def _end_to_end(preset: str, events: int, seed: int) -> dict[str, Any]:
         t_orjson = min(bare(orjson.loads) for _ in range(2))
         t_std = bare(stdjson.loads)
         t0 = time.process_time()
-        rc = main(["join", path, "-o", os.devnull, "--no-progress", "--order", "arrival"])
+        rc = _join_cli([path, "-o", os.devnull, "--no-progress", "--order", "arrival"])
         t_join_arrival = time.process_time() - t0
         t0 = time.process_time()
-        rc2 = main(["join", path, "-o", os.devnull, "--no-progress"])
+        rc2 = _join_cli([path, "-o", os.devnull, "--no-progress"])
         t_join_canonical = time.process_time() - t0
     if rc or rc2:
         raise RuntimeError("oij join failed in the benchmark")
@@ -158,9 +171,9 @@ def memory_probe(preset: str, events: int, seed: int) -> dict[str, Any]:
     across fork+exec.
     """
 
-    from ..reference.oracle import Oracle
-    from ..spec.model import StreamTuple, Watermark
-    from ..workloads import generate
+    from oij.workloads import generate
+    from reference.oracle import Oracle
+    from spec.model import StreamTuple, Watermark
 
     q, it = generate(_workload(preset), events, seed)
     o = Oracle(q)

@@ -4,9 +4,9 @@ Steps (each announced on stderr with its time):
 
 1. the workload: FILE (oij-jsonl or Parquet), ``--preset P`` (:mod:`oij.workloads`),
    or with neither a small default workload;
-2. the sequential oracle (:func:`oij.reference.oracle.run_events`) when the
+2. the sequential oracle (:func:`reference.oracle.run_events`) when the
    workload has at most ``--seq-limit`` events;
-3. every chosen engine of :mod:`oij.parallel.registry` (default: all registered);
+3. every chosen engine of :mod:`parallel.registry` (default: all registered);
 4. the Spark oracle (``--spark``, the default; ``--master`` for a cluster);
 5. every output is written to ``OUT/results/engine=<name>/`` (one Parquet
    dataset partitioned by engine) and Spark compares each engine with the
@@ -30,10 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..io.errors import InputError
-from ..spec.batch import Results
-from ..spec.model import Event, Query, StreamTuple
-from .common import add_query_flags, input_events, progress
+from oij.commands.common import UsageError, add_query_flags, input_events, progress
+from oij.io.errors import InputError
+from spec.batch import Results
+from spec.model import Event, Query, StreamTuple
 
 SPARK_ORACLE = "spark-oracle"
 SEQ_ORACLE = "seq-oracle"
@@ -107,8 +107,7 @@ class Progress:
 
 
 def _engines(args: argparse.Namespace) -> list[str]:
-    from ..cli import UsageError
-    from ..parallel.registry import engines
+    from parallel.registry import engines
 
     known = engines()
     if args.patterns is None:
@@ -126,7 +125,6 @@ def _engines(args: argparse.Namespace) -> list[str]:
 
 
 def _generated(args: argparse.Namespace) -> tuple[str, Query, Iterator[Event]]:
-    from ..cli import UsageError
 
     events = DEFAULT_EVENTS if args.events is None else args.events
     if events < 0:
@@ -136,7 +134,7 @@ def _generated(args: argparse.Namespace) -> tuple[str, Query, Iterator[Event]]:
         workloads = importlib.import_module("oij.workloads")
     except ImportError:
         workloads = None
-    from ..spark.workload import BUILTIN, builtin_workload
+    from oij.spark.workload import BUILTIN, builtin_workload
 
     preset = args.preset
     if preset == BUILTIN or (preset is None and (workloads is None or DEFAULT_PRESET not in workloads.PRESETS)):
@@ -156,7 +154,7 @@ def _generated(args: argparse.Namespace) -> tuple[str, Query, Iterator[Event]]:
 
 def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: argparse.Namespace,
                 tuples: int) -> tuple[Row, Results | None]:
-    from ..parallel.registry import EngineOptions
+    from parallel.registry import EngineOptions
 
     row = Row(name)
     t = time.perf_counter()
@@ -182,10 +180,9 @@ def _num(x: Any) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
-    from ..reference.oracle import run_events
-    from ..spark.compare import compare_frames, compare_results, write_frame, write_results
-    from ..spark.frames import materialize, read_parquet_events, validate_events
+    from oij.spark.compare import compare_frames, compare_results, write_frame, write_results
+    from oij.spark.frames import materialize, read_parquet_events, validate_events
+    from reference.oracle import run_events
 
     prog = Progress(not args.no_progress)
     if args.file is not None and args.preset is not None:
@@ -194,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--seq-limit must be >= 0")
     names = _engines(args)
     if args.spark:
-        from ..spark.session import check_java
+        from oij.spark.session import check_java
 
         check_java()  # before any work: no Java, no Spark
     out = args.out
@@ -211,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         if parquet_in:
             import pyarrow.parquet as pq
 
-            from ..spark.frames import check_schema
+            from oij.spark.frames import check_schema
 
             check_schema(args.file)
             with input_events(args.file, args) as (q, it):
@@ -258,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append(r)
         prog.say(f"sequential oracle: {r.wall_s:.1f}s")
     # 3. the engines
-    from ..parallel.registry import get
+    from parallel.registry import get
 
     for name in names:
         assert events is not None
@@ -273,8 +270,8 @@ def run(args: argparse.Namespace) -> int:
 
     plan: dict[str, Any] = {}
     if args.spark:
-        from ..spark.oracle import SparkOracleOptions, spark_oracle
-        from ..spark.session import spark_session
+        from oij.spark.oracle import SparkOracleOptions, spark_oracle
+        from oij.spark.session import spark_session
 
         prog.say(f"starting Spark ({args.master}) ...")
         spark = spark_session(None if args.master == "submit" else args.master, driver_memory=args.driver_memory)

@@ -9,11 +9,15 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
-from ..io import open_events
-from ..io.errors import InputError
-from ..spec.model import Event, Query, SpecError, check_query
+from oij.io import open_events
+from oij.io.errors import InputError
+from spec.model import Event, Query, SpecError, check_query
 
 T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """A bad command-line value; exit code 2."""
 
 
 def add_query_flags(p: argparse.ArgumentParser) -> None:
@@ -61,7 +65,7 @@ def query_from_flags(args: argparse.Namespace, base: Query | None, path: str) ->
 def input_events(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[Event]]]:
     """Open ``path`` (oij-jsonl, Parquet or ``-``), apply query flags, and close it afterwards."""
     if path.endswith(".parquet"):
-        from ..io.parquet import parquet_query
+        from oij.io.parquet import parquet_query
 
         if not os.path.exists(path):
             raise InputError(path, 0, "file", "No such file or directory")

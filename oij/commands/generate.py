@@ -8,9 +8,8 @@ from typing import Any
 
 import orjson
 
-from ..cli import UsageError
-from ..io.errors import InputError
-from .common import add_query_flags, input_events, progress
+from oij.commands.common import UsageError, add_query_flags, input_events, progress
+from oij.io.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _params(args: argparse.Namespace) -> Any:
-    from ..workloads import PRESETS, ParamError, WorkloadParams, parse_value, resolve, with_overrides
+    from oij.workloads import PRESETS, ParamError, WorkloadParams, parse_value, resolve, with_overrides
 
     try:
         base = resolve(args.preset) if args.preset else WorkloadParams(description="custom")
@@ -75,7 +74,7 @@ def _params(args: argparse.Namespace) -> Any:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from ..workloads import PRESETS, ParamError, write_workload
+    from oij.workloads import PRESETS, ParamError, write_workload
 
     if args.list:
         width = max(len(n) for n in PRESETS)
@@ -121,7 +120,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    from ..workloads.describe import describe_events, format_description
+    from oij.workloads.describe import describe_events, format_description
 
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit: must be >= 0, got {args.limit}")

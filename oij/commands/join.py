@@ -7,12 +7,12 @@ import json
 import sys
 from typing import IO
 
-from ..io.errors import InputError
-from ..io.jsonl import result_lines
-from ..reference.oracle import Oracle
-from ..spec.batch import Results
-from ..spec.model import StreamTuple, Watermark
-from .common import add_query_flags, input_events, output_file, progress
+from oij.commands.common import add_query_flags, input_events, output_file, progress
+from oij.io.errors import InputError
+from oij.io.jsonl import result_lines
+from reference.oracle import Oracle
+from spec.batch import Results
+from spec.model import StreamTuple, Watermark
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,4 +1,4 @@
-"""``oij run FILE | --preset P --events N``: run a parallel pattern (KP/DP/HP) on processes + shared memory.
+"""``oij run FILE | --preset P --events N``: run a parallel engine (KP/DP/HP, Key-OIJ, Scale-OIJ).
 
 Writes the result lines in exactly the canonical form of ``oij join`` (so the
 two can be diffed), prints a metrics table on stderr, and with ``--metrics``
@@ -15,16 +15,16 @@ import sys
 import time
 from typing import Any
 
-from ..io.errors import InputError
-from ..io.jsonl import result_lines
-from ..spec.model import Query
-from .common import add_query_flags, input_events, output_file
+from oij.commands.common import UsageError, add_query_flags, input_events, output_file
+from oij.io.errors import InputError
+from oij.io.jsonl import result_lines
+from spec.model import Query
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
-        help="run a parallel pattern (kp, dp, hp) on replica processes and shared memory",
+        help="run a parallel engine (kp, dp, hp, key, scale) on replica processes and shared memory",
         description="Run KP-OIJ, DP-OIJ or HP-OIJ over an event file (oij-jsonl or Parquet) or a generated "
         "preset. Result lines are canonical, byte-identical to `oij join` when the engine is correct.",
     )
@@ -65,7 +65,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from ..cli import UsageError
 
     if (args.file is None) == (args.preset is None):
         raise UsageError("give a FILE or --preset, not both and not neither")
@@ -86,10 +85,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
-    from ..parallel.emitter import chunks_from_blocks, chunks_from_events
-    from ..parallel.engine import epoch_size
-    from ..parallel.runtime import EngineFailure, JobOptions
+    from parallel.patterns.engine import epoch_size
+    from parallel.runtime.driver import EngineFailure, JobOptions
+    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_events
 
     _check(args)
     opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
@@ -99,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     t_setup = time.perf_counter()
     try:
         if args.preset is not None:
-            from ..workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+            from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
 
             try:
                 over: dict[str, Any] = {}
@@ -143,12 +141,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _runner(args: argparse.Namespace, opt: Any) -> Any:
-    """kp/dp/hp run on :mod:`oij.parallel.engine`; key/scale on :mod:`oij.parallel.teamrun` (same runtime)."""
+    """kp/dp/hp run on :mod:`parallel.patterns.engine`; key/scale on :mod:`parallel.shared.teamrun` (same runtime)."""
     if args.pattern in ("key", "scale"):
-        from ..parallel.teamrun import run_chunks as team_run
+        from parallel.shared.teamrun import run_chunks as team_run
 
         return team_run
-    from ..parallel.engine import run_chunks
+    from parallel.patterns.engine import run_chunks
 
     return run_chunks
 
@@ -156,8 +154,7 @@ def _runner(args: argparse.Namespace, opt: Any) -> Any:
 def _team(args: argparse.Namespace, opt: Any) -> Any:
     if args.pattern not in ("key", "scale"):
         return opt
-    from ..cli import UsageError
-    from ..parallel.teamrun import TeamOptions
+    from parallel.shared.teamrun import TeamOptions
 
     if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
             args.arena_mb < 1 or args.replicas > 63:
@@ -177,7 +174,7 @@ class _Counter:
         self.tuples = 0
 
     def __iter__(self) -> Any:
-        from ..spec.model import StreamTuple
+        from spec.model import StreamTuple
 
         for e in self.events:
             if type(e) is StreamTuple:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO
 
-from ..spec.model import Event, Query
-from .errors import InputError
-from .jsonl import read_jsonl
+from oij.io.errors import InputError
+from oij.io.jsonl import read_jsonl
+from spec.model import Event, Query
 
 __all__ = ["InputError", "open_events"]
 
@@ -21,7 +21,7 @@ def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Even
     import sys
 
     if path.endswith(".parquet"):
-        from .parquet import read_parquet
+        from oij.io.parquet import read_parquet
 
         query, events = read_parquet(path, q)
         return query, events, None

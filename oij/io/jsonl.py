@@ -31,9 +31,10 @@ from typing import IO, Annotated, Any, Literal
 import msgspec
 import orjson
 
-from ..spec.aggregate import AggregateValue
-from ..spec.batch import Results
-from ..spec.model import (
+from oij.io.errors import IdSet, InputError
+from spec.aggregate import AggregateValue
+from spec.batch import Results
+from spec.model import (
     AGGREGATES,
     JOINS,
     TS_LIMIT,
@@ -45,7 +46,6 @@ from ..spec.model import (
     Watermark,
     check_query,
 )
-from .errors import IdSet, InputError
 
 QUERY_FIELDS = frozenset(
     {"type", "lower", "upper", "lower_inclusive", "upper_inclusive", "aggregate", "join", "channels", "lateness"}

@@ -21,9 +21,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..spec.model import End, Event, Query, StreamTuple, Watermark
-from .errors import InputError
-from .jsonl import EventParser, format_query, parse_query
+from oij.io.errors import InputError
+from oij.io.jsonl import EventParser, format_query, parse_query
+from spec.model import End, Event, Query, StreamTuple, Watermark
 
 META_KEY = b"oij.query"
 

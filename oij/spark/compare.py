@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..spec.aggregate import AggregateValue
-from ..spec.batch import Pair, Results
+from spec.aggregate import AggregateValue
+from spec.batch import Pair, Results
 
 TOLERANCE = 1e-9
 

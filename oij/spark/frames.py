@@ -33,10 +33,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io.errors import InputError
-from ..io.jsonl import format_query
-from ..io.parquet import COLUMNS, META_KEY, event_row, parquet_query
-from ..spec.model import TS_LIMIT, Event, Query, StreamTuple
+from oij.io.errors import InputError
+from oij.io.jsonl import format_query
+from oij.io.parquet import COLUMNS, META_KEY, event_row, parquet_query
+from spec.model import TS_LIMIT, Event, Query, StreamTuple
 
 KEYS_META = b"oij.keys"
 

@@ -1,7 +1,7 @@
-r"""The Spark oracle: the streaming semantics of :mod:`oij.spec` on DataFrames.
+r"""The Spark oracle: the streaming semantics of :mod:`spec` on DataFrames.
 
 Input: an event frame (:mod:`oij.spark.frames`) and a query.  Output: the
-result of :func:`oij.spec.stream.compute_stream_result` -- the batch join of
+result of :func:`spec.stream.compute_stream_result` -- the batch join of
 the non-late tuples plus the late ids -- as DataFrames.
 
 **Watermark at arrival.**  The effective watermark in force at the arrival of
@@ -53,10 +53,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..spec.batch import Results
-from ..spec.match import lower_offset, upper_offset
-from ..spec.model import Event, Query
-from .salting import split_degrees
+from oij.spark.salting import split_degrees
+from spec.batch import Results
+from spec.match import lower_offset, upper_offset
+from spec.model import Event, Query
 
 Method = Literal["plain", "bucketed", "salted"]
 METHODS: tuple[Method, ...] = ("plain", "bucketed", "salted")
@@ -349,8 +349,8 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
 def run_spark_oracle(
     spark: Any, q: Query, events: Sequence[Event], opts: SparkOracleOptions | None = None
 ) -> Results:
-    """The Spark oracle over in-memory events, collected: must equal :func:`oij.reference.oracle.run_events`."""
-    from .frames import events_frame
+    """The Spark oracle over in-memory events, collected: must equal :func:`reference.oracle.run_events`."""
+    from oij.spark.frames import events_frame
 
     res = spark_oracle(spark, q, events_frame(spark, events), opts)
     try:

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from ..io.errors import InputError
+from oij.io.errors import InputError
 
 JAVA_HELP = (
     "Spark needs Java 17: install it with `apt-get install openjdk-17-jre-headless` "

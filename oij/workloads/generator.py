@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.model import TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
-from .keys import KeySampler
-from .params import US_PER_S, ParamError, WorkloadParams, check_params
+from oij.workloads.keys import KeySampler
+from oij.workloads.params import US_PER_S, ParamError, WorkloadParams, check_params
+from spec.model import TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
 
 GEN_BLOCK = 1 << 16
 """Tuples generated per step.  A constant: changing it changes the output."""

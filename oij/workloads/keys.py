@@ -20,7 +20,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from .params import WorkloadParams
+from oij.workloads.params import US_PER_S, WorkloadParams
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -147,3 +147,20 @@ def keyed_permutation(pos: I64, cycle: I64, u: int, seed: int) -> I64:
         x[bad] = rounds(x[bad], [k[bad] for k in keys])
         bad = bad[x[bad] >= np.uint64(u)]
     return x.astype(np.int64)
+
+
+def key_collision(p: WorkloadParams) -> float:
+    """sum_k p_k^2 for the key distribution (the chance that two independent tuples share a key)."""
+    probs = key_probabilities(p)
+    return float((probs * probs).sum())
+
+
+def expected_matches(p: WorkloadParams) -> float:
+    """Expected probes in a base tuple's window, from the parameters (ignores disorder, bursts, lateness).
+
+    E = sum_k p_k^2 * probe_rate * window_length over the key shares p_k
+    (rotating: averaged over one hot period).
+    """
+    window = (p.upper - p.lower) / US_PER_S
+    probe_rate = p.rate * p.probe_ratio
+    return key_collision(p) * probe_rate * window

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from ..spec.model import TS_LIMIT, AggregateKind, JoinKind, Query, SpecError, check_query
+from spec.model import TS_LIMIT, AggregateKind, JoinKind, Query, SpecError, check_query
 
 KEY_DISTS = ("uniform", "zipf", "self-similar", "rotating")
 ARRIVALS = ("poisson", "regular")
@@ -151,29 +151,11 @@ class WorkloadParams:
         """The key with index ``i``: ``i`` or ``"k<i>"``."""
         return i if self.key_type == "int" else f"k{i}"
 
-    def expected_matches(self) -> float:
-        """Expected probes in a base tuple's window, from the parameters (ignores disorder, bursts, lateness).
-
-        E = sum_k p_k^2 * probe_rate * window_length over the key shares p_k
-        (rotating: averaged over one hot period).
-        """
-        window = (self.upper - self.lower) / US_PER_S
-        probe_rate = self.rate * self.probe_ratio
-        return key_collision(self) * probe_rate * window
-
     def summary(self) -> dict[str, Any]:
         """The parameters as a JSON-able dict (without metadata)."""
         d = dataclasses.asdict(self)
         d.pop("extra")
         return d
-
-
-def key_collision(p: WorkloadParams) -> float:
-    """sum_k p_k^2 for the key distribution (the chance that two independent tuples share a key)."""
-    from .keys import key_probabilities
-
-    probs = key_probabilities(p)
-    return float((probs * probs).sum())
 
 
 def _num(x: object) -> bool:

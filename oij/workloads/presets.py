@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .params import WorkloadParams, check_params
+from oij.workloads.params import WorkloadParams, check_params
 
 S = 1_000_000  # us per second
 
@@ -247,7 +247,7 @@ for _name, _p in PRESETS.items():
 
 def resolve(preset_or_params: str | WorkloadParams) -> WorkloadParams:
     """The params of a preset name, or the params themselves (validated)."""
-    from .params import ParamError
+    from oij.workloads.params import ParamError
 
     if isinstance(preset_or_params, WorkloadParams):
         return check_params(preset_or_params)

@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..io.jsonl import format_query
-from ..io.parquet import ParquetEventWriter
-from ..spec.model import Query
-from .generator import KIND_WATERMARK, Block, WorkloadGenerator
-from .params import ParamError, WorkloadParams
-from .presets import resolve
+from oij.io.jsonl import format_query
+from oij.io.parquet import ParquetEventWriter
+from oij.workloads.generator import KIND_WATERMARK, Block, WorkloadGenerator
+from oij.workloads.params import ParamError, WorkloadParams
+from oij.workloads.presets import resolve
+from spec.model import Query
 
 DICTIONARY_COLUMNS = ["type", "side", "key", "channel"]
 """Columns dictionary-encoded in generated Parquet files (``id``, ``ts``, ``value`` are not: faster, smaller)."""
@@ -235,7 +235,7 @@ def _write_parquet(
     rows_per_group: int,
     on_block: Callable[[int], Any] | None,
 ) -> None:
-    from ..spec.model import End
+    from spec.model import End
 
     key_type = "int" if gen.p.key_type == "int" else "string"
     with ParquetEventWriter(

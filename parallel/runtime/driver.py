@@ -2,7 +2,7 @@
 
 Data flow of one job::
 
-    driver (this process)                                   replica processes (oij.parallel.replica)
+    driver (this process)                                   replica processes (parallel.runtime.replica)
     -------------------------------------------------       ---------------------------------------
     Chunk source --> Router (emitters, lateness) --put--> input rings --> Collector --> JoinState
     Sink <--get-- result rings <---------------------------------------------------- results (pairs/partial rows)
@@ -45,12 +45,12 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.match import lower_offset, upper_offset
-from ..spec.model import Query
-from .emitter import Chunk, Router, order_channels
-from .replica import replica_main
-from .ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform
-from .sink import Sink
+from parallel.runtime.emitter import Chunk, Router, order_channels
+from parallel.runtime.replica import replica_main
+from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform
+from parallel.runtime.sink import Sink
+from spec.match import lower_offset, upper_offset
+from spec.model import Query
 
 
 class Pump:

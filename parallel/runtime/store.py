@@ -1,6 +1,6 @@
 r"""The replica's state buffers and the vectorised per-batch join (pure numpy, no processes).
 
-Data flow inside one replica (:mod:`oij.parallel.replica` feeds it)::
+Data flow inside one replica (:mod:`parallel.runtime.replica` feeds it)::
 
     delivered batch --> JoinState.process --> pair / partial-row result records
     watermark       --> JoinState.advance --> partial rows of bases that became final; purge
@@ -26,7 +26,7 @@ the replica's delivery order.  Tuple x joins the stored opposite-side
 entries y with ``y.seq < x.seq``; a tuple is stored only by its ``owner``
 replica.  So the pair (x, y), y delivered first, is made by the replica that
 stores y, once, provided that replica also receives x after y (the ordering
-rules of :mod:`oij.spec.ordering`).
+rules of :mod:`spec.ordering`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .ring import RESULT
+from parallel.runtime.ring import RESULT
 
 NEG = np.iinfo(np.int64).min
 """The watermark before any watermark (-inf): below every valid timestamp."""
@@ -157,7 +157,7 @@ BASE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "born": np.int64, 
 class JoinState:
     """The OIJ logic of one replica over its delivery order.
 
-    ``lo``/``hi`` are the inclusive offsets l', u' (:mod:`oij.spec.match`);
+    ``lo``/``hi`` are the inclusive offsets l', u' (:mod:`spec.match`);
     ``partial``: keep per-base running aggregates and emit partial rows
     (aggregates, or a left join that must report unmatched bases);
     ``pairs``: emit pair records (pairs mode).

@@ -8,7 +8,7 @@ Data flow::
         --> pairs / aggregate rows --> result ring r --> driver's sink
 
 Every tuple of a key reaches one joiner (the static hash of
-:func:`oij.parallel.emitter.key_hash`), so no coordination is needed.  A base
+:func:`parallel.emitter.key_hash`), so no coordination is needed.  A base
 tuple is evaluated once, when it is final (W > hi(a), or End): its key's
 probe buffer is scanned *entirely* and each entry is compared with the window
 (Scale-OIJ §II-C: "a thread may scan through the buffer to filter out
@@ -23,11 +23,11 @@ lateness mode W = max ts - l, so the buffer spans about :math:`|w| + l` of
 event time and the scan's *effectiveness* (Eq. 1: in-window / visited) is
 about :math:`|w| / (|w| + l)` -- the Fig. 7 effect.
 
-Sums are exact (:mod:`oij.parallel.aggr`).  A row's latency is measured from
+Sums are exact (:mod:`parallel.shared.aggr`).  A row's latency is measured from
 the base tuple's creation (``born``).
 
 Processes and shared memory: none created here; the engine runs on the
-runtime's replica processes (:mod:`oij.parallel.teamrun` creates and frees
+runtime's replica processes (:mod:`parallel.shared.teamrun` creates and frees
 the rings).
 """
 
@@ -39,12 +39,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.model import Event, Query
-from .aggr import Acc
-from .registry import EngineOptions, EngineRun, register
-from .replica import _Job
-from .ring import RESULT
-from .store import NEG
+from parallel.registry import EngineOptions, EngineRun, register
+from parallel.runtime.replica import _Job
+from parallel.runtime.ring import RESULT
+from parallel.runtime.store import NEG
+from parallel.shared.aggr import Acc
+from spec.model import Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -119,7 +119,7 @@ def pairs(a: I64, b: I64, born: I64) -> npt.NDArray[Any]:
 
 class KeyJoinState:
     """Key-OIJ's state and join of one joiner (module docstring); the interface of
-    :class:`oij.parallel.store.JoinState`."""
+    :class:`parallel.store.JoinState`."""
 
     def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None) -> None:
         self.lo, self.hi = lo, hi
@@ -286,6 +286,6 @@ class KeyJob(_Job):
 @register("key", "Key-OIJ: static hash(key) -> joiner, unsorted per-key buffers, a full scan per base tuple, "
           "expiration by lateness (processes + shared memory)")
 def key_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from .teamrun import run_engine
+    from parallel.shared.teamrun import run_engine
 
     return run_engine("key", q, events, options)

@@ -21,13 +21,13 @@ policy decides what to deliver:
   channel's turn delivers its batches of the current epoch up to its CLOSE
   punctuation for that epoch; batches that arrive off-turn wait in their
   deque.  Every replica therefore delivers any two batches it shares with
-  another replica in the same relative order (:mod:`oij.spec.ordering`).
+  another replica in the same relative order (:mod:`spec.ordering`).
 * :class:`NaiveCollector` (negative control): standard multiplexing as in
   KP, with a seeded per-replica random preference among the non-empty
   channels, the schedule PPOIJ Examples 4.1-4.3 warn about.
 
 Creates no process and no shared memory: the rings are attached by the
-replica (:mod:`oij.parallel.replica`) and owned by the driver.
+replica (:mod:`parallel.runtime.replica`) and owned by the driver.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 
-from .ring import KIND_CLOSE, KIND_DATA, KIND_END, Batch, Ring
+from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, Batch, Ring
 
 
 @dataclass

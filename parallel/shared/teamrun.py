@@ -1,4 +1,4 @@
-"""The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes (:class:`oij.parallel.runtime.Runtime`).
+"""The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes (:class:`parallel.runtime.Runtime`).
 
 Data flow of one job (driver process)::
 
@@ -11,12 +11,12 @@ Data flow of one job (driver process)::
 
 Ownership (who creates / who frees): :func:`execute` creates every segment of
 the job -- the input and result rings, and for ``scale`` one index per
-joiner (:mod:`oij.parallel.swmr`) and the team map
-(:mod:`oij.parallel.teams`) -- and unlinks all of them in a ``finally``
+joiner (:mod:`parallel.shared.swmr`) and the team map
+(:mod:`parallel.shared.teams`) -- and unlinks all of them in a ``finally``
 block.  The processes belong to the :class:`Runtime`; on any failure (an
 exception in a joiner, a killed joiner, a driver exception, Ctrl-C) the
 runtime is closed exactly as for KP/DP/HP (no process left, every segment
-unlinked) and :class:`~oij.parallel.runtime.EngineFailure` names the cause.
+unlinked) and :class:`~parallel.runtime.EngineFailure` names the cause.
 """
 
 from __future__ import annotations
@@ -29,18 +29,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.batch import Results
-from ..spec.match import lower_offset, upper_offset
-from ..spec.model import Event, Query, StreamTuple
-from .emitter import Chunk, Router, chunks_from_events, key_hash, order_channels
-from .metrics import balance, compute_metrics
-from .registry import EngineOptions, EngineRun
-from .ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring
-from .runtime import EngineFailure, Pump, Runtime
-from .schedule import alg3, loads, unbalancedness
-from .sink import Sink
-from .swmr import Index, IndexSpec
-from .teams import TeamMap, partition_of
+from parallel.registry import EngineOptions, EngineRun
+from parallel.runtime.driver import EngineFailure, Pump, Runtime
+from parallel.runtime.emitter import Chunk, Router, chunks_from_events, key_hash, order_channels
+from parallel.runtime.metrics import balance, compute_metrics
+from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring
+from parallel.runtime.sink import Sink
+from parallel.shared.schedule import alg3, loads, unbalancedness
+from parallel.shared.swmr import Index, IndexSpec
+from parallel.shared.teams import TeamMap, partition_of
+from spec.batch import Results
+from spec.match import lower_offset, upper_offset
+from spec.model import Event, Query, StreamTuple
 
 I64 = npt.NDArray[np.int64]
 
@@ -174,7 +174,7 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) -
                 ispecs.append(s)
         for r in range(n):
             spec = {
-                "job": "oij.parallel.scaleoij:ScaleJob" if scale else "oij.parallel.keyoij:KeyJob",
+                "job": "parallel.shared.scaleoij:ScaleJob" if scale else "parallel.shared.keyoij:KeyJob",
                 "inputs": [(c, inputs[c * n + r].spec, 0) for c in range(2 * m)],
                 "order": order_channels(m),
                 "result": results[r].spec,
@@ -300,7 +300,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
 
 def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any], sink: Sink, events: int,
                  cdf_points: int = 0) -> dict[str, Any]:
-    """The common metrics (:func:`oij.parallel.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
+    """The common metrics (:func:`parallel.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
     base = compute_metrics("kp", q, opt, drive, sink, events, cdf_points)
     rs = drive["replica_stats"]
     out = dict(base)

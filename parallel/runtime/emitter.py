@@ -13,7 +13,7 @@ routes is one *epoch*: every batch of the epoch is sent before the epoch's
 CLOSE punctuation, which carries the watermark, so an idle channel still
 tells every collector how far the stream has progressed.
 
-Lateness is a property of the whole arrival sequence (:mod:`oij.spec.watermark`),
+Lateness is a property of the whole arrival sequence (:mod:`spec.watermark`),
 so it is decided here, on the input order, before the stream is split:
 a late tuple is reported by the driver and never sent.  A batch carries the
 W in force at the arrival of its last tuple; every later tuple of the same
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.match import lower_offset, upper_offset
-from ..spec.model import End, Event, Key, Query, StreamTuple, Watermark
-from .ring import TUPLE
-from .store import NEG
+from parallel.runtime.ring import TUPLE
+from parallel.runtime.store import NEG
+from spec.match import lower_offset, upper_offset
+from spec.model import End, Event, Key, Query, StreamTuple, Watermark
 
 I64 = npt.NDArray[np.int64]
 

@@ -1,11 +1,10 @@
-r"""HP-OIJ: PPOIJ Alg. 1 (assign keys to replica sets) and the hybrid pattern's engine.
+r"""Key -> replica-set assignment: PPOIJ Alg. 1 and its load model.
 
-Data flow of the calibration (PPOIJ §4.3)::
-
-    emitters (driver) count key frequencies for the first ``calibration`` tuples, routing as KP
-      --ctl queue--> replica 0 ("master"): assign(counts, current KP map, N, theta, max_split)
-      --up queue (feedback channel)--> driver: Router.apply_map at the next epoch boundary
-                                        (the stream never stops: epochs keep flowing meanwhile)
+The hybrid pattern (:mod:`parallel.patterns.hp`) calibrates on the first
+tuples and then asks replica 0 (the "master", :mod:`parallel.runtime.replica`)
+to run :func:`assign` on the key counts the emitters gathered; the result goes
+back to the driver, which routes by it from the next epoch on.  It lives in
+the runtime because the replica process runs it; it is pure arithmetic.
 
 :func:`assign` is Alg. 1 with lines 4-10 skipped, as the paper prescribes for
 runtime estimation: the initial assignment is the calibration (KP) one, so
@@ -19,10 +18,6 @@ This module creates no process and no shared memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from ..parallel.registry import EngineOptions, EngineRun, register
-from ..spec.model import Event, Query
 
 
 def is_balanced(loads: Sequence[float], theta: float) -> bool:
@@ -87,14 +82,3 @@ def model_loads(f: Mapping[int, float], key2r: Mapping[int, Sequence[int]], n: i
         for j in rs:
             loads[j] += v / len(rs)
     return loads
-
-
-@register("hp", "HP-OIJ: calibration as KP, Alg. 1 key -> replica sets, partial multicast, per-key "
-          "round-robin collectors, key-based watermarks (processes + shared memory)")
-def hp_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from .engine import run_engine
-
-    return run_engine("hp", q, events, options)
-
-
-__all__: list[Any] = ["assign", "hp_engine", "is_balanced", "model_loads"]

@@ -4,11 +4,11 @@ lock-free readers.
 The numpy analogue of Scale-OIJ's two-layer skip-list (§V-A, Alg. 1-2): an
 index is a small set of immutable *runs* (an LSM tree).  A run holds entries
 sorted by (key, ts) with the rank-compressed composite of
-:class:`oij.parallel.store.Tier`: locating the window of (k, [lo, hi]) is four
+:class:`parallel.store.Tier`: locating the window of (k, [lo, hi]) is four
 binary searches -- :math:`O(\log N_{key} + \log N_{ts})` per run -- and
 visits only the entries in the window.
 
-Segment layout (int64 words; owner: the driver, :mod:`oij.parallel.teamrun`,
+Segment layout (int64 words; owner: the driver, :mod:`parallel.shared.teamrun`,
 creates it before the job and unlinks it after; the joiner that owns the
 index is its only writer, every joiner of a virtual team reads it)::
 
@@ -40,7 +40,7 @@ Publication protocol (what is written first):
    load ``gen`` again, so they never reach a slot or run retired before
    that ``gen``.
 4. ``prog`` is stored after the runs it covers are published; readers load
-   ``prog`` before they read the directory (see :mod:`oij.parallel.scaleoij`).
+   ``prog`` before they read the directory (see :mod:`parallel.shared.scaleoij`).
 
 Memory-ordering assumption.  Python has no atomics and no fences, so the
 design relies on, and only on: (a) an aligned int64 numpy element is loaded
@@ -53,7 +53,7 @@ stores are not reordered with older loads.  No step needs store->load
 ordering (the one x86 reorders): QSBR needs only load->store (the reader's
 data loads complete before its ``qs`` store) and the publication needs
 store->store on the writer and load->load on the reader.  The runtime
-refuses other architectures (:func:`oij.parallel.ring.check_platform`), and
+refuses other architectures (:func:`parallel.ring.check_platform`), and
 ``tests/test_scale_swmr.py`` stress-tests the protocol (many readers
 verifying every entry during heavy appends, merges and arena reuse).
 """

@@ -6,7 +6,7 @@ Data flow::
                                                                                --> compute_metrics
 
 Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
-:class:`~oij.parallel.runtime.Runtime` (tests reuse one pool of processes
+:class:`~parallel.runtime.Runtime` (tests reuse one pool of processes
 across many runs); otherwise a runtime is created here and closed before
 returning, on success and on failure alike.
 """
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..spec.batch import Results
-from ..spec.model import Event, Query, StreamTuple
-from .emitter import Chunk, chunks_from_events
-from .metrics import compute_metrics
-from .registry import EngineOptions, EngineRun
-from .runtime import JobOptions, Runtime
+from parallel.registry import EngineOptions, EngineRun
+from parallel.runtime.driver import JobOptions, Runtime
+from parallel.runtime.emitter import Chunk, chunks_from_events
+from parallel.runtime.metrics import compute_metrics
+from spec.batch import Results
+from spec.model import Event, Query, StreamTuple
 
 _JOB_FIELDS = ("collector", "slots", "result_width", "theta", "max_split", "calibration", "sync_map", "epoch",
                "rate", "seed", "trace", "fail_after", "stall")

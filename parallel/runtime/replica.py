@@ -6,7 +6,7 @@ Data flow inside replica r::
                                   |                ^
                                   +-- W (per channel, or per key and channel for HP) --> JoinState.advance
 
-Control flow: the process is started once by :class:`oij.parallel.runtime.Runtime`
+Control flow: the process is started once by :class:`parallel.runtime.Runtime`
 (spawn start method: the entry point :func:`replica_main` is importable and
 takes only picklable arguments) and then waits on its control queue for
 ``("job", spec)`` messages; for each job it attaches the job's rings, runs
@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .collector import Collector, Input, NaiveCollector, RoundRobinCollector, StandardCollector
-from .ring import KIND_CLOSE, KIND_DATA, KIND_END, RESULT, Ring
-from .store import NEG, JoinState
+from parallel.runtime.balance import assign
+from parallel.runtime.collector import Collector, Input, NaiveCollector, RoundRobinCollector, StandardCollector
+from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, RESULT, Ring
+from parallel.runtime.store import NEG, JoinState
 
 I64MAX = np.iinfo(np.int64).max
 
@@ -235,15 +236,13 @@ class _Job:
         except Empty:
             return
         if msg[0] == "calibrate":
-            from .hp import assign
-
             _, counts, key2r, n, theta, max_split = msg
             self.up.put(("map", self.me, assign(counts, key2r, n, theta, max_split)))
 
 
 def _make_job(me: int, spec: dict[str, Any], ctl: Any, up: Any, abort: npt.NDArray[np.int64], ppid: int) -> _Job:
     """The job object of a ``("job", spec)`` message: ``spec["job"] = "module:Class"`` selects a subclass of
-    :class:`_Job` defined by another engine module (``key``, ``scale``: :mod:`oij.parallel.teamrun`)."""
+    :class:`_Job` defined by another engine module (``key``, ``scale``: :mod:`parallel.shared.teamrun`)."""
     name = spec.get("job")
     if not name:
         return _Job(me, spec, ctl, up, abort, ppid)

@@ -4,7 +4,7 @@ incremental aggregation.
 Data flow::
 
     driver: ScaleRouter -- a tuple of key k goes to a random member of team(partition(k)) --> rings
-            Alg. 3 every ``schedule_every`` tuples --> TeamMap (grow-only)           (oij.parallel.teamrun)
+            Alg. 3 every ``schedule_every`` tuples --> TeamMap (grow-only)           (parallel.shared.teamrun)
     joiner j (ScaleJob, one per replica process):
         probes  --> append to j's own index (single writer)         --> publish run, then prog_j
         bases   --> pending at j
@@ -49,7 +49,7 @@ own progress only (the hazard: a lagging team member's probes are missed);
 ``arrival`` evaluates bases on arrival.  Both must fail the differential
 tests (``tests/test_scale.py``).
 
-Processes and shared memory: none created here (:mod:`oij.parallel.teamrun`
+Processes and shared memory: none created here (:mod:`parallel.shared.teamrun`
 owns the segments; the joiner attaches its own index as the writer and every
 other index as a reader, and closes them when the job ends).
 """
@@ -64,15 +64,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.model import Event, Query
-from .aggr import Acc
-from .keyoij import _Buf, pairs, rows
-from .registry import EngineOptions, EngineRun, register
-from .replica import _Job
-from .ring import KIND_CLOSE, KIND_DATA, KIND_END
-from .store import expand
-from .swmr import EVAL, PROG, Index, wait_briefly
-from .teams import TeamMap, members, partition_of
+from parallel.registry import EngineOptions, EngineRun, register
+from parallel.runtime.replica import _Job
+from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END
+from parallel.runtime.store import expand
+from parallel.shared.aggr import Acc
+from parallel.shared.keyoij import _Buf, pairs, rows
+from parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
+from parallel.shared.teams import TeamMap, members, partition_of
+from spec.model import Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -308,6 +308,6 @@ class ScaleJob(_Job):
 @register("scale", "Scale-OIJ: SWMR time-travel indexes in shared memory, virtual teams with Alg. 3 dynamic "
           "schedule, incremental aggregation (processes + shared memory)")
 def scale_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from .teamrun import run_engine
+    from parallel.shared.teamrun import run_engine
 
     return run_engine("scale", q, events, options)

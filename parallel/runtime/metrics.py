@@ -1,6 +1,6 @@
 r"""Metrics of a parallel run, as ``oij run --metrics`` writes them (JSON-serialisable).
 
-Data flow: the driver's measurements (:meth:`oij.parallel.runtime.Runtime.execute`),
+Data flow: the driver's measurements (:meth:`parallel.runtime.Runtime.execute`),
 the replicas' counters and the sink's latencies --> :func:`compute_metrics` --> dict.
 
 Definitions (W_j is replica j's *load*: the tuples it stored, i.e. its share
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spec.model import Query
-from .sink import Sink
+from parallel.runtime.sink import Sink
+from spec.model import Query
 
 
 def balance(loads: list[float]) -> tuple[float, float]:

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..spec.batch import AggregateRow, Pair, Results
-from ..spec.model import Query
+from spec.batch import AggregateRow, Pair, Results
+from spec.model import Query
 
 
 class Sink:

@@ -1,0 +1,13 @@
+"""The process runtime every shared-nothing pattern runs on: processes, rings, routing, joining, collecting.
+
+What lives here: :mod:`.ring` (SPSC shared-memory rings of numpy records),
+:mod:`.emitter` (chunks and routing, inside the driver), :mod:`.collector`
+(the standard, round-robin and naive collectors a replica reads its input
+rings through), :mod:`.replica` (the replica process), :mod:`.store` (the
+vectorised two-tier join state), :mod:`.balance` (PPOIJ Alg. 1, run by
+replica 0), :mod:`.sink` and :mod:`.metrics` (results and counts), and
+:mod:`.driver` (the pool of processes that owns every segment).
+
+It may use :mod:`spec` and :mod:`parallel.registry`; it must not import
+:mod:`parallel.patterns` or :mod:`parallel.shared` (checked by import-linter).
+"""

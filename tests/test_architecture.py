@@ -1,0 +1,59 @@
+"""The structure tools can see: no symlinks, one-way imports (import-linter), and a negative control."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("spec", "reference", "parallel", "proofs", "oij")
+LINT = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run([LINT, "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _copy_tree(dst: Path) -> Path:
+    for p in PACKAGES:
+        shutil.copytree(ROOT / p, dst / p, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+    return dst
+
+
+def test_no_symlinks_in_the_repository() -> None:
+    out = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.fail(f"git ls-files failed: {out.stderr}")
+    links = [line.split("\t", 1)[1] for line in out.stdout.splitlines() if line.startswith("120000")]
+    assert links == []
+
+
+def test_import_contracts_hold(tmp_path: Path) -> None:
+    r = _lint(_copy_tree(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 broken" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "needle"),
+    [
+        ("spec/match.py", "from reference.oracle import Oracle\n", "spec.match -> reference.oracle"),
+        ("parallel/runtime/replica.py", "from parallel.patterns.hp import hp_engine\n",
+         "parallel.runtime.replica -> parallel.patterns.hp"),
+        ("reference/exact.py", "from oij.io.jsonl import format_float\n", "reference.exact -> oij.io.jsonl"),
+    ],
+)
+def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line: str, needle: str) -> None:
+    tree = _copy_tree(tmp_path)
+    with open(tree / module, "a") as f:
+        f.write(line)
+    r = _lint(tree)
+    assert r.returncode != 0
+    assert needle in r.stdout
