@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "oij.commands.bench",
     "oij.commands.check",
     "oij.commands.run",
+    "oij.commands.conform",
 )
 
 

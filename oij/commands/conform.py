@@ -1,0 +1,119 @@
+"""``oij conform [options] -- CMD [ARGS...]``: property-based conformance testing of another implementation.
+
+CMD reads one oij-jsonl v1 case on stdin and writes its result lines on
+stdout (docs/conformance.rst).  Hypothesis generates cases, runs CMD once per
+case and compares with the oracle; a failure is shrunk to a minimal case,
+printed as a timeline, written to a replay file, and exit code 1.  Exit 0:
+conforms, with the number of cases and the situations exercised.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from oij.commands.common import UsageError
+from oij.io.atomic import write_text
+from oij.io.errors import InputError
+from oij.testing._cases import FEATURES, Case, parse_features
+from oij.testing._runner import SearchResult, fingerprint, judge, run_impl, search_parallel
+from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "conform",
+        help="check another implementation (a command) against the oracle",
+        description="Generate cases, run CMD once per case (case on stdin, result lines on stdout), compare with "
+        "the oracle. On failure: a minimal case as a timeline, a replay file, the semantic profile that explains "
+        "the implementation if one does, exit 1. Features: " + ", ".join(FEATURES) + ". Profiles: "
+        + ", ".join(PROFILES) + ".",
+        epilog="example: oij conform --features=-aggregates,-channels -- python my_join.py",
+    )
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]: the implementation under test")
+    p.add_argument("--features", help="what CMD claims: a,b,c or all,-a,-b (default all)")
+    p.add_argument("--profile", default="canonical", help="check against this semantic profile (default canonical)")
+    p.add_argument("--max-examples", type=int, default=200, help="cases to generate (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per case before CMD counts as hung")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
+    p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating")
+    p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
+                   help="where a failing case is written (default ./oij-conform-failure.jsonl)")
+    p.set_defaults(func=run)
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("no command under test: oij conform [options] -- CMD [ARGS...]")
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = _command(args)
+    try:
+        feats = parse_features(args.features)
+        profile = get_profile(args.profile)
+    except (ValueError, KeyError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    if args.max_examples < 1 or args.jobs < 1 or args.timeout <= 0:
+        raise UsageError("--max-examples and --jobs must be >= 1, --timeout > 0")
+    if args.replay:
+        return _replay(args.replay, cmd, profile, feats, args.timeout)
+    res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
+                          timeout=args.timeout, jobs=args.jobs)
+    if res.failure is None:
+        _print_pass(res, profile, feats)
+        return 0
+    f = res.failure
+    print(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
+          f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)\n")
+    print(f.report)
+    write_text(args.replay_out, f.case.to_jsonl())
+    print(f"\nreplay: oij conform --replay {args.replay_out} -- {' '.join(cmd)}")
+    if profile is CANONICAL:
+        _print_fingerprint(res, feats)
+    return 1
+
+
+def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> None:
+    print(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference")
+    print(f"features claimed: {', '.join(sorted(feats))}")
+    print("situations exercised (cases):")
+    for tag, n in sorted(res.tags.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n:>5}  {tag}")
+
+
+def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
+    fp = fingerprint(res.observations, feats)
+    print()
+    if not fp.profiles:
+        print("semantic fingerprint: no named profile explains every output -- a bug, not a semantic choice "
+              f"(checked {', '.join(p for p in PROFILES if p != 'canonical')})")
+        return
+    best = fp.profiles[0]
+    others = f" (also consistent: {', '.join(p.name for p in fp.profiles[1:])})" if len(fp.profiles) > 1 else ""
+    print(f"semantic fingerprint: behaves like {best.name}: {best.summary}{others}")
+    print(f"  differs from canonical in: {', '.join(best.differences())}  [{best.system}]")
+    if fp.separating is not None:
+        print(f"  shortest case that separates {best.name} from canonical ({len(fp.separating)} events):")
+        print("    " + fp.separating.to_jsonl().rstrip("\n").replace("\n", "\n    "))
+
+
+def _replay(path: str, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    case = Case.from_jsonl(text, path)
+    f = judge(case, run_impl(cmd, case, timeout), profile, feats)
+    if f is None:
+        print(f"conforms on {path} ({len(case)} events, {profile.name} semantics)")
+        return 0
+    print(f"oij conform: {' '.join(cmd)} fails {path} ({f.kind})\n")
+    print(f.report)
+    return 1
+

@@ -1,0 +1,60 @@
+"""``oij.testing``: test your own interval-join implementation against the oracle (public API).
+
+Five names, like ``hypothesis.strategies``:
+
+* :func:`cases` -- a Hypothesis strategy of conformance cases (a query and its
+  arrival sequence), restricted to the ``features`` your implementation claims;
+* :class:`Case` -- one case: ``case.query``, ``case.events``, ``case.to_jsonl()``;
+* :func:`assert_conforms` -- run your implementation (a Python callable or a
+  command) on a case and raise an ``AssertionError`` whose message is the
+  readable timeline of the case, expected against got;
+* :func:`expected_output` -- what a case must produce under a semantic profile;
+* :data:`FEATURES` and :data:`PROFILES` -- the names ``features`` and ``profile`` accept.
+
+A pytest test of your own engine::
+
+    from hypothesis import given
+    from oij.testing import assert_conforms, cases
+
+    @given(cases(features=["watermarks", "late-report"]))
+    def test_my_join(case):
+        assert_conforms(my_join, case, features=["watermarks", "late-report"])
+
+where ``my_join(query, events)`` returns a :class:`spec.batch.Results` or the
+output lines of the oij-jsonl protocol.  Everything outside this module is
+private and may change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from oij.testing._cases import FEATURES, Case, cases
+from oij.testing._protocol import expected_output as _expected
+from oij.testing._runner import Impl, judge, run_impl
+from spec.batch import Results
+from spec.profiles import PROFILES, get_profile
+
+__all__ = ["FEATURES", "PROFILES", "Case", "assert_conforms", "cases", "expected_output"]
+
+
+def expected_output(case: Case, profile: str = "canonical") -> Results:
+    """The result ``case`` must produce under the named profile (canonical order)."""
+    return _expected(case, get_profile(profile))
+
+
+def assert_conforms(impl: Impl, case: Case, *, profile: str = "canonical", features: Iterable[str] | None = None,
+                    timeout: float = 10.0) -> None:
+    """Raise ``AssertionError`` (the message is the case's timeline, expected vs got) unless ``impl`` gets
+    ``case`` right.
+
+    ``impl`` is a callable ``(query, events) -> Results | Iterable[str]`` or a
+    command (a list of strings) that reads the case on stdin and writes the
+    output lines.  ``features`` lists what the implementation claims (default:
+    all); without ``late-report`` late lines are not compared.  ``timeout``
+    bounds a command's run in seconds.
+    """
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    failure = judge(case, run_impl(impl, case, timeout), get_profile(profile), feats)
+    if failure is not None:
+        raise AssertionError("\n" + failure.report)

@@ -1,0 +1,239 @@
+"""Conformance cases: one query and its arrival sequence, the Hypothesis strategy that reaches the corners,
+and the features a case exercises.
+
+A case is drawn as a list of small *event specs* and then laid out in order
+(:func:`layout`), so that Hypothesis shrinks by deleting whole events and by
+moving numbers toward zero.  Timestamps sit on a grid near an origin (0, -20,
+or near +/-2^62); a probe is moved off its grid point by a corner of the
+window (on a bound, one tick inside or outside, or a tie), and so is a
+watermark, so tuples land exactly on bounds, exactly at W, and W exactly on
+a window's edge.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from hypothesis import strategies as st
+
+from oij.io.jsonl import read_jsonl, write_events
+from spec.match import lower_offset, upper_offset
+from spec.model import TS_LIMIT, AggregateKind, End, Event, JoinKind, Query, Side, StreamTuple, Watermark
+
+FEATURES: dict[str, str] = {
+    "left": "left joins: (a, null) rows for bases that match nothing",
+    "aggregates": "per-base aggregates (count, sum, avg, min, max)",
+    "channels": "more than one upstream channel, W = min over channels",
+    "exclusive": "exclusive window bounds",
+    "watermarks": "watermark mode: watermark lines",
+    "lateness": "lateness mode: W = max ts - lateness, no watermark lines",
+    "late-report": "late tuples reported as late lines (absent: late lines are not compared)",
+    "regressions": "watermarks that go backwards on a channel",
+    "mixed-keys": "int and str keys that print alike (1 and \"1\")",
+    "extreme-ts": "timestamps near +/-2^62",
+    "negative-ts": "negative timestamps",
+}
+"""Every feature a case can exercise; ``oij conform --features`` restricts generation to a subset."""
+
+KINDS: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
+VALUES = (0.0, 1.0, -2.5, 3.0, 0.5, 1e16, -1e16)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A query and its arrival sequence (ending with End)."""
+
+    query: Query
+    events: tuple[Event, ...]
+
+    def to_jsonl(self) -> str:
+        """The case as an oij-jsonl v1 input."""
+        buf = io.StringIO()
+        write_events(self.query, self.events, buf)
+        return buf.getvalue()
+
+    @staticmethod
+    def from_jsonl(text: str, path: str = "<case>") -> Case:
+        """Read a case (raises :class:`oij.io.errors.InputError` on bad input)."""
+        q, events = read_jsonl(io.BytesIO(text.encode()), path)
+        return Case(q, tuple(events))
+
+    @property
+    def tuples(self) -> list[StreamTuple]:
+        """The tuples, in arrival order."""
+        return [e for e in self.events if isinstance(e, StreamTuple)]
+
+    def __len__(self) -> int:
+        """Events, the End excluded."""
+        return sum(1 for e in self.events if not isinstance(e, End))
+
+
+def parse_features(text: str | None) -> frozenset[str]:
+    """``None``/``all``: every feature; ``a,b``: just those; ``-a,-b`` or ``all,-a``: all but those.
+
+    Raises ValueError naming an unknown feature.
+    """
+    if text is None or text.strip() in ("", "all"):
+        return frozenset(FEATURES)
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    out = set(FEATURES) if items[0] == "all" or items[0].startswith("-") else set()
+    for it in items:
+        if it == "all":
+            continue
+        name = it[1:] if it.startswith("-") else it
+        if name not in FEATURES:
+            raise ValueError(f"unknown feature {name!r}; known: {', '.join(FEATURES)}")
+        if it.startswith("-"):
+            out.discard(name)
+        else:
+            out.add(name)
+    if not {"watermarks", "lateness"} & out:
+        raise ValueError("features need at least one of watermarks, lateness")
+    return frozenset(out)
+
+
+_SPEC = st.tuples(
+    st.sampled_from(["tuple", "tuple", "tuple", "watermark"]),
+    st.sampled_from(["base", "probe"]),
+    st.integers(0, 7),  # how: which corner of the window a probe sits on (see layout)
+    st.integers(-3, 3),  # step on the time grid from the previous event
+    st.sampled_from([0, 0, 0, 1, 2, 3]),  # key index
+    st.integers(0, len(VALUES) - 1),
+    st.integers(0, 2),  # channel
+)
+
+
+@st.composite
+def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: int = 14) -> Case:
+    """A conformance case using only ``features`` (default: all of :data:`FEATURES`)."""
+    f = frozenset(FEATURES) if features is None else frozenset(features)
+    modes = [m for m in ("watermarks", "lateness") if m in f]
+    mode = draw(st.sampled_from(modes))
+    lower = draw(st.integers(-6, 3))
+    upper = max(lower, draw(st.integers(-3, 8)))
+    excl = "exclusive" in f
+    agg: AggregateKind | None = draw(st.sampled_from([None, None, None, *KINDS])) if "aggregates" in f else None
+    join: JoinKind = draw(st.sampled_from(["inner", "left"])) if "left" in f else "inner"
+    channels = draw(st.integers(1, 3)) if "channels" in f and mode == "watermarks" else 1
+    q = Query(
+        lower=lower,
+        upper=upper,
+        lower_inclusive=not (excl and draw(st.booleans())),
+        upper_inclusive=not (excl and draw(st.booleans())),
+        aggregate=agg,
+        join=join,
+        channels=channels,
+        lateness=draw(st.integers(0, 6)) if mode == "lateness" else None,
+    )
+    origins = [0]
+    if "negative-ts" in f:
+        origins.append(-20)
+    if "extreme-ts" in f:
+        origins += [TS_LIMIT - 60, -TS_LIMIT + 60] if "negative-ts" in f else [TS_LIMIT - 60]
+    origin = draw(st.sampled_from(origins))
+    keys: list[int | str] = [1, "1", 2, "k"] if "mixed-keys" in f else [1, 2, 3, 4]
+    empty = draw(st.integers(0, 15)) == 0
+    specs = [] if empty else draw(st.lists(_SPEC, min_size=1, max_size=max_events))
+    return Case(q, tuple(layout(q, specs, origin, keys, "regressions" in f)))
+
+
+def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], origin: int,
+           keys: Sequence[int | str], regressions: bool) -> list[Event]:
+    """Turn drawn event specs into an arrival sequence (ids 1, 2, ... in arrival order), ending with End.
+
+    A spec's ``n`` is a step on a time grid that starts at ``origin``: the
+    event's grid point is the previous event's plus ``n``.  A base sits on its
+    grid point, a probe is moved by one of the window's corners (a bound, one
+    tick inside, one tick outside, or 0: a tie), and a watermark by -1, 0 or
+    +1.  So a base and a probe drawn with the same ``n`` meet exactly at a
+    corner, and deleting an event moves no other: cases shrink well.
+    """
+    lo, hi = lower_offset(q), upper_offset(q)
+    corners = (0, lo, lo - 1, lo + 1, hi, hi + 1, hi - 1, 0)
+    out: list[Event] = []
+    wmax: list[int | None] = [None] * q.channels
+    ids = 0
+    pos = origin
+    for kind, side, how, n, k, v, c in specs:
+        pos = max(-TS_LIMIT, min(TS_LIMIT, pos + n))
+        channel = c % q.channels
+        if kind == "watermark" and q.lateness is None:
+            ts = max(-TS_LIMIT, min(TS_LIMIT, pos + corners[how]))
+            prev = wmax[channel]
+            if prev is not None and ts < prev and not regressions:
+                ts = prev
+            wmax[channel] = ts if prev is None else max(prev, ts)
+            out.append(Watermark(ts, channel))
+            continue
+        ts = pos + (corners[how] if side == "probe" else 0)
+        ts = max(-TS_LIMIT, min(TS_LIMIT, ts))
+        ids += 1
+        out.append(StreamTuple(cast("Side", side), ids, ts, keys[k % len(keys)], VALUES[v], channel))
+    out.append(End())
+    return out
+
+
+def exercised(case: Case, expected: Any) -> set[str]:
+    """Names of the situations ``case`` exercises (for the summary of a run); ``expected`` is its Results."""
+    q = case.query
+    lo, hi = lower_offset(q), upper_offset(q)
+    tags: set[str] = set()
+    ts = case.tuples
+    bases = [t for t in ts if t.side == "base"]
+    probes = [t for t in ts if t.side == "probe"]
+    tags.add("lateness mode" if q.lateness is not None else "watermark mode")
+    if q.aggregate is not None:
+        tags.add(f"aggregate {q.aggregate}")
+        if any(r[1] == 0 for r in expected.aggregates):
+            tags.add("aggregate over an empty window")
+    if q.join == "left":
+        tags.add("left join")
+        if any(p[1] is None for p in expected.pairs):
+            tags.add("unmatched base (a, null)")
+    if not (q.lower_inclusive and q.upper_inclusive):
+        tags.add("exclusive bound")
+    if q.channels > 1:
+        tags.add("several channels")
+    if upper_offset(q) < 0 or lower_offset(q) > 0:
+        tags.add("window wholly in the past or future")
+    if not ts:
+        tags.add("empty stream")
+    elif not probes:
+        tags.add("base only")
+    elif not bases:
+        tags.add("probe only")
+    if expected.late:
+        tags.add("late tuple")
+    if any(p[1] is not None for p in expected.pairs) or any(r[1] > 0 for r in expected.aggregates):
+        tags.add("a base with matches")
+    for a in bases:
+        for b in probes:
+            if type(a.key) is not type(b.key) and str(a.key) == str(b.key):
+                tags.add("keys that print alike (1 and \"1\")")
+            if a.key != b.key or type(a.key) is not type(b.key):
+                continue
+            d = b.ts - a.ts
+            if d in (lo, hi):
+                tags.add("tuple exactly on a bound")
+            if d in (lo - 1, hi + 1):
+                tags.add("tuple one tick outside a bound")
+            if d == 0:
+                tags.add("equal timestamps")
+    if any(abs(t.ts) > TS_LIMIT // 2 for t in ts):
+        tags.add("timestamps near 2^62")
+    if any(t.ts < 0 for t in ts):
+        tags.add("negative timestamps")
+    seen: dict[int, int] = {}
+    marks: set[int] = set()
+    for e in case.events:
+        if isinstance(e, Watermark):
+            if e.channel in seen and e.ts < seen[e.channel]:
+                tags.add("watermark regression")
+            seen[e.channel] = max(seen.get(e.channel, e.ts), e.ts)
+            marks.add(e.ts)
+        elif isinstance(e, StreamTuple) and e.ts in marks:
+            tags.add("tuple at a watermark's ts")
+    return tags

@@ -1,0 +1,264 @@
+"""Running an implementation under test on cases, judging its output, searching and shrinking with Hypothesis,
+and finding the semantic profile that explains a deviation.
+
+An implementation is a command (argv list: it reads the case on stdin and
+writes result lines on stdout) or a Python callable ``fn(query, events)``
+returning a :class:`spec.batch.Results` or an iterable of output lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from hypothesis import HealthCheck, Phase, given, reporting, settings
+from hypothesis import seed as hyp_seed
+from hypothesis.errors import Flaky
+
+from oij.io.jsonl import result_lines
+from oij.testing._cases import FEATURES, Case, cases, exercised
+from oij.testing._protocol import Diff, ProtocolError, compare, expected_output, parse_output, restrict
+from oij.testing._timeline import render
+from spec.batch import Results
+from spec.model import End, Event, Query, StreamTuple
+from spec.profiles import CANONICAL, PROFILES, Profile
+
+Impl = Union[Sequence[str], Callable[[Query, Sequence[Event]], Any]]  # noqa: UP007 -- a runtime alias
+
+
+@dataclass
+class Outcome:
+    """What one run of the implementation gave: its parsed output, or the problem that prevented it."""
+
+    got: Results | None
+    problem: str | None = None
+    stderr: str = ""
+
+
+@dataclass
+class Failure:
+    """A case the implementation gets wrong, with the report to print."""
+
+    case: Case
+    report: str
+    kind: str  # mismatch, protocol, crash, hang
+
+
+@dataclass
+class SearchResult:
+    """The outcome of a search: cases run, features exercised, the minimal failure if any, the observations."""
+
+    examples: int = 0
+    tags: Counter[str] = field(default_factory=Counter)
+    failure: Failure | None = None
+    observations: list[tuple[Case, Results | None]] = field(default_factory=list)
+
+
+def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
+    """Run ``argv`` with ``stdin``; kill its whole process group on timeout.  Never raises for the command's faults."""
+    try:
+        p = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    except OSError as e:
+        return Outcome(None, f"cannot start {argv[0]!r}: {e.strerror or e}")
+    try:
+        out, err = p.communicate(stdin.encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return Outcome(None, f"hang: no exit within {timeout:g} s (killed)")
+    finally:
+        if p.poll() is None:  # an exception (Ctrl-C) while waiting: never leave the child behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    stderr = err.decode("utf-8", errors="replace")
+    if p.returncode != 0:
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else "(no message)"
+        return Outcome(None, f"crash: exit code {p.returncode}; stderr: {last}", stderr)
+    try:
+        return Outcome(parse_output(out), None, stderr)
+    except ProtocolError as e:
+        return Outcome(None, f"protocol error: {e}", stderr)
+
+
+def run_impl(impl: Impl, case: Case, timeout: float) -> Outcome:
+    """Run ``impl`` (a command or a callable) on ``case``."""
+    if callable(impl):
+        try:
+            r = impl(case.query, list(case.events))
+        except Exception as e:  # the implementation's fault: reported with the case
+            return Outcome(None, f"crash: {type(e).__name__}: {e}")
+        lines = "".join(result_lines(r)) if isinstance(r, Results) else "".join(
+            x if x.endswith("\n") else x + "\n" for x in r)
+        try:
+            return Outcome(parse_output(lines))
+        except ProtocolError as e:
+            return Outcome(None, f"protocol error: {e}")
+    return run_command(impl, case.to_jsonl(), timeout)
+
+
+def judge(case: Case, outcome: Outcome, profile: Profile, features: Iterable[str]) -> Failure | None:
+    """None if the outcome is right for ``case`` under ``profile``; else the failure with its report."""
+    expected = restrict(expected_output(case, profile), features)
+    if outcome.got is None:
+        problem = outcome.problem or "no output"
+        kind = problem.split(":", 1)[0]
+        return Failure(case, render(case, expected, None, None, profile=profile, problem=problem), kind)
+    got = restrict(outcome.got, features)
+    diff = compare(expected, got)
+    if not diff:
+        return None
+    return Failure(case, render(case, expected, got, diff, profile=profile), "mismatch")
+
+
+class _Found(Exception):
+    pass
+
+
+def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
+           max_examples: int = 200, seed: int = 0, timeout: float = 10.0) -> SearchResult:
+    """Run ``impl`` on up to ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    result = SearchResult()
+    failures: list[Failure] = []
+
+    @hyp_seed(seed)
+    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False, print_blob=False)
+    @given(cases(feats))
+    def prop(case: Case) -> None:
+        outcome = run_impl(impl, case, timeout)
+        result.examples += 1
+        result.observations.append((case, outcome.got))
+        f = judge(case, outcome, profile, feats)
+        if f is not None:
+            failures.append(f)
+            raise _Found
+        result.tags.update(exercised(case, expected_output(case, profile)))
+
+    with reporting.with_reporter(lambda _msg: None):
+        try:
+            prop()
+        except (_Found, Flaky):
+            pass
+        except BaseException as e:  # Hypothesis wraps a flaky failure in an ExceptionGroup on newer versions
+            if not failures or isinstance(e, KeyboardInterrupt):
+                raise
+    if failures:
+        best = min(failures, key=lambda f: (len(f.case), len(f.report)))
+        result.failure = minimize(impl, best, profile, feats, timeout, result)
+    return result
+
+
+def renumber(q: Query, events: Sequence[Event]) -> Case:
+    """A case of ``events`` (End appended) with tuple ids 1, 2, ... in arrival order."""
+    out: list[Event] = []
+    n = 0
+    for e in events:
+        if isinstance(e, StreamTuple):
+            n += 1
+            e = e._replace(id=n)
+        if not isinstance(e, End):
+            out.append(e)
+    return Case(q, (*out, End()))
+
+
+def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset[str], timeout: float,
+             result: SearchResult | None = None) -> Failure:
+    """Delete events one at a time (ids renumbered) while the case still fails; a 1-minimal failing case.
+
+    Hypothesis shrinks numbers well but cannot always delete an event of a
+    case whose meaning depends on the others; this pass can.  At most
+    O(n^2) runs for n events, and n is at most a few dozen.
+    """
+    q = failure.case.query
+    events = [e for e in failure.case.events if not isinstance(e, End)]
+    i = 0
+    while i < len(events):
+        cand = renumber(q, events[:i] + events[i + 1:])
+        outcome = run_impl(impl, cand, timeout)
+        if result is not None:
+            result.examples += 1
+            result.observations.append((cand, outcome.got))
+        f = judge(cand, outcome, profile, features)
+        if f is not None and f.kind == failure.kind:
+            events, failure = events[:i] + events[i + 1:], f
+        else:
+            i += 1
+    if failure.case.events != renumber(q, events).events:  # ids renumbered: judge the renumbered case
+        cand = renumber(q, events)
+        f = judge(cand, run_impl(impl, cand, timeout), profile, features)
+        if f is not None:
+            failure = f
+    return failure
+
+
+def _shard(args: tuple[Impl, frozenset[str], Profile, int, int, float]) -> SearchResult:
+    impl, feats, profile, n, seed, timeout = args
+    return search(impl, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout)
+
+
+def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
+                    max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1) -> SearchResult:
+    """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins."""
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    if jobs <= 1:
+        return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout)
+    shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(_shard, [(list(impl), feats, profile, n, seed + i, timeout)
+                                       for i, n in enumerate(shares) if n > 0]))
+    out = SearchResult()
+    for p in parts:
+        out.examples += p.examples
+        out.tags.update(p.tags)
+        out.observations += p.observations
+    fails = [p.failure for p in parts if p.failure is not None]
+    if fails:
+        out.failure = min(fails, key=lambda f: (len(f.case), len(f.report)))
+    return out
+
+
+@dataclass
+class Fingerprint:
+    """The profiles that explain every observed output, and the shortest case that separates the first one
+    from the canonical semantics."""
+
+    profiles: list[Profile]
+    separating: Case | None
+
+
+def fingerprint(observations: Sequence[tuple[Case, Results | None]], features: Iterable[str]) -> Fingerprint:
+    """Which named profiles reproduce every observed output (none, if some run gave no valid output)."""
+    feats = frozenset(features)
+    valid = [(c, g) for c, g in observations if g is not None]
+    explaining: list[Profile] = []
+    if valid and len(valid) == len(observations):  # a crash or protocol error is explained by no profile
+        for p in PROFILES.values():
+            if p is CANONICAL:
+                continue
+            if all(not compare(restrict(expected_output(c, p), feats), restrict(g, feats)) for c, g in valid):
+                explaining.append(p)
+    explaining.sort(key=lambda p: len(p.differences()))
+    sep = None
+    if explaining:
+        p = explaining[0]
+        diffs = [c for c, _ in valid
+                 if compare(restrict(expected_output(c, p), feats), restrict(expected_output(c, CANONICAL), feats))]
+        sep = min(diffs, key=len, default=None)
+    return Fingerprint(explaining, sep)
+
+
+def diff_of(case: Case, got: Results, profile: Profile, features: Iterable[str]) -> Diff:
+    """The difference between ``got`` and what ``profile`` expects on ``case``."""
+    return compare(restrict(expected_output(case, profile), features), restrict(got, features))
