@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "oij.commands.check",
     "oij.commands.run",
     "oij.commands.conform",
+    "oij.commands.vectors",
 )
 
 
@@ -41,7 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] | None = None
+    if "--" in words:  # everything after the first -- is a command under test (oij conform, oij vectors verify)
+        i = words.index("--")
+        words, command = words[:i], words[i + 1:]
+    args = parser.parse_args(words)
+    if command is not None:
+        if not hasattr(args, "cmd"):
+            parser.error(f"oij {args.command} takes no '-- CMD'")
+        args.cmd = command
     try:
         rc: int = args.func(args)
         return rc

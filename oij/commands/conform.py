@@ -10,13 +10,18 @@ conforms, with the number of cases and the situations exercised.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from oij.commands.common import UsageError
 from oij.io.atomic import write_text
 from oij.io.errors import InputError
-from oij.testing._cases import FEATURES, Case, parse_features
-from oij.testing._runner import SearchResult, fingerprint, judge, run_impl, search_parallel
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
+
+if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
+    from oij.testing._runner import SearchResult
+
+FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
+                 "extreme-ts, negative-ts")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,11 +30,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check another implementation (a command) against the oracle",
         description="Generate cases, run CMD once per case (case on stdin, result lines on stdout), compare with "
         "the oracle. On failure: a minimal case as a timeline, a replay file, the semantic profile that explains "
-        "the implementation if one does, exit 1. Features: " + ", ".join(FEATURES) + ". Profiles: "
+        "the implementation if one does, exit 1. Features: " + FEATURE_NAMES + ". Profiles: "
         + ", ".join(PROFILES) + ".",
         epilog="example: oij conform --features=-aggregates,-channels -- python my_join.py",
     )
-    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]: the implementation under test")
+    p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the implementation under test, after --: CMD [ARGS...]")
     p.add_argument("--features", help="what CMD claims: a,b,c or all,-a,-b (default all)")
     p.add_argument("--profile", default="canonical", help="check against this semantic profile (default canonical)")
     p.add_argument("--max-examples", type=int, default=200, help="cases to generate (default 200)")
@@ -52,6 +57,9 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from oij.testing._cases import parse_features
+    from oij.testing._runner import search_parallel
+
     cmd = _command(args)
     try:
         feats = parse_features(args.features)
@@ -87,6 +95,8 @@ def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> N
 
 
 def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
+    from oij.testing._runner import fingerprint
+
     fp = fingerprint(res.observations, feats)
     print()
     if not fp.profiles:
@@ -103,6 +113,9 @@ def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
 
 
 def _replay(path: str, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
+    from oij.testing._cases import Case
+    from oij.testing._runner import judge, run_impl
+
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

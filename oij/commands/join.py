@@ -7,7 +7,7 @@ import json
 import sys
 from typing import IO
 
-from oij.commands.common import add_query_flags, input_events, output_file, progress
+from oij.commands.common import UsageError, add_query_flags, input_events, output_file, progress
 from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
 from reference.oracle import Oracle
@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also count entries visited per join (Scale-OIJ effectiveness, Eq. 1) and the retained state "
         "after every watermark move, and write them to JSON",
     )
+    p.add_argument(
+        "--profile",
+        default="canonical",
+        help="compute the result under a semantic profile (docs/profiles.rst: spark-ss, flink-sql, ...); a "
+        "non-canonical profile is simulated step by step, in memory, for small inputs",
+    )
     add_query_flags(p)
     p.set_defaults(func=run)
 
@@ -49,6 +55,8 @@ def _drain(o: Oracle, out: IO[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.profile != "canonical":
+        return _run_profile(args)
     canonical = args.order == "canonical"
     with input_events(args.file, args) as (q, events), output_file(args.output) as out:
         o = Oracle(q, instrument=args.stats is not None)
@@ -101,3 +109,16 @@ def _finish(o: Oracle, out: IO[str], canonical: bool) -> None:
     out.flush()
     if out is sys.stdout:
         sys.stdout.flush()
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    from spec.profiles import PROFILES, compute_profile_result
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"--profile: unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
+    with input_events(args.file, args) as (q, events):
+        evs = list(events)
+    res = compute_profile_result(evs, q, PROFILES[args.profile])
+    with output_file(args.output) as out:
+        out.writelines(result_lines(res))
+    return 0

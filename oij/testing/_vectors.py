@@ -1,0 +1,158 @@
+"""Portable test vectors: a deterministic tree of small cases by feature, with expected outputs.
+
+Layout of an exported tree::
+
+    DIR/manifest.jsonl                 one line per case: {"case", "feature", "profile", "description"}
+    DIR/<feature>/<name>.in.jsonl      the input (oij-jsonl v1)
+    DIR/<feature>/<name>.out.jsonl     the expected output, canonical order (profile canonical)
+    DIR/profiles/<name>.<profile>.out.jsonl   the expected output under each named profile
+
+Every case is built here from explicit events, and every expected output is
+computed by the same code the tests use (:func:`oij.testing.expected_output`),
+so re-exporting gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from oij.io.atomic import write_text
+from oij.io.jsonl import result_lines
+from oij.testing._cases import Case
+from oij.testing._protocol import expected_output
+from spec.model import TS_LIMIT, AggregateKind, End, Event, Query, StreamTuple, Watermark
+from spec.profiles import CANONICAL, PROFILES
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One exported case."""
+
+    feature: str
+    name: str
+    description: str
+    case: Case
+
+
+def _t(side: str, i: int, ts: int, key: int | str = 1, value: float = 1.0, channel: int = 0) -> StreamTuple:
+    return StreamTuple("base" if side == "b" else "probe", i, ts, key, value, channel)
+
+
+def _case(q: Query, *events: Event) -> Case:
+    return Case(q, (*events, End()))
+
+
+def vectors() -> Iterator[Vector]:
+    """Every vector, in a fixed order."""
+    # bounds: a base at 10 and a probe on each corner of its window, in both arrival orders
+    for lower, upper in ((-3, 0), (0, 0), (2, 5), (-5, -2)):
+        for li, ui in ((True, True), (False, True), (True, False), (False, False)):
+            q = Query(lower, upper, li, ui)
+            lo, hi = lower + (0 if li else 1), upper - (0 if ui else 1)
+            for what, d in (("lower-1", lower - 1), ("lower", lower), ("lower+1", lower + 1),
+                            ("upper-1", upper - 1), ("upper", upper), ("upper+1", upper + 1)):
+                inside = lo <= d <= hi
+                for order in ("base-first", "probe-first"):
+                    a, b = _t("b", 1, 10), _t("p", 2, 10 + d)
+                    flags = f"{'[' if li else '('}{lower},{upper}{']' if ui else ')'}"
+                    yield Vector("bounds", f"w{lower}_{upper}_{int(li)}{int(ui)}_{what}_{order}",
+                                 f"window a.ts + {flags}: a probe at a.ts{d:+d} ({what}) "
+                                 f"{'matches' if inside else 'does not match'}, {order}",
+                                 _case(q, *((a, b) if order == "base-first" else (b, a))))
+    # watermarks
+    q = Query(-2, 0)
+    yield Vector("watermarks", "at-w", "a tuple exactly at W is on time (late iff ts < W)",
+                 _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 5)))
+    yield Vector("watermarks", "below-w", "a tuple one tick below W is late and joins nothing",
+                 _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 4)))
+    yield Vector("watermarks", "regression", "a watermark going backwards changes nothing",
+                 _case(q, Watermark(5), Watermark(2), _t("p", 1, 3), _t("b", 2, 5)))
+    yield Vector("watermarks", "purge-edge", "state is kept while W <= hi(a): a probe at ts = W = hi(a) still joins",
+                 _case(Query(0, 3), _t("b", 1, 2), Watermark(5), _t("p", 2, 5)))
+    # lateness mode
+    for ell in (0, 3):
+        ql = Query(-2, 0, lateness=ell)
+        yield Vector("lateness", f"l{ell}-at-w", f"lateness {ell}: a tuple at W = max ts - {ell} is on time",
+                     _case(ql, _t("b", 1, 10), _t("p", 2, 10 - ell)))
+        yield Vector("lateness", f"l{ell}-below-w", f"lateness {ell}: a tuple one tick below W is late",
+                     _case(ql, _t("b", 1, 10), _t("p", 2, 9 - ell)))
+        yield Vector("lateness", f"l{ell}-probe-raises-w", f"lateness {ell}: a probe raises W for the bases too",
+                     _case(ql, _t("p", 1, 20), _t("b", 2, 19 - ell), _t("b", 3, 20 - ell)))
+    # channels
+    qc = Query(-2, 0, channels=2)
+    yield Vector("channels", "min-over-channels", "W is the minimum over channels: one channel alone moves nothing",
+                 _case(qc, _t("b", 1, 5), Watermark(9, 0), _t("p", 2, 4, channel=1)))
+    yield Vector("channels", "both-channels", "once both channels passed, a tuple below W is late",
+                 _case(qc, _t("b", 1, 5), Watermark(9, 0), Watermark(9, 1), _t("p", 2, 4, channel=1)))
+    # keys
+    q = Query(-1, 1)
+    yield Vector("keys", "int-vs-str", "key 1 and key \"1\" are different keys",
+                 _case(q, _t("b", 1, 5, 1), _t("p", 2, 5, "1")))
+    yield Vector("keys", "str-equal", "equal string keys join", _case(q, _t("b", 1, 5, "1"), _t("p", 2, 5, "1")))
+    yield Vector("keys", "ties", "equal timestamps join once", _case(q, _t("b", 1, 5), _t("p", 2, 5)))
+    # aggregates
+    kinds: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
+    for kind in kinds:
+        qa = Query(-3, 0, aggregate=kind)
+        yield Vector("aggregates", f"{kind}-empty", f"{kind} over an empty window",
+                     _case(qa, _t("b", 1, 10), _t("p", 2, 20)))
+        yield Vector("aggregates", f"{kind}-exact", f"{kind} over 1e16, 1, -1e16 (an exact sum is 1)",
+                     _case(qa, _t("p", 1, 8, value=1e16), _t("p", 2, 9, value=1.0), _t("p", 3, 10, value=-1e16),
+                           _t("b", 4, 10)))
+        yield Vector("aggregates", f"{kind}-expired", f"{kind} after the window slid past a probe (min/max stale?)",
+                     _case(qa, _t("p", 1, 5, value=9.0), _t("b", 2, 6), _t("p", 3, 9, value=2.0), _t("b", 4, 12)))
+    # left joins
+    q = Query(-2, 0, join="left")
+    yield Vector("left-join", "unmatched-at-end", "an unmatched base gets (a, null) at the end",
+                 _case(q, _t("b", 1, 5)))
+    yield Vector("left-join", "unmatched-by-w", "an unmatched base gets (a, null) once W passes hi(a)",
+                 _case(q, _t("b", 1, 5), Watermark(6)))
+    yield Vector("left-join", "matched-later", "no (a, null) for a base whose match arrives before it is final",
+                 _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 5)))
+    # extreme timestamps, empty streams
+    top = TS_LIMIT
+    yield Vector("extreme", "near-max", "timestamps at 2^62 - 1",
+                 _case(Query(-2, 0), _t("b", 1, top), _t("p", 2, top - 2)))
+    yield Vector("extreme", "near-min", "timestamps at -(2^62 - 1)",
+                 _case(Query(0, 2), _t("b", 1, -top), _t("p", 2, -top + 2)))
+    yield Vector("empty", "empty", "no tuple at all", _case(Query(-1, 1)))
+    yield Vector("empty", "base-only", "bases only", _case(Query(-1, 1, join="left"), _t("b", 1, 3)))
+    yield Vector("empty", "probe-only", "probes only", _case(Query(-1, 1), _t("p", 1, 3)))
+    # profiles: cases that separate the named profiles from the canonical semantics
+    ql = Query(-2, 0, lateness=0)
+    yield Vector("profiles", "late-at-w", "a tuple exactly at W: on time under <, late under <=",
+                 _case(ql, _t("b", 1, 5), _t("p", 2, 5), _t("p", 3, 4)))
+    yield Vector("profiles", "per-input-w", "W from the max ts over both inputs, or the min of per-input W",
+                 _case(ql, _t("p", 1, 10), _t("b", 2, 4), _t("b", 3, 12), _t("p", 4, 11)))
+    yield Vector("profiles", "late-joins", "a late probe: reported (canonical), dropped, or joined (Flink SQL)",
+                 _case(Query(-2, 0), _t("b", 1, 5), Watermark(6), _t("p", 2, 4)))
+    yield Vector("profiles", "left-no-flush", "a pending (a, null) row at the end: flushed or not",
+                 _case(Query(-2, 0, join="left", lateness=1), _t("b", 1, 5)))
+
+
+def _out(case: Case, profile_name: str) -> str:
+    return "".join(result_lines(expected_output(case, PROFILES[profile_name])))
+
+
+def export(directory: str) -> int:
+    """Write the tree under ``directory`` (created if missing); returns the number of cases."""
+    manifest: list[str] = []
+    n = 0
+    for v in vectors():
+        d = os.path.join(directory, v.feature)
+        os.makedirs(d, exist_ok=True)
+        write_text(os.path.join(d, f"{v.name}.in.jsonl"), v.case.to_jsonl())
+        profiles = list(PROFILES) if v.feature == "profiles" else [CANONICAL.name]
+        for p in profiles:
+            suffix = "out" if p == CANONICAL.name else f"{p}.out"
+            write_text(os.path.join(d, f"{v.name}.{suffix}.jsonl"), _out(v.case, p))
+            manifest.append(orjson.dumps({"case": f"{v.feature}/{v.name}", "feature": v.feature, "profile": p,
+                                          "expected": f"{v.feature}/{v.name}.{suffix}.jsonl",
+                                          "description": v.description}).decode())
+        n += 1
+    write_text(os.path.join(directory, "manifest.jsonl"), "".join(x + "\n" for x in manifest))
+    return n

@@ -1,0 +1,216 @@
+"""The conformance kit checks itself: it catches every deliberately wrong implementation with a small
+counterexample, passes the correct ones (the toy and the project's own engines, each run as a command),
+reports protocol faults without crashing, names the profile a deviation follows, and its vectors are
+deterministic."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from oij.cli import main
+from oij.testing import Case, assert_conforms, cases, expected_output
+from oij.testing._cases import FEATURES, parse_features
+from oij.testing._protocol import ProtocolError, parse_output
+from oij.testing._runner import fingerprint, search
+from reference.oracle import run_events
+from spec.batch import Results
+from spec.model import Event, Query
+from spec.profiles import CANONICAL, PROFILES, compute_profile_result
+
+from .impls.toy_oij import BUGS
+from .strategies import event_lists, queries
+
+TOY = Path(__file__).parent / "impls" / "toy_oij.py"
+OIJ = [sys.executable, "-m", "oij.cli"]
+
+
+def toy(bug: str = "") -> list[str]:
+    return [sys.executable, str(TOY), *([bug] if bug else [])]
+
+
+def conform(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    rc = main(["conform", *args])
+    return rc, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_every_wrong_implementation_is_caught_with_a_small_case(
+        bug: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    replay = tmp_path / "fail.jsonl"
+    rc, out = conform(capsys, "--replay-out", str(replay), "--", *toy(bug))
+    assert rc == 1, out
+    m = re.search(r"minimal case of (\d+) events", out)
+    assert m is not None and int(m.group(1)) <= 10, out
+    assert "expected (canonical)" in out
+    # the replay file reproduces the failure, and the correct toy passes it
+    assert main(["conform", "--replay", str(replay), "--", *toy(bug)]) == 1
+    assert main(["conform", "--replay", str(replay), "--", *toy()]) == 0
+
+
+def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--", *toy())
+    assert rc == 0, out
+    assert "conforms: 200 cases" in out
+    for tag in ("tuple exactly on a bound", "late tuple", "left join", "aggregate over an empty window"):
+        assert tag in out
+
+
+@pytest.mark.parametrize("engine", [["join", "-"], ["run", "-", "--pattern", "kp", "--replicas", "2"],
+                                    ["run", "-", "--pattern", "hp", "--replicas", "2"]])
+def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    n = "60" if engine[0] == "join" else "8"
+    rc, out = conform(capsys, "--max-examples", n, "--", *OIJ, *engine)
+    assert rc == 0, out
+
+
+def test_parallel_cases_with_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "-j", "2", "--max-examples", "40", "--", *toy("late-le"))
+    assert rc == 1 and "behaves like late-le" in out
+
+
+@pytest.mark.parametrize("profile", ["late-le", "watermark-max", "late-silent", "late-joined", "purge-early"])
+def test_the_fingerprint_names_the_profile_an_implementation_follows(
+        profile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--max-examples", "150", "-j", "2", "--", *OIJ, "join", "-", "--profile", profile)
+    assert rc == 1, out
+    verdict = out.split("semantic fingerprint: ")[1].splitlines()[0]
+    assert verdict.startswith("behaves like") and profile in verdict, out
+
+
+def test_a_bug_is_not_passed_off_as_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--", *toy("no-probe-direction"))
+    assert rc == 1 and "no named profile explains" in out
+
+
+def test_an_implementation_that_follows_a_profile_conforms_to_it(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--profile", "late-le", "--max-examples", "60", "--", *toy("late-le"))
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize(
+    ("script", "problem"),
+    [
+        ("print('hello')", "protocol error"),
+        ("import sys; sys.exit(3)", "crash: exit code 3"),
+        ("import time; time.sleep(30)", "hang"),
+        ("print('{\"type\":\"late\",\"id\":1}'); print('{\"type\":\"late\",\"id\":1}')", "protocol error"),
+        ("print('{\"type\":\"pair\",\"base\":1}')", "probe: missing"),
+    ],
+)
+def test_faults_of_the_command_are_reported_with_the_case(
+        script: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--max-examples", "5", "--timeout", "1", "--", sys.executable, "-c", script)
+    assert rc == 1
+    assert problem in out
+    assert "query:" in out  # the timeline of the case that caused it
+
+
+def test_protocol_errors_quote_the_line() -> None:
+    with pytest.raises(ProtocolError, match=r"line 2 is a duplicate: '\{\"type\":\"late\",\"id\":1\}'"):
+        parse_output('{"type":"late","id":1}\n{"type":"late","id":1}\n')
+    with pytest.raises(ProtocolError, match="unknown field"):
+        parse_output('{"type":"late","id":1,"x":2}\n')
+    with pytest.raises(ProtocolError, match="not JSON"):
+        parse_output("pair 1 2\n")
+
+
+def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conform"]) == 2
+    assert main(["conform", "--features", "nonsense", "--", "true"]) == 2
+    assert main(["conform", "--profile", "nonsense", "--", "true"]) == 2
+    assert "unknown feature" in capsys.readouterr().err
+
+
+def test_features_restrict_the_cases() -> None:
+    feats = parse_features("all,-aggregates,-left,-channels,-lateness")
+    assert feats == frozenset(FEATURES) - {"aggregates", "left", "channels", "lateness"}
+
+    @settings(max_examples=100, database=None)
+    @given(cases(feats))
+    def check(case: Case) -> None:
+        q = case.query
+        assert q.aggregate is None and q.join == "inner" and q.channels == 1 and q.lateness is None
+
+    check()
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(queries().flatmap(lambda q: event_lists(q).map(lambda es: (q, es))))
+def test_the_canonical_profile_equals_the_oracle(qe: tuple[Query, list[Event]]) -> None:
+    q, events = qe
+    assert compute_profile_result(events, q, CANONICAL) == run_events(events, q).canonical()
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(cases())
+def test_a_wrong_profile_is_caught_by_the_profile_check(case: Case) -> None:
+    # negative control for the comparison: the canonical oracle, judged against late-le, fails where they differ
+    a, b = expected_output(case, "canonical"), expected_output(case, "late-le")
+    if a != b:
+        with pytest.raises(AssertionError):
+            assert_conforms(lambda q, ev: run_events(ev, q), case, profile="late-le")
+    else:
+        assert_conforms(lambda q, ev: run_events(ev, q), case, profile="late-le")
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(cases())
+def test_assert_conforms_with_a_callable(case: Case) -> None:
+    assert_conforms(lambda q, ev: run_events(ev, q), case)
+
+
+def test_assert_conforms_message_is_the_timeline() -> None:
+    case = Case.from_jsonl('{"type":"query","lower":0,"upper":0}\n{"type":"tuple","side":"base","id":1,"ts":3,'
+                           '"key":1}\n{"type":"tuple","side":"probe","id":2,"ts":3,"key":1}\n{"type":"end"}\n')
+    with pytest.raises(AssertionError) as e:
+        assert_conforms(lambda q, ev: Results(), case)
+    assert "- pair base=1 probe=2" in str(e.value) and "W after" in str(e.value)
+
+
+def test_fingerprint_needs_every_observation() -> None:
+    case = Case.from_jsonl('{"type":"query","lower":0,"upper":0,"lateness":0}\n{"type":"tuple","side":"base",'
+                           '"id":1,"ts":5,"key":1}\n{"type":"tuple","side":"probe","id":2,"ts":5,"key":1}\n'
+                           '{"type":"end"}\n')
+    got = expected_output(case, "late-le")
+    assert [p.name for p in fingerprint([(case, got)], FEATURES).profiles][:1] == ["late-le"]
+    assert fingerprint([(case, got), (case, None)], FEATURES).profiles == []
+
+
+def test_vectors_are_deterministic_and_verify(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["vectors", "export", str(a)]) == 0
+    assert main(["vectors", "export", str(b)]) == 0
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert len(files) > 400 and files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--", *OIJ, "join", "-"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^\d+ passed, 0 failed$", r.stdout, re.M)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--", *toy("upper-off-by-one")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "FAIL bounds/" in r.stdout
+    for p in PROFILES:
+        r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--profile", p, "--", *OIJ, "join", "-", "--profile",
+                            p], capture_output=True, text=True)
+        assert r.returncode == 0, (p, r.stdout + r.stderr)
+
+
+def test_the_schemas_accept_what_oij_writes(tmp_path: Path) -> None:
+    from oij.testing._schema import validate_line
+
+    rows = parse_output("".join(
+        f'{{"type":"aggregate","base":{i},"count":1,"value":{v}}}\n' for i, v in enumerate(["null", "1.5", '"inf"'])))
+    assert len(rows.aggregates) == 3
+    assert validate_line({"type": "tuple", "side": "base", "id": 1, "ts": 2, "key": True}) != []
+    assert validate_line({"type": "query", "lower": 0, "upper": 1, "aggregate": None}) == []
+
+
+def test_search_returns_observations_for_the_fingerprint() -> None:
+    r = search(toy("late-le"), max_examples=100)
+    assert r.failure is not None and len(r.observations) >= r.examples >= 2
