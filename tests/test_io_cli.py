@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,32 @@ def test_join_stats_report_effectiveness_and_state(tmp_path: Path) -> None:
     stats = json.loads(stats_path.read_text())
     assert stats["entries_in_window"] == 2 and stats["effectiveness"] == 1.0
     assert stats["retained_state_peak"] >= 1 and stats["late"] == 0
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+@pytest.mark.parametrize("command", ["join", "run"])
+def test_an_output_that_is_the_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                link: str, command: str) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"type":"query","lower":0,"upper":1}\n{"type":"tuple","side":"base","id":1,"ts":1,"key":1}\n'
+                   '{"type":"end"}\n')
+    before = src.read_bytes()
+    out = src
+    if link == "symlink":
+        out = tmp_path / "out.jsonl"
+        out.symlink_to(src)
+    elif link == "hardlink":
+        out = tmp_path / "out.jsonl"
+        os.link(src, out)
+    assert main([command, str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to overwrite" in err and str(src) in err and err.count("\n") == 1
+    assert src.read_bytes() == before
+
+
+def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"type":"query","lower":0,"upper":1}\n{"type":"end"}\n')
+    assert main(["join", str(src), "-o", str(tmp_path / "missing" / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write: No such file or directory" in err and err.count("\n") == 1

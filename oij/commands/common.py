@@ -92,12 +92,30 @@ def progress(it: Iterable[T], *, enabled: bool, desc: str, total: int | None = N
     return bar
 
 
+def refuse_same_file(output: str | None, inputs: Iterable[str | None]) -> None:
+    """Raise :class:`UsageError` if ``output`` is one of ``inputs`` (same device and inode: through symlinks and
+    hard links too), before anything is opened for writing."""
+    if output is None or output == "-" or not os.path.exists(output):
+        return
+    out = os.stat(output)
+    for p in inputs:
+        if p and p != "-" and os.path.exists(p):
+            st = os.stat(p)
+            if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+                raise UsageError(f"output {output} is the input {p}: refusing to overwrite it")
+
+
 @contextlib.contextmanager
-def output_file(path: str | None) -> Iterator[IO[str]]:
-    """``path`` opened for writing (``-`` or None: stdout)."""
+def output_file(path: str | None, inputs: Iterable[str | None] = ()) -> Iterator[IO[str]]:
+    """``path`` opened for writing (``-`` or None: stdout); refused if it is one of ``inputs``."""
+    refuse_same_file(path, inputs)
     if path is None or path == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
-    with open(path, "w", buffering=1 << 20) as f:
+    try:
+        f = open(path, "w", buffering=1 << 20)  # noqa: SIM115 -- closed below
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
+    with f:
         yield f

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile != "canonical":
         return _run_profile(args)
     canonical = args.order == "canonical"
-    with input_events(args.file, args) as (q, events), output_file(args.output) as out:
+    with input_events(args.file, args) as (q, events), output_file(args.output, [args.file]) as out:
         o = Oracle(q, instrument=args.stats is not None)
         on_tuple, on_watermark = o.on_tuple, o.on_watermark
         n = 0
@@ -119,6 +119,6 @@ def _run_profile(args: argparse.Namespace) -> int:
     with input_events(args.file, args) as (q, events):
         evs = list(events)
     res = compute_profile_result(evs, q, PROFILES[args.profile])
-    with output_file(args.output) as out:
+    with output_file(args.output, [args.file]) as out:
         out.writelines(result_lines(res))
     return 0

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     metrics["setup_and_total_s"] = time.perf_counter() - t_setup
     if not args.no_output:
-        with output_file(args.output) as out:
+        with output_file(args.output, [args.file]) as out:
             out.writelines(result_lines(res))
     _table(metrics, q)
     if args.metrics:
