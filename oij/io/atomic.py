@@ -23,7 +23,7 @@ TMP_MARK = ".oij-tmp-"
 def atomic_text(path: str) -> Iterator[IO[str]]:
     """``path`` opened for writing text; it appears (whole) only if the block completes."""
     with atomic_binary(path) as raw:
-        f = open(raw.fileno(), "w", encoding="utf-8", closefd=False, buffering=1 << 20)  # noqa: SIM115
+        f = open(raw.fileno(), "w", encoding="utf-8", closefd=False, buffering=1 << 20)  # noqa: SIM115 -- a view of the fd
         try:
             yield f
         finally:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, reporting, settings
 from hypothesis import seed as hyp_seed
@@ -30,7 +30,7 @@ from spec.batch import Results
 from spec.model import End, Event, Query, StreamTuple
 from spec.profiles import CANONICAL, PROFILES, Profile
 
-Impl = Union[Sequence[str], Callable[[Query, Sequence[Event]], Any]]  # noqa: UP007 -- a runtime alias
+Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
 
 
 @dataclass
