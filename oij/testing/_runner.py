@@ -24,7 +24,7 @@ from hypothesis.errors import Flaky
 
 from oij.io.jsonl import result_lines
 from oij.testing._cases import FEATURES, Case, cases, exercised
-from oij.testing._protocol import Diff, ProtocolError, compare, expected_output, parse_output, restrict
+from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from oij.testing._timeline import render
 from spec.batch import Results
 from spec.model import End, Event, Query, StreamTuple
@@ -195,11 +195,6 @@ def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset
             events, failure = events[:i] + events[i + 1:], f
         else:
             i += 1
-    if failure.case.events != renumber(q, events).events:  # ids renumbered: judge the renumbered case
-        cand = renumber(q, events)
-        f = judge(cand, run_impl(impl, cand, timeout), profile, features)
-        if f is not None:
-            failure = f
     return failure
 
 
@@ -257,8 +252,3 @@ def fingerprint(observations: Sequence[tuple[Case, Results | None]], features: I
                  if compare(restrict(expected_output(c, p), feats), restrict(expected_output(c, CANONICAL), feats))]
         sep = min(diffs, key=len, default=None)
     return Fingerprint(explaining, sep)
-
-
-def diff_of(case: Case, got: Results, profile: Profile, features: Iterable[str]) -> Diff:
-    """The difference between ``got`` and what ``profile`` expects on ``case``."""
-    return compare(restrict(expected_output(case, profile), features), restrict(got, features))
