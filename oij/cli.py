@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "oij.commands.run",
     "oij.commands.conform",
     "oij.commands.vectors",
+    "oij.commands.adapter",
 )
 
 

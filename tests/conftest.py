@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,18 @@ def no_leaked_segments() -> Iterator[None]:
     yield
     leaked = {s for s in segments() - before if not s.endswith("-abort")}
     assert not leaked, f"leaked segments: {leaked}"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One SparkSession (local[2]) for the whole run: a JVM per process is all pyspark allows."""
+    from oij.spark.session import spark_session
+
+    s = spark_session(
+        "local[2]",
+        driver_memory="2g",
+        shuffle_partitions=2,
+        conf={"spark.sql.adaptive.enabled": "false", "spark.default.parallelism": "2"},
+    )
+    yield s
+    s.stop()

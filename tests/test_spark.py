@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +43,6 @@ pytestmark = pytest.mark.spark
 
 # Values whose partial sums are exact in doubles: Spark's sum then equals the exact spec bit for bit.
 EXACT_VALUES = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0]), st.integers(-8000, 8000).map(lambda i: i / 8))
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from oij.spark.session import spark_session
-
-    s = spark_session(
-        "local[2]",
-        driver_memory="2g",
-        shuffle_partitions=2,
-        conf={"spark.sql.adaptive.enabled": "false", "spark.default.parallelism": "2"},
-    )
-    yield s
-    s.stop()
 
 
 def assert_same(got: Results, want: Results) -> None:

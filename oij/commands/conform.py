@@ -18,7 +18,7 @@ from oij.io.errors import InputError
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
-    from oij.testing._runner import SearchResult
+    from oij.testing._runner import Impl, SearchResult
 
 FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
                  "extreme-ts, negative-ts")
@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per case before CMD counts as hung")
     p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
+    p.add_argument("--adapter", metavar="NAME",
+                   help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all "
+                   "cases, instead of a command; the features default to the adapter's")
     p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating")
     p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
                    help="where a failing case is written (default ./oij-conform-failure.jsonl)")
@@ -51,14 +54,16 @@ def _command(args: argparse.Namespace) -> list[str]:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if not cmd:
+    if not cmd and args.adapter is None:
         raise UsageError("no command under test: oij conform [options] -- CMD [ARGS...]")
+    if cmd and args.adapter is not None:
+        raise UsageError("give either --adapter NAME or -- CMD, not both")
     return cmd
 
 
 def run(args: argparse.Namespace) -> int:
     from oij.testing._cases import parse_features
-    from oij.testing._runner import search_parallel
+    from oij.testing._runner import search, search_parallel
 
     cmd = _command(args)
     try:
@@ -68,10 +73,24 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e).strip("'\"")) from None
     if args.max_examples < 1 or args.jobs < 1 or args.timeout <= 0:
         raise UsageError("--max-examples and --jobs must be >= 1, --timeout > 0")
+    impl: Impl = cmd
+    if args.adapter is not None:
+        from oij.commands.adapter import get_adapter
+
+        adapter = get_adapter(args.adapter)
+        feats = feats & frozenset(adapter.features) if args.features else frozenset(adapter.features)
+        if args.jobs != 1:
+            raise UsageError("--adapter runs in this process: -j must be 1")
+        impl = adapter.start(None)
+        cmd = ["oij", "adapter", adapter.name]
     if args.replay:
-        return _replay(args.replay, cmd, profile, feats, args.timeout)
-    res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
-                          timeout=args.timeout, jobs=args.jobs)
+        return _replay(args.replay, impl, cmd, profile, feats, args.timeout)
+    if args.jobs > 1:
+        res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples,
+                              seed=args.seed, timeout=args.timeout, jobs=args.jobs)
+    else:
+        res = search(impl, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
+                     timeout=args.timeout)
     if res.failure is None:
         _print_pass(res, profile, feats)
         return 0
@@ -80,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
           f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)\n")
     print(f.report)
     write_text(args.replay_out, f.case.to_jsonl())
-    print(f"\nreplay: oij conform --replay {args.replay_out} -- {' '.join(cmd)}")
+    how = f"--adapter {args.adapter}" if args.adapter is not None else f"-- {' '.join(cmd)}"
+    print(f"\nreplay: oij conform --replay {args.replay_out} {how}")
     if profile is CANONICAL:
         _print_fingerprint(res, feats)
     return 1
@@ -112,7 +132,7 @@ def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
         print("    " + fp.separating.to_jsonl().rstrip("\n").replace("\n", "\n    "))
 
 
-def _replay(path: str, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
+def _replay(path: str, impl: Impl, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
     from oij.testing._cases import Case
     from oij.testing._runner import judge, run_impl
 
@@ -122,7 +142,7 @@ def _replay(path: str, cmd: list[str], profile: Profile, feats: frozenset[str], 
     except OSError as e:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
     case = Case.from_jsonl(text, path)
-    f = judge(case, run_impl(cmd, case, timeout), profile, feats)
+    f = judge(case, run_impl(impl, case, timeout), profile, feats)
     if f is None:
         print(f"conforms on {path} ({len(case)} events, {profile.name} semantics)")
         return 0

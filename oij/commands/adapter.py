@@ -1,0 +1,119 @@
+"""``oij adapter NAME [FILE]``: a real stream processor as an implementation under test.
+
+Reads one oij-jsonl case (FILE or stdin), runs it through the named system
+and writes the result lines the system produced, so the command can stand
+after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
+
+* ``spark-ss``: Spark Structured Streaming's stream-stream join with a time
+  range condition (:mod:`oij.spark.streaming`), ``multipleWatermarkPolicy=min``;
+* ``spark-ss-max``: the same with ``multipleWatermarkPolicy=max``.
+
+A case outside what the adapter can express (watermark lines, aggregates,
+timestamps beyond Spark's years) exits 2 with one line saying why; the
+adapter's features (``oij adapter NAME --features``) keep ``oij conform``
+from generating such cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oij.commands.common import UsageError
+from oij.io.errors import InputError
+from oij.io.jsonl import result_lines
+from spec.batch import Results
+from spec.model import Event, Query
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A named adapter: what it claims, which profile should explain it, and how to start it."""
+
+    name: str
+    system: str
+    features: tuple[str, ...]
+    profile: str
+    start: Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]
+    check: Callable[[Query, Sequence[Event]], None]
+
+
+def _spark(policy: str) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
+    def start(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
+        from oij.spark.session import spark_session
+        from oij.spark.streaming import run_case, spark_conf
+
+        spark: Any = spark_session(master or "local[2]", app_name="oij-adapter", driver_memory="1g",
+                                   conf=spark_conf(policy))
+        return lambda q, events: run_case(spark, q, events, policy)
+    return start
+
+
+def _spark_check(q: Query, events: Sequence[Event]) -> None:
+    from oij.spark.streaming import check_supported
+
+    check_supported(q, events)
+
+
+_SPARK_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
+    Adapter("spark-ss", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=min)",
+            _SPARK_FEATURES, "spark-ss", _spark("min"), _spark_check),
+    Adapter("spark-ss-max", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=max)",
+            _SPARK_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
+]}
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter called ``name``; :class:`UsageError` lists the known ones."""
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise UsageError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}") from None
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "adapter",
+        help="run one case through a real stream processor (Spark) and print its result lines",
+        description="Read one oij-jsonl case and write the result lines the named system produces; use it as "
+        "the command under test: oij conform --features=$(oij adapter spark-ss --features) -- oij adapter "
+        "spark-ss. Adapters: " + ", ".join(ADAPTERS) + ".",
+    )
+    p.add_argument("name", help="the adapter: " + ", ".join(ADAPTERS))
+    p.add_argument("file", nargs="?", default="-", help="the case (default: stdin)")
+    p.add_argument("--master", help="Spark master (default local[2])")
+    p.add_argument("--features", action="store_true",
+                   help="print the features this adapter implements (for oij conform --features) and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from oij.testing._cases import Case
+
+    adapter = get_adapter(args.name)
+    if args.features:
+        print(",".join(adapter.features))
+        return 0
+    path = "<stdin>" if args.file == "-" else args.file
+    try:
+        if args.file == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.file, encoding="utf-8") as fh:
+                text = fh.read()
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    case = Case.from_jsonl(text, path)
+    events = list(case.events)
+    try:
+        adapter.check(case.query, events)
+    except ValueError as e:  # the case needs what the system cannot express: said before the system starts
+        raise InputError(path, 1, "query", f"{adapter.name} cannot run this case: {e}") from None
+    res = adapter.start(args.master)(case.query, events)
+    sys.stdout.writelines(result_lines(res.canonical()))
+    return 0

@@ -1,0 +1,174 @@
+"""Spark Structured Streaming as an implementation under test: one oij-jsonl case through a stream-stream join.
+
+Data flow for one case::
+
+    events --(one JSON file per tuple, mtimes in arrival order)--> DIR/in/
+    DIR/in --file source, maxFilesPerTrigger=1, Trigger.AvailableNow--> one micro-batch per tuple
+          +--filter side=base --withWatermark(t, L ms)--+
+          +--filter side=probe--withWatermark(t, L ms)--+--join on key and the time range--> foreachBatch
+    foreachBatch --collect--> pair rows (base id, probe id or null) --> Results
+
+What is mapped, and how:
+
+* lateness mode only: Spark derives watermarks from event times
+  (``max event time - delay`` per input); it has no watermark lines, so the
+  ``watermarks``/``channels``/``regressions`` features are absent;
+* timestamps are shifted by :data:`SHIFT` ms before ``timestamp_millis``, so
+  that Spark's initial watermark 0 (and the 0 an input without rows counts
+  as) lies below every shifted timestamp and plays the part of :math:`-\\infty`;
+  |ts| must stay below :data:`TS_RANGE` (Spark timestamps end in year 9999), so
+  ``extreme-ts`` is absent;
+* keys are tagged strings (``i:1`` and ``s:1`` differ), so ``mixed-keys`` works;
+* bounds: ``probe.t >= base.t + lower ms`` (``>`` when exclusive), likewise upper;
+* ``join="left"`` is Spark's left outer join: the (a, null) row appears when
+  the base is evicted; ``aggregates`` (left outer join + groupBy) are absent;
+* late rows are dropped silently by Spark: ``late-report`` is absent.
+
+``spark.sql.streaming.noDataMicroBatches.enabled=false``: with it on, Spark
+runs extra batches without data when the watermark moves, and their number
+depends on timing that this drive does not control.
+
+Resources: :func:`run_case` creates a temporary directory (input files and
+the checkpoint) and removes it before returning, also on failure; the
+streaming query is stopped in a ``finally``.  The SparkSession (one JVM per
+process) is created by the caller and reused across cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from oij.spark.frames import tag_key
+from spec.batch import Results
+from spec.model import BASE, End, Event, Query, StreamTuple, Watermark
+
+SHIFT = 10**12
+"""Added to every timestamp (ms), so Spark's watermark 0 is below every tuple (about year 2001)."""
+
+TS_RANGE = 10**14
+"""|ts| allowed by the adapter: shifted timestamps stay within Spark's years 1..9999."""
+
+FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+"""The oij.testing features this adapter implements (see the module docstring for the rest)."""
+
+POLICIES = ("min", "max")
+"""``spark.sql.streaming.multipleWatermarkPolicy`` values."""
+
+
+class Unsupported(ValueError):
+    """The case uses something Spark's stream-stream join cannot express (the message says what)."""
+
+
+def check_supported(q: Query, events: Sequence[Event]) -> None:
+    """Raise :class:`Unsupported` unless the case is within :data:`FEATURES`."""
+    if q.lateness is None:
+        raise Unsupported("Spark derives watermarks from event times: only lateness mode (\"lateness\" in the "
+                          "query) can be driven, not watermark lines")
+    if q.aggregate is not None:
+        raise Unsupported("per-base aggregates are not mapped (Spark's left outer join + groupBy differs)")
+    for e in events:
+        if isinstance(e, Watermark):
+            raise Unsupported("watermark lines are not supported")
+        if isinstance(e, StreamTuple) and abs(e.ts) >= TS_RANGE:
+            raise Unsupported(f"timestamp {e.ts} is outside +/-{TS_RANGE} (Spark timestamps end in year 9999)")
+
+
+def spark_conf(policy: str = "min") -> dict[str, str]:
+    """The SQL settings the drive needs (deterministic batches, one shuffle partition); set per query."""
+    if policy not in POLICIES:
+        raise ValueError(f"multipleWatermarkPolicy must be one of {POLICIES}, got {policy!r}")
+    return {
+        "spark.sql.streaming.multipleWatermarkPolicy": policy,
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+    }
+
+
+def _write_inputs(dirname: str, events: Sequence[Event]) -> int:
+    """One JSON-lines file per tuple, in arrival order, with strictly increasing mtimes; returns the count."""
+    tuples = [e for e in events if isinstance(e, StreamTuple)]
+    now = time.time()
+    for j, t in enumerate(tuples):
+        path = os.path.join(dirname, f"e{j:06d}.json")
+        row = {"side": t.side, "id": t.id, "t": t.ts + SHIFT, "key": tag_key(t.key)}
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        stamp = now - (len(tuples) - j) * 2.0
+        os.utime(path, (stamp, stamp))
+    return len(tuples)
+
+
+def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min") -> Results:
+    """The pairs Spark's stream-stream join emits for the case, one micro-batch per tuple.
+
+    Requires: ``check_supported(q, events)`` passes (else :class:`Unsupported`).
+    Changes: nothing lasting; :func:`spark_conf` is set on the session for the
+    query's start (SQL settings) and the old values are put back.  Emits no late lines (Spark drops late rows silently).
+    Cost: one micro-batch per tuple, about 0.3 to 1 s each here.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    check_supported(q, events)
+    settings = spark_conf(policy)
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    work = tempfile.mkdtemp(prefix="oij-spark-ss-")
+    query = None
+    try:
+        inp = os.path.join(work, "in")
+        os.mkdir(inp)
+        n = _write_inputs(inp, [e for e in events if not isinstance(e, End)])
+        res = Results()
+        if n == 0:
+            return res
+        schema = StructType([
+            StructField("side", StringType()), StructField("id", LongType()),
+            StructField("t", LongType()), StructField("key", StringType()),
+        ])
+        src = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(inp)
+               .withColumn("ts", F.timestamp_millis("t")))
+        delay = f"{q.lateness} milliseconds"
+        base = (src.where(F.col("side") == BASE)
+                .select(F.col("id").alias("a_id"), F.col("key").alias("a_key"), F.col("ts").alias("a_ts"))
+                .withWatermark("a_ts", delay))
+        probe = (src.where(F.col("side") != BASE)
+                 .select(F.col("id").alias("b_id"), F.col("key").alias("b_key"), F.col("ts").alias("b_ts"))
+                 .withWatermark("b_ts", delay))
+        lo = F.col("a_ts") + F.expr(f"INTERVAL {q.lower} MILLISECONDS")
+        hi = F.col("a_ts") + F.expr(f"INTERVAL {q.upper} MILLISECONDS")
+        cond = ((F.col("a_key") == F.col("b_key"))
+                & (F.col("b_ts") >= lo if q.lower_inclusive else F.col("b_ts") > lo)
+                & (F.col("b_ts") <= hi if q.upper_inclusive else F.col("b_ts") < hi))
+        how = "leftOuter" if q.join == "left" else "inner"
+        joined = base.join(probe, cond, how).select("a_id", "b_id")
+        rows: list[tuple[int, int | None]] = []
+
+        def collect(df: Any, _batch: int) -> None:
+            rows.extend((r["a_id"], r["b_id"]) for r in df.collect())
+
+        query = (joined.writeStream.outputMode("append").foreachBatch(collect)
+                 .option("checkpointLocation", os.path.join(work, "ckpt"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        res.pairs.extend(rows)
+        return res.canonical()
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        for k, old in saved.items():  # the session is shared (tests, oij check): leave it as it was
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
+
+
+__all__ = ["FEATURES", "POLICIES", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "run_case", "spark_conf"]
