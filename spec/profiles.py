@@ -28,7 +28,11 @@ below), and event j (1-based) the current one:
 * ``late_tuples``: a late tuple is reported and never joins (``"report"``,
   canonical); dropped silently (``"drop"``, Spark, Flink DataStream without
   side outputs); or still probes the other side's stored tuples and emits
-  those pairs, without being stored or reported (``"join"``, Flink SQL).
+  those pairs, without being stored or reported (``"join"``); or is not a
+  notion at all (``"ignore"``, Flink SQL): every tuple probes the stored
+  tuples, and it is stored iff it can still meet a later tuple of the other
+  side, :math:`W < hi(a)` for a base and :math:`W < b.ts - \ell'` for a probe
+  (W before the event); ``purge`` then decides when it goes.
 * ``purge``: a stored base a is dropped when :math:`W > hi(a)` and a probe b
   when :math:`W > b.ts - \ell'` (``"exact"``, canonical: exactly when nothing
   later can match it); ``"early"`` drops each one tick sooner
@@ -67,7 +71,7 @@ class Profile:
     channel_combine: Literal["min", "max"] = "min"
     side_combine: Literal["global", "min"] = "global"
     lag: int = 0
-    late_tuples: Literal["report", "drop", "join"] = "report"
+    late_tuples: Literal["report", "drop", "join", "ignore"] = "report"
     purge: Literal["exact", "early", "flink-timers"] = "exact"
     end_flush: bool = True
 
@@ -96,9 +100,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in [
     Profile("flink-datastream", "Flink DataStream intervalJoin, per-record watermarks, no side outputs",
             "W = min of per-input watermarks, late tuples dropped silently, state freed by cleanup timers",
             side_combine="min", late_tuples="drop", purge="flink-timers"),
-    Profile("flink-sql", "Flink SQL interval join",
-            "W = min of per-input watermarks, late rows still probe unexpired state (not stored, not reported)",
-            side_combine="min", late_tuples="join"),
+    Profile("flink-sql", "Flink SQL interval join (PyFlink 2.3, measured with oij adapter flink-sql)",
+            "W = min of per-input watermarks; no late rows: every row probes the other side's state and is "
+            "stored iff W < the last watermark it can still match at; nothing reported late",
+            side_combine="min", late_tuples="ignore"),
     Profile("late-le", "a late rule with <= (Spark's)", "late iff ts <= W", late_rule="le"),
     Profile("watermark-max", "watermarks combined with max over channels",
             "W = max over channels instead of min", channel_combine="max"),
@@ -144,13 +149,18 @@ def combine_watermark(channel_max: Sequence[int], side_max: dict[str, int], q: Q
     return NO_WATERMARK if m == NO_WATERMARK else m - q.lateness
 
 
+def state_edge(t: StreamTuple, q: Query) -> int:
+    r"""The last watermark at which ``t`` can still meet a later tuple: :math:`hi(a)` or :math:`b.ts - \ell'`."""
+    return t.ts + upper_offset(q) if t.side == BASE else t.ts - lower_offset(q)
+
+
 def is_droppable(t: StreamTuple, w: int, q: Query, p: Profile) -> bool:
     r"""True iff stored tuple ``t`` is dropped under watermark ``w`` (``purge``; see the module docstring)."""
     lo, hi = lower_offset(q), upper_offset(q)
-    if t.side == BASE:
-        edge = t.ts + (max(hi, 0) if p.purge == "flink-timers" else hi)
+    if p.purge == "flink-timers":
+        edge = t.ts + max(hi, 0) if t.side == BASE else t.ts - min(lo, 0)
     else:
-        edge = t.ts - (min(lo, 0) if p.purge == "flink-timers" else lo)
+        edge = state_edge(t, q)
     return w > edge if p.purge == "exact" else w >= edge
 
 
@@ -194,7 +204,7 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
         if isinstance(e, Watermark):
             channel_max[e.channel] = max(channel_max[e.channel], e.ts)
         else:
-            late = is_late_under(e, w_at(j - 1 - p.lag), p)
+            late = p.late_tuples != "ignore" and is_late_under(e, w_at(j - 1 - p.lag), p)
             if late and p.late_tuples == "report":
                 res.late.append(e.id)
             side_max[e.side] = max(side_max[e.side], e.ts)
@@ -206,11 +216,11 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
                         a, b = (e, x) if e.side == BASE else (x, e)
                         if is_match(a, b, q):
                             meet(a, b)
-                if late:  # joined, never stored: its row (if any) is final now
-                    if e.side == BASE:
-                        final_row(e)
-                else:
+                store_it = w_at(j - 1 - p.lag) < state_edge(e, q) if p.late_tuples == "ignore" else not late
+                if store_it:
                     stored.append(e)
+                elif e.side == BASE:  # joined, never stored: its row (if any) is final now
+                    final_row(e)
         history.append(combine_watermark(channel_max, side_max, q, p))
         w_evict = w_at(j - p.lag)
         keep: list[StreamTuple] = []
@@ -234,4 +244,5 @@ __all__ = [
     "get_profile",
     "is_droppable",
     "is_late_under",
+    "state_edge",
 ]

@@ -12,8 +12,10 @@ import tracemalloc
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,20 +44,20 @@ from spec.model import TS_LIMIT, End, Event, StreamTuple, Watermark
 # ----------------------------------------------------------------- helpers
 
 
-def tuples_of(p: WorkloadParams | str, n: int, seed: int = 1) -> dict[str, np.ndarray]:
+def tuples_of(p: WorkloadParams | str, n: int, seed: int = 1) -> dict[str, npt.NDArray[Any]]:
     """All tuple rows of a run, concatenated, in arrival order."""
     _, blocks = generate_blocks(p, n, seed)
     bs = list(blocks)
     if not bs:
         return {f: np.zeros(0, dtype=np.int64) for f in ("side", "id", "ts", "key", "channel", "delay")}
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, npt.NDArray[Any]] = {}
     for f in ("kind", "side", "id", "ts", "key", "channel", "delay", "on_time", "value"):
         out[f] = np.concatenate([getattr(b, f) for b in bs])
     t = out["kind"] == KIND_TUPLE
     return {f: v[t] for f, v in out.items()}
 
 
-def observed_disorder(ts: np.ndarray) -> int:
+def observed_disorder(ts: npt.NDArray[Any]) -> int:
     """max over arrival positions i < j of ts_i - ts_j (0 if in order)."""
     if len(ts) < 2:
         return 0
@@ -247,7 +249,7 @@ def test_self_similar_hottest_key_share() -> None:
     assert shares[0] < shares[1] < shares[2]
 
 
-def _chi2_uniform(keys: np.ndarray, u: int) -> float:
+def _chi2_uniform(keys: npt.NDArray[Any], u: int) -> float:
     counts = np.bincount(keys, minlength=u)
     exp = len(keys) / u
     return float(((counts - exp) ** 2 / exp).sum())
@@ -347,7 +349,7 @@ def test_arrival_order_is_ts_plus_delay_in_generation_order() -> None:
 class TooLongDelays(WorkloadGenerator):
     """Negative control: every 50th tuple is delayed one tick past the bound."""
 
-    def _delays(self, n: int) -> np.ndarray:
+    def _delays(self, n: int) -> npt.NDArray[Any]:
         d = super()._delays(n)
         d[::50] = (self.p.delay_max or 0) + 1
         return d
@@ -356,7 +358,7 @@ class TooLongDelays(WorkloadGenerator):
 class LyingDelays(WorkloadGenerator):
     """Negative control: orders tuples by ts + 2 * delay but reports the in-bound delay."""
 
-    def generated(self, total: int) -> Iterator[dict[str, np.ndarray]]:
+    def generated(self, total: int) -> Iterator[dict[str, npt.NDArray[Any]]]:
         for g in super().generated(total):
             g["arrival"] = g["ts"] + 2 * g["delay"]
             yield g

@@ -6,7 +6,9 @@ after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
 
 * ``spark-ss``: Spark Structured Streaming's stream-stream join with a time
   range condition (:mod:`oij.spark.streaming`), ``multipleWatermarkPolicy=min``;
-* ``spark-ss-max``: the same with ``multipleWatermarkPolicy=max``.
+* ``spark-ss-max``: the same with ``multipleWatermarkPolicy=max``;
+* ``flink-sql``: Flink SQL's interval join through PyFlink (:mod:`oij.flink.sql`,
+  the optional extra ``oij[flink]``).
 
 A case outside what the adapter can express (watermark lines, aggregates,
 timestamps beyond Spark's years) exits 2 with one line saying why; the
@@ -58,13 +60,33 @@ def _spark_check(q: Query, events: Sequence[Event]) -> None:
     check_supported(q, events)
 
 
-_SPARK_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+_LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+
+def _flink_sql(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
+    try:
+        import pyflink  # noqa: F401
+    except ImportError:
+        raise UsageError("the flink-sql adapter needs PyFlink: pip install 'oij[flink]' (apache-flink)") from None
+    if master is not None:
+        raise UsageError("the flink-sql adapter runs Flink's embedded MiniCluster: --master does not apply")
+    from oij.flink.sql import run_case
+
+    return run_case
+
+
+def _flink_check(q: Query, events: Sequence[Event]) -> None:
+    from oij.flink.sql import check_supported
+
+    check_supported(q, events)
+
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("spark-ss", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=min)",
-            _SPARK_FEATURES, "spark-ss", _spark("min"), _spark_check),
+            _LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check),
     Adapter("spark-ss-max", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=max)",
-            _SPARK_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
+            _LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
+    Adapter("flink-sql", "Flink SQL interval join (PyFlink, tuples paced 0.4 s apart; the oij[flink] extra)",
+            _LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
 ]}
 
 
@@ -79,7 +101,7 @@ def get_adapter(name: str) -> Adapter:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "adapter",
-        help="run one case through a real stream processor (Spark) and print its result lines",
+        help="run one case through a real stream processor (Spark, Flink) and print its result lines",
         description="Read one oij-jsonl case and write the result lines the named system produces; use it as "
         "the command under test: oij conform --features=$(oij adapter spark-ss --features) -- oij adapter "
         "spark-ss. Adapters: " + ", ".join(ADAPTERS) + ".",

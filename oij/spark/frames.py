@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from oij.io.errors import InputError
 from oij.io.jsonl import format_query
+from oij.io.keys import tag_key
 from oij.io.parquet import COLUMNS, META_KEY, event_row, parquet_query
 from spec.model import TS_LIMIT, Event, Query, StreamTuple
 
@@ -63,11 +64,6 @@ def key_mode(keys: Iterable[object]) -> str:
         if has_int and has_str:
             return "tagged"
     return "str" if has_str else "int"
-
-
-def tag_key(k: int | str) -> str:
-    """The tagged string of a key: ``i:<int>`` or ``s:<str>`` (distinct for 1 and "1")."""
-    return f"i:{k}" if type(k) is int else f"s:{k}"
 
 
 def _key_array(keys: list[Any], mode: str) -> pa.Array:

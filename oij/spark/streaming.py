@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from oij.spark.frames import tag_key
+from oij.io.keys import tag_key
 from spec.batch import Results
 from spec.model import BASE, End, Event, Query, StreamTuple, Watermark
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -85,7 +86,7 @@ class Block:
 _COLS = ("side", "id", "ts", "key", "value", "channel", "delay", "on_time", "arrival")
 
 
-def _take(cols: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
+def _take(cols: dict[str, npt.NDArray[Any]], idx: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
     return {k: v[idx] for k, v in cols.items()}
 
 
@@ -126,7 +127,7 @@ class WorkloadGenerator:
             t = k * per + np.where(r < cap_burst, r / hi, burst_len + (r - cap_burst) / lam)
         if not float(t[-1]) + p.start_ts < TS_LIMIT:
             raise ParamError("events", "the stream would leave the timestamp range |ts| <= 2^62 (rate too low?)")
-        ts = np.floor(t).astype(np.int64) + p.start_ts
+        ts: I64 = np.floor(t).astype(np.int64) + p.start_ts
         return ts
 
     def _delays(self, n: int) -> I64:
@@ -155,7 +156,7 @@ class WorkloadGenerator:
             d = np.where(is_s, sd, d)
         return d
 
-    def generated(self, total: int) -> Iterator[dict[str, np.ndarray]]:
+    def generated(self, total: int) -> Iterator[dict[str, npt.NDArray[Any]]]:
         """The ``total`` tuples in generation order, in blocks of GEN_BLOCK (the last one cut)."""
         p = self.p
         if type(total) is not int or total < 0:
@@ -200,7 +201,7 @@ class WorkloadGenerator:
 
     def blocks(self, total: int) -> Iterator[Block]:
         """The ``total`` tuples in arrival order with the watermarks, as :class:`Block` s (End not included)."""
-        pending: dict[str, np.ndarray] | None = None
+        pending: dict[str, npt.NDArray[Any]] | None = None
         wm = _WatermarkState(self.p)
         for gen in self.generated(total):
             cols = gen if pending is None else {k: np.concatenate((pending[k], gen[k])) for k in _COLS}
@@ -227,7 +228,7 @@ class _WatermarkState:
         self.last = np.full(m, NEG, dtype=np.int64)
         self.bucket: int | None = None
 
-    def insert(self, c: dict[str, np.ndarray]) -> Block:
+    def insert(self, c: dict[str, npt.NDArray[Any]]) -> Block:
         """The block of arrival-ordered tuples ``c`` with this block's watermarks inserted.  O(n × channels)."""
         p = self.p
         n = len(c["ts"])
@@ -248,7 +249,7 @@ class _WatermarkState:
         is_wm[wpos] = True
         is_t = ~is_wm
 
-        def fill(col: np.ndarray, wval: np.ndarray | int | float | bool) -> np.ndarray:
+        def fill(col: npt.NDArray[Any], wval: npt.NDArray[Any] | int | float | bool) -> npt.NDArray[Any]:
             out = np.empty(n + w, dtype=col.dtype)
             out[is_t] = col
             out[is_wm] = wval
@@ -266,7 +267,7 @@ class _WatermarkState:
             on_time=fill(c["on_time"], True),
         )
 
-    def _by_channel(self, ch: np.ndarray) -> Iterator[tuple[int, I64]]:
+    def _by_channel(self, ch: npt.NDArray[Any]) -> Iterator[tuple[int, I64]]:
         """(channel, positions of its tuples in order) for every channel present.  O(n × channels) or O(n log n)."""
         if self.p.channels <= 16:
             for chan in range(self.p.channels):
@@ -282,7 +283,7 @@ class _WatermarkState:
         for chan, s, e in zip(present.tolist(), starts.tolist(), ends.tolist(), strict=True):
             yield chan, order[s:e]
 
-    def _count(self, c: dict[str, np.ndarray]) -> tuple[I64, I64, I64]:
+    def _count(self, c: dict[str, npt.NDArray[Any]]) -> tuple[I64, I64, I64]:
         """After every ``watermark_every``-th tuple of a channel: that channel's max ts - l."""
         p = self.p
         every, lat = p.watermark_every, p.lateness
@@ -313,7 +314,7 @@ class _WatermarkState:
             return e0, e0, e0
         return np.concatenate(afters), np.concatenate(chans), np.concatenate(vals)
 
-    def _interval(self, c: dict[str, np.ndarray]) -> tuple[I64, I64, I64]:
+    def _interval(self, c: dict[str, npt.NDArray[Any]]) -> tuple[I64, I64, I64]:
         """Before the first tuple whose arrival crosses a multiple of dt: every channel's max ts - l."""
         p = self.p
         lat = p.lateness

@@ -83,8 +83,8 @@ class KeySampler:
             return np.minimum(k, u - 1)
         if d == "self-similar":
             r = self.rng.random(n)
-            k = np.floor(u * r**self.exponent).astype(np.int64)
-            return np.minimum(k, u - 1)
+            kk: I64 = np.minimum(np.floor(u * r**self.exponent).astype(np.int64), u - 1)
+            return kk
         return self._rotating(ts)
 
     def _rotating(self, ts: I64) -> I64:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,7 +39,7 @@ _TYPES = pa.array(["tuple", "watermark"], pa.string())
 _SIDES = pa.array(["base", "probe"], pa.string())
 
 
-def _dict_strings(codes: np.ndarray, dictionary: pa.Array, mask: np.ndarray | None) -> pa.Array:
+def _dict_strings(codes: npt.NDArray[Any], dictionary: pa.Array, mask: npt.NDArray[Any] | None) -> pa.Array:
     idx = pa.array(codes.astype(np.int8), pa.int8(), mask=mask)
     return pa.DictionaryArray.from_arrays(idx, dictionary).cast(pa.string())
 
@@ -46,7 +47,7 @@ def _dict_strings(codes: np.ndarray, dictionary: pa.Array, mask: np.ndarray | No
 def block_columns(block: Block, p: WorkloadParams) -> dict[str, pa.Array]:
     """The Parquet columns of a block (schema of :func:`oij.io.parquet.schema`).  O(n), no per-row Python."""
     is_wm = block.kind == KIND_WATERMARK
-    mask: np.ndarray | None = is_wm if is_wm.any() else None
+    mask: npt.NDArray[Any] | None = is_wm if is_wm.any() else None
     if p.key_type == "int":
         key = pa.array(block.key, pa.int64(), mask=mask)
     else:

@@ -309,7 +309,7 @@ class JoinState:
             if force:
                 fin = ~c["done"]
             else:
-                wk = w if np.isscalar(w) else w[c["key"]]
+                wk: Any = w if np.isscalar(w) else w[c["key"]]
                 fin = ~c["done"] & (c["ts"] + self.hi < wk)
             if fin.any():
                 if self.partial:
@@ -322,7 +322,7 @@ class JoinState:
             lo = self.lo
 
             def probe_live(cols: Cols) -> npt.NDArray[np.bool_]:
-                wk = w if np.isscalar(w) else w[cols["key"]]
+                wk: Any = w if np.isscalar(w) else w[cols["key"]]
                 live: npt.NDArray[np.bool_] = (cols["ts"] - lo >= wk) | (wk == NEG)
                 return live
 
