@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ex
 project = "oij"
 author = "the oij developers"
 copyright = "2026, the oij developers"
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "archgraph"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "archgraph", "provediagrams"]
 html_static_path = ["_static"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

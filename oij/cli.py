@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "oij.commands.conform",
     "oij.commands.vectors",
     "oij.commands.adapter",
+    "oij.commands.prove",
 )
 
 

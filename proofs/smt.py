@@ -116,6 +116,38 @@ def watermark_min_is_monotone() -> z3.BoolRef:
     return mn(m0, raised, m2) >= mn(m0, m1, m2)
 
 
+def _late_rules_agree(off_the_watermark: bool) -> z3.BoolRef:
+    ts, w = z3.Ints("ts w")
+    same = (ts < w) == (ts <= w)
+    return z3.Implies(ts != w, same) if off_the_watermark else same
+
+
+def late_rules_agree_off_the_watermark() -> z3.BoolRef:
+    """Profiles: ``ts < W`` (canonical) and ``ts <= W`` (spark-ss) judge every tuple alike unless ts = W."""
+    return _late_rules_agree(True)
+
+
+def late_rules_always_agree() -> z3.BoolRef:
+    """Must fail: the two late rules differ on a tuple exactly at the watermark."""
+    return _late_rules_agree(False)
+
+
+def _purges_agree(off_the_edge: bool) -> z3.BoolRef:
+    w, edge = z3.Ints("w edge")
+    same = (w > edge) == (w >= edge)
+    return z3.Implies(w != edge, same) if off_the_edge else same
+
+
+def exact_and_early_purge_agree_off_the_edge() -> z3.BoolRef:
+    """Profiles: purge ``exact`` (W > edge) and ``early`` (W >= edge) drop the same tuples unless W = edge."""
+    return _purges_agree(True)
+
+
+def exact_and_early_purge_always_agree() -> z3.BoolRef:
+    """Must fail: at W = edge the early purge drops a tuple a later one still matches."""
+    return _purges_agree(False)
+
+
 def check(name: str) -> tuple[str, str]:
     """Decide claim ``name``: ("valid", "") or ("invalid", a counterexample)."""
     claim = globals()[name]()

@@ -22,7 +22,7 @@ from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import fingerprint, search
 from reference.oracle import run_events
 from spec.batch import Results
-from spec.model import Event, Query
+from spec.model import End, Event, Query, StreamTuple
 from spec.profiles import CANONICAL, PROFILES, compute_profile_result
 
 from .impls.toy_oij import BUGS
@@ -218,3 +218,18 @@ def test_the_schemas_accept_what_oij_writes(tmp_path: Path) -> None:
 def test_search_returns_observations_for_the_fingerprint() -> None:
     r = search(toy("late-le"), max_examples=100)
     assert r.failure is not None and len(r.observations) >= r.examples >= 2
+
+
+def test_flink_sql_storing_rule_separates_it_from_late_joined() -> None:
+    # The two cases docs/findings.rst gives for Flink SQL's storing rule, on the profiles alone (no Flink).
+    def t(side: str, i: int, ts: int, key: int = 1) -> StreamTuple:
+        return StreamTuple(side, i, ts, key, 1.0)  # type: ignore[arg-type]
+
+    late_stays = Case(Query(-5, 5, lateness=0), (t("base", 1, 10), t("probe", 2, 30, 9), t("probe", 3, 9),
+                                                  t("base", 4, 12), End()))
+    assert expected_output(late_stays, "flink-sql").pairs == [(1, 3), (4, 3)]
+    assert expected_output(late_stays, "late-joined").pairs == []  # W = 30: nothing probes, nothing stays
+    at_edge = Case(Query(0, 0, lateness=0), (t("base", 1, 10, 2), t("probe", 2, 10, 2), t("probe", 3, 10),
+                                              t("base", 4, 10), End()))
+    assert expected_output(at_edge, "flink-sql").pairs == [(1, 2)]
+    assert expected_output(at_edge, "canonical").pairs == [(1, 2), (4, 3)]

@@ -25,6 +25,10 @@ policy decides what to deliver:
 * :class:`NaiveCollector` (negative control): standard multiplexing as in
   KP, with a seeded per-replica random preference among the non-empty
   channels, the schedule PPOIJ Examples 4.1-4.3 warn about.
+* :class:`FixedRoundRobinCollector` (negative control): channels take turns
+  one batch at a time in the fixed circular order, without epochs: correct
+  for DP's full broadcast but not for HP's partial multicast (PPOIJ Example
+  4.3); the model checker (:mod:`proofs.model`) finds the counterexample.
 
 Creates no process and no shared memory: the rings are attached by the
 replica (:mod:`parallel.runtime.replica`) and owned by the driver.
@@ -172,4 +176,29 @@ class NaiveCollector(Collector):
                 b = q.popleft()
                 self._mark(i, b)
                 out.append((i, b))
+        return out
+
+
+class FixedRoundRobinCollector(Collector):
+    """Negative control: one batch per channel in the fixed circular ``order``, ignoring epochs (Example 4.3)."""
+
+    def __init__(self, inputs: list[Input], order: list[int]) -> None:
+        super().__init__(inputs)
+        self.order = order
+        self.turn = 0
+
+    def deliver(self) -> list[tuple[int, Batch]]:
+        out: list[tuple[int, Batch]] = []
+        while not self.finished():
+            i = self.order[self.turn]
+            if self.ended[i]:
+                self.turn = (self.turn + 1) % len(self.order)
+                continue
+            q = self.queues[i]
+            if not q:
+                break  # wait for the channel whose turn it is
+            b = q.popleft()
+            self._mark(i, b)
+            out.append((i, b))
+            self.turn = (self.turn + 1) % len(self.order)
         return out
