@@ -66,7 +66,7 @@ from parallel.runtime.collector import (
 from parallel.runtime.emitter import Router, chunks_from_events
 from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, TUPLE, Batch, Ring
 from spec.batch import compute_pairs
-from spec.model import BASE, PROBE, Query, StreamTuple
+from spec.model import BASE, PROBE, Query, Side, StreamTuple
 from spec.ordering import dp_rule, hp_rule, pairs_decided_once, stored_once
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ class Protocol:
 def build_protocol(d: Design) -> Protocol:
     """Route the design's input with the engines' :class:`Router` into per-emitter send lists."""
     q = Query(0, 0)
-    tuples = [StreamTuple(side, i, 0, key, 0.0) for i, (side, key) in enumerate(d.tuples, 1)]  # type: ignore[arg-type]
+    tuples = [StreamTuple(cast(Side, side), i, 0, key, 0.0) for i, (side, key) in enumerate(d.tuples, 1)]
     r = Router(q, d.pattern, d.replicas, d.emitters, batch=1)
     if d.pattern == "hp":
         r.counting = False

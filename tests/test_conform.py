@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +23,7 @@ from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import fingerprint, search
 from reference.oracle import run_events
 from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple
+from spec.model import End, Event, Query, Side, StreamTuple
 from spec.profiles import CANONICAL, PROFILES, compute_profile_result
 
 from .impls.toy_oij import BUGS
@@ -223,7 +224,7 @@ def test_search_returns_observations_for_the_fingerprint() -> None:
 def test_flink_sql_storing_rule_separates_it_from_late_joined() -> None:
     # The two cases docs/findings.rst gives for Flink SQL's storing rule, on the profiles alone (no Flink).
     def t(side: str, i: int, ts: int, key: int = 1) -> StreamTuple:
-        return StreamTuple(side, i, ts, key, 1.0)  # type: ignore[arg-type]
+        return StreamTuple(cast(Side, side), i, ts, key, 1.0)
 
     late_stays = Case(Query(-5, 5, lateness=0), (t("base", 1, 10), t("probe", 2, 30, 9), t("probe", 3, 9),
                                                   t("base", 4, 12), End()))

@@ -19,6 +19,7 @@ from generating such cases.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,10 +64,8 @@ def _spark_check(q: Query, events: Sequence[Event]) -> None:
 _LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
 
 def _flink_sql(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
-    try:
-        import pyflink  # noqa: F401
-    except ImportError:
-        raise UsageError("the flink-sql adapter needs PyFlink: pip install 'oij[flink]' (apache-flink)") from None
+    if importlib.util.find_spec("pyflink") is None:
+        raise UsageError("the flink-sql adapter needs PyFlink: pip install 'oij[flink]' (apache-flink)")
     if master is not None:
         raise UsageError("the flink-sql adapter runs Flink's embedded MiniCluster: --master does not apply")
     from oij.flink.sql import run_case
