@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oij.commands.common import UsageError
+from oij.io.adapt import LATENESS_FEATURES
 from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
 from spec.batch import Results
@@ -61,7 +62,6 @@ def _spark_check(q: Query, events: Sequence[Event]) -> None:
     check_supported(q, events)
 
 
-_LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
 
 def _flink_sql(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
     if importlib.util.find_spec("pyflink") is None:
@@ -81,11 +81,11 @@ def _flink_check(q: Query, events: Sequence[Event]) -> None:
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("spark-ss", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=min)",
-            _LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check),
+            LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check),
     Adapter("spark-ss-max", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=max)",
-            _LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
+            LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
     Adapter("flink-sql", "Flink SQL interval join (PyFlink, tuples paced 0.4 s apart; the oij[flink] extra)",
-            _LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
+            LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
 ]}
 
 

@@ -52,9 +52,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
 from oij.io.keys import tag_key
 from spec.batch import Results
-from spec.model import BASE, Event, Query, StreamTuple, Watermark
+from spec.model import BASE, Event, Query, StreamTuple
 
 SHIFT = 10**12
 """Added to every timestamp (ms): the row-time join treats watermarks <= 0 as 0."""
@@ -72,25 +73,14 @@ STARTUP_TIMEOUT = 60.0
 """Seconds to wait for the start sync pair (the job being deployed and both sources read)."""
 
 SYNC_KEY = "~oij-sync~"  # tagged case keys start with "i:" or "s:"
-FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
-
-
-class Unsupported(ValueError):
-    """The case uses something this drive cannot express (the message says what)."""
+FEATURES = LATENESS_FEATURES
 
 
 def check_supported(q: Query, events: Sequence[Event]) -> None:
     """Raise :class:`Unsupported` unless the case is within :data:`FEATURES`."""
-    if q.lateness is None:
-        raise Unsupported("Flink SQL watermarks come from the WATERMARK clause: only lateness mode can be driven, "
-                          "not watermark lines")
-    if q.aggregate is not None:
-        raise Unsupported("per-base aggregates are not mapped")
-    for e in events:
-        if isinstance(e, Watermark):
-            raise Unsupported("watermark lines are not supported")
-        if isinstance(e, StreamTuple) and abs(e.ts) >= TS_RANGE:
-            raise Unsupported(f"timestamp {e.ts} is outside +/-{TS_RANGE}")
+    check_lateness_case(q, events, TS_RANGE,
+                        "Flink SQL watermarks come from the WATERMARK clause",
+                        "the sync rows sit at SHIFT -/+ 2 * TS_RANGE")
 
 
 def table_env() -> Any:

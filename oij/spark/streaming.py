@@ -44,9 +44,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
 from oij.io.keys import tag_key
 from spec.batch import Results
-from spec.model import BASE, End, Event, Query, StreamTuple, Watermark
+from spec.model import BASE, End, Event, Query, StreamTuple
 
 SHIFT = 10**12
 """Added to every timestamp (ms), so Spark's watermark 0 is below every tuple (about year 2001)."""
@@ -54,29 +55,18 @@ SHIFT = 10**12
 TS_RANGE = 10**14
 """|ts| allowed by the adapter: shifted timestamps stay within Spark's years 1..9999."""
 
-FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+FEATURES = LATENESS_FEATURES
 """The oij.testing features this adapter implements (see the module docstring for the rest)."""
 
 POLICIES = ("min", "max")
 """``spark.sql.streaming.multipleWatermarkPolicy`` values."""
 
 
-class Unsupported(ValueError):
-    """The case uses something Spark's stream-stream join cannot express (the message says what)."""
-
-
 def check_supported(q: Query, events: Sequence[Event]) -> None:
     """Raise :class:`Unsupported` unless the case is within :data:`FEATURES`."""
-    if q.lateness is None:
-        raise Unsupported("Spark derives watermarks from event times: only lateness mode (\"lateness\" in the "
-                          "query) can be driven, not watermark lines")
-    if q.aggregate is not None:
-        raise Unsupported("per-base aggregates are not mapped (Spark's left outer join + groupBy differs)")
-    for e in events:
-        if isinstance(e, Watermark):
-            raise Unsupported("watermark lines are not supported")
-        if isinstance(e, StreamTuple) and abs(e.ts) >= TS_RANGE:
-            raise Unsupported(f"timestamp {e.ts} is outside +/-{TS_RANGE} (Spark timestamps end in year 9999)")
+    check_lateness_case(q, events, TS_RANGE,
+                        "Spark derives watermarks from event times",
+                        "Spark timestamps end in year 9999")
 
 
 def spark_conf(policy: str = "min") -> dict[str, str]:

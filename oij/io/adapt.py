@@ -1,0 +1,35 @@
+"""What a real-system adapter (Spark, Flink) can express of an oij-jsonl case, and the check for it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spec.model import Event, Query, StreamTuple, Watermark
+
+LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
+"""The oij.testing features of a system that derives watermarks from event times and reports no late rows."""
+
+
+class Unsupported(ValueError):
+    """The case uses something the system cannot express (the message says what)."""
+
+
+def check_lateness_case(q: Query, events: Sequence[Event], ts_range: int, watermarks: str, why_ts: str) -> None:
+    """Raise :class:`Unsupported` unless the case is within :data:`LATENESS_FEATURES` and :math:`|ts| <` ``ts_range``.
+
+    ``watermarks`` says where the system's watermarks come from; ``why_ts`` why
+    the timestamp range is what it is (both end up in the message).
+    """
+    if q.lateness is None:
+        raise Unsupported(f"{watermarks}: only lateness mode (\"lateness\" in the query) can be driven, "
+                          "not watermark lines")
+    if q.aggregate is not None:
+        raise Unsupported("per-base aggregates are not mapped")
+    for e in events:
+        if isinstance(e, Watermark):
+            raise Unsupported("watermark lines are not supported")
+        if isinstance(e, StreamTuple) and abs(e.ts) >= ts_range:
+            raise Unsupported(f"timestamp {e.ts} is outside +/-{ts_range} ({why_ts})")
+
+
+__all__ = ["LATENESS_FEATURES", "Unsupported", "check_lateness_case"]
