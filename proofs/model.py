@@ -49,9 +49,9 @@ import itertools
 import time
 import tomllib
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import networkx as nx
 import numpy as np
@@ -65,14 +65,17 @@ from parallel.runtime.collector import (
 )
 from parallel.runtime.emitter import Router, chunks_from_events
 from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, TUPLE, Batch, Ring
+from proofs.verdicts import VERDICTS, Counterexample, Result
 from spec.batch import compute_pairs
 from spec.model import BASE, PROBE, Query, Side, StreamTuple
 from spec.ordering import dp_rule, hp_rule, pairs_decided_once, stored_once
 
+if TYPE_CHECKING:
+    from proofs.shared import SharedDesign
+
 T = TypeVar("T")
 COLLECTORS = ("standard", "round-robin", "fixed-round-robin")
 PATTERNS = ("kp", "dp", "hp")
-VERDICTS = ("safe", "unsafe: duplicate", "unsafe: missing", "unsafe: ordering", "deadlock")
 
 
 @dataclass(frozen=True)
@@ -195,27 +198,6 @@ def make_collector(kind: str, channels: int, m: int) -> Collector:
     if kind == "fixed-round-robin":
         return FixedRoundRobinCollector(inputs, _rr_order(m))
     raise ValueError(f"unknown collector {kind!r}; known: {', '.join(COLLECTORS)}")
-
-
-@dataclass
-class Counterexample:
-    """A shortest path to a violation: its verdict, why, the steps as text and as diagram records."""
-
-    verdict: str
-    detail: str
-    trace: list[str] = field(default_factory=list)
-    steps: list[tuple[str, int, int, str, list[str]]] = field(default_factory=list)  # (kind, e, r, msg, pairs)
-
-
-@dataclass
-class Result:
-    """The outcome of checking one design: ``safe`` or the violations found (comma-separated), with paths."""
-
-    verdict: str
-    states: int
-    edges: int
-    seconds: float
-    counterexamples: list[Counterexample] = field(default_factory=list)
 
 
 class Checker:
@@ -478,3 +460,45 @@ def design_from(entry: dict[str, Any], bounds: str) -> Design:
     teams = tuple((int(k), tuple(v)) for k, v in sorted(b.get("teams", {}).items()))
     return Design(entry["pattern"], entry["collector"], int(b["replicas"]), tuples,
                   int(b.get("emitters", 1)), int(b.get("epoch", 64)), teams)
+
+
+# -- every model of the manifest, whichever checker it needs ------------------
+# ``pattern = "scale"`` entries are Scale-OIJ shared-processing models
+# (:mod:`proofs.shared`); the others are emitter/collector models (above).
+
+
+def load_design(entry: dict[str, Any], bounds: str) -> Design | SharedDesign:
+    """The design of a manifest ``[[model]]`` entry at its ``quick`` or ``full`` bounds."""
+    if entry.get("pattern") == "scale":
+        from proofs import shared
+
+        return shared.design_from(entry, bounds)
+    return design_from(entry, bounds)
+
+
+def check_design(d: Design | SharedDesign) -> Result:
+    """Explore every interleaving of ``d`` with the checker its kind needs."""
+    if isinstance(d, Design):
+        return check(d)
+    from proofs import shared
+
+    return shared.check(d)
+
+
+def trace_text(d: Design | SharedDesign, cx: Counterexample) -> str:
+    """The counterexample of ``d`` as numbered steps."""
+    if isinstance(d, Design):
+        return format_trace(d, cx)
+    from proofs import shared
+
+    return shared.format_trace(d, cx)
+
+
+def draw_design(d: Design | SharedDesign, cx: Counterexample, out: str | IO[bytes], fmt: str = "png") -> None:
+    """The counterexample of ``d`` as a sequence diagram."""
+    if isinstance(d, Design):
+        draw_sequence(d, cx, out, fmt)
+        return
+    from proofs import shared
+
+    shared.draw_sequence(d, cx, out, fmt)

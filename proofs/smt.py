@@ -148,6 +148,70 @@ def exact_and_early_purge_always_agree() -> z3.BoolRef:
     return _purges_agree(False)
 
 
+# -- The bucketed range join of the Spark oracle (oij/spark/oracle.py) --------
+# Spark's ``div`` truncates toward zero; the oracle's ``_floor_div`` builds the
+# floor from it with a CASE on the sign.  z3's integer ``/`` is Euclidean (for
+# a positive divisor: the floor), used here only on non-negative dividends,
+# where truncation and floor agree.
+
+
+def _trunc_div(x: z3.ArithRef, w: z3.ArithRef) -> z3.ArithRef:
+    """Spark's ``x div w`` for w > 0: the quotient rounded toward zero."""
+    return z3.If(x >= 0, x / w, -((-x) / w))
+
+
+def _sql_floor_div(e: z3.ArithRef, w: z3.ArithRef) -> z3.ArithRef:
+    """The oracle's ``_floor_div``: ``CASE WHEN e >= 0 THEN e div w ELSE -((-e - 1) div w) - 1 END``."""
+    return z3.If(e >= 0, _trunc_div(e, w), -_trunc_div(-e - 1, w) - 1)
+
+
+def spark_floor_div_is_floor() -> z3.BoolRef:
+    """The oracle's SQL floor division is the floor, for every sign of the dividend: q*w <= e < (q+1)*w."""
+    e, w = z3.Ints("e width")
+    q = _sql_floor_div(e, w)
+    return z3.Implies(w >= 1, z3.And(q * w <= e, e < (q + 1) * w))
+
+
+def _buckets_find(probe_bucket: Callable[[z3.ArithRef, z3.ArithRef], z3.ArithRef]) -> z3.BoolRef:
+    a, b, w = z3.Ints("a_ts b_ts width")
+    lo, hi, valid = _offsets()
+    first, last = _sql_floor_div(a + lo, w), _sql_floor_div(a + hi, w)
+    k = probe_bucket(b, w)
+    return z3.Implies(z3.And(valid, w >= 1, a + lo <= b, b <= a + hi), z3.And(first <= k, k <= last))
+
+
+def spark_buckets_find_every_pair() -> z3.BoolRef:
+    """Every matching pair meets in a joined (key, bucket): the probe's bucket is among the base's.
+
+    For every bucket width >= 1 and every sign of bounds and timestamps.  Since
+    a probe has one bucket and the base's buckets ``sequence(first, last)`` are
+    distinct, the pair meets in exactly one group: found, and found once.
+    """
+    return _buckets_find(_sql_floor_div)
+
+
+def spark_buckets_with_truncating_division_miss_a_pair() -> z3.BoolRef:
+    """Must fail: bucketing probes with Spark's plain ``div`` (toward zero) loses pairs at negative times."""
+    return _buckets_find(_trunc_div)
+
+
+def _buckets_covered(width_ok: Callable[[z3.ArithRef, z3.ArithRef], z3.BoolRef]) -> z3.BoolRef:
+    a, w = z3.Ints("a_ts width")
+    lo, hi, valid = _offsets()
+    first, last = _sql_floor_div(a + lo, w), _sql_floor_div(a + hi, w)
+    return z3.Implies(z3.And(valid, lo <= hi, w >= 1, width_ok(w, hi - lo + 1)), last - first <= 1)
+
+
+def spark_window_covers_at_most_two_buckets() -> z3.BoolRef:
+    """With the default width (at least the window length L), a base is replicated into at most two buckets."""
+    return _buckets_covered(lambda w, length: w >= length)
+
+
+def spark_narrower_buckets_cover_at_most_two() -> z3.BoolRef:
+    """Must fail: buckets narrower than the window (the width cap) can put a base into three or more."""
+    return _buckets_covered(lambda w, length: w < length)
+
+
 def check(name: str) -> tuple[str, str]:
     """Decide claim ``name``: ("valid", "") or ("invalid", a counterexample)."""
     claim = globals()[name]()

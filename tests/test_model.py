@@ -1,5 +1,6 @@
-"""The model checker (proofs/model.py): every manifest verdict, the rediscovered PPOIJ examples, and the
-negative control that removes the ordering rule from the engines' own collector."""
+"""The model checkers (proofs/model.py, proofs/shared.py): every manifest verdict, the rediscovered PPOIJ
+examples and Scale-OIJ hazards, and the negative controls that remove a rule from the engines' own code
+(the collector's decision function, Scale-OIJ's readiness rule and eviction bound)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from oij.cli import main
 from parallel.runtime.collector import RoundRobinCollector, StandardCollector
-from proofs import model
+from parallel.shared import scaleoij
+from proofs import model, shared
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -20,7 +22,7 @@ MODELS = {m["name"]: m for m in model.manifest()}
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_model_gets_its_manifest_verdict(name: str) -> None:
     m = MODELS[name]
-    res = model.check(model.design_from(m, "quick"))
+    res = model.check_design(model.load_design(m, "quick"))
     assert (sorted(c.verdict for c in res.counterexamples) or ["safe"]) == sorted(m["expect"])
     assert res.states > 100 and res.edges >= res.states - 1
 
@@ -79,3 +81,73 @@ def test_oij_prove_fails_when_a_verdict_differs(monkeypatch: Any, capsys: pytest
     rc = main(["prove", "dp-round-robin", "--no-claims", "--out", str(tmp_path)])
     assert rc == 1
     assert "DIFFERS" in capsys.readouterr().out
+
+
+# -- Scale-OIJ shared processing ---------------------------------------------------------------------
+
+
+def _scale(name: str) -> shared.SharedDesign:
+    d = model.load_design(MODELS[name], "quick")
+    assert isinstance(d, shared.SharedDesign)
+    return d
+
+
+def test_scale_hazard_is_a_teammate_that_has_not_inserted_yet() -> None:
+    d = _scale("scale-self")
+    [cx] = shared.check(d).counterexamples
+    text = shared.format_trace(d, cx)
+    # the shortest path: the probe is routed to the other joiner and still in its channel when the base is read
+    assert "routes b2(k0@0) to J1" in text and "J0 evaluates: a1(k0@0) reads I0,I1; emits nothing" in text
+    assert not any(kind == "pull" and r == 1 for kind, _s, r, _l, _p in cx.steps), text
+
+
+def test_scale_without_the_bound_and_with_both_sides_probing_duplicates() -> None:
+    d = _scale("scale-symmetric")
+    [cx] = shared.check(d).counterexamples
+    assert cx.verdict == "unsafe: duplicate"
+    assert sum(1 for kind, *_x, pairs in cx.steps if kind == "eval" and "(a1,b2)" in pairs) == 2
+
+
+def test_removing_the_team_rule_from_the_engine_breaks_the_manifest(monkeypatch: Any) -> None:
+    # The model calls the engine's ready_mask; make "team" behave as the "self" control.
+    d = _scale("scale-evict-team")
+    assert shared.check(d).verdict == "safe"
+    real = scaleoij.ready_mask
+
+    def own_progress_only(rule: str, *args: Any) -> Any:
+        return real("self" if rule == "team" else rule, *args)
+
+    monkeypatch.setattr(scaleoij, "ready_mask", own_progress_only)
+    assert shared.check(d).verdict == "unsafe: missing"
+
+
+def test_evicting_below_the_own_bound_in_the_engine_breaks_the_manifest(monkeypatch: Any) -> None:
+    d = _scale("scale-evict-team")
+    real = scaleoij.eviction_bound
+
+    def greedy(evals: Any, lo: int) -> int | None:
+        return real([max(evals)], lo)  # the most advanced joiner's bound instead of the minimum
+
+    monkeypatch.setattr(scaleoij, "eviction_bound", greedy)
+    assert shared.check(d).verdict == "unsafe: missing"
+
+
+def test_the_model_uses_the_engine_rule_the_engine_uses() -> None:
+    import numpy as np
+
+    ends = np.array([5, 5], np.int64)
+    progs = np.array([9, 3], np.int64)
+    masks = np.array([0b01, 0b11], np.int64)
+    ready, held = scaleoij.ready_mask("team", ends, progs, 0, masks)
+    assert ready.tolist() == [True, False] and held == 1
+    assert scaleoij.ready_mask("self", ends, progs, 0, masks)[0].tolist() == [True, True]
+    assert scaleoij.eviction_bound([4, 7], -1) == 3 and scaleoij.eviction_bound([scaleoij.NEG, 7], -1) is None
+
+
+def test_oij_prove_draws_the_scale_counterexample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["prove", "--quick", "scale-move", "spark_buckets_find_every_pair", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["scale-move--missing.png", "scale-move--missing.svg", "scale-move--missing.txt"]
+    assert "publishes team(k0) = {J1}" in (tmp_path / "scale-move--missing.txt").read_text()

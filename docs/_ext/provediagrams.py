@@ -12,7 +12,8 @@ import os
 from typing import Any
 
 DIAGRAMS = [("dp-standard", "unsafe: duplicate"), ("dp-standard", "unsafe: missing"),
-            ("hp-fixed-round-robin", "unsafe: missing")]
+            ("hp-fixed-round-robin", "unsafe: missing"), ("scale-self", "unsafe: missing"),
+            ("scale-symmetric", "unsafe: duplicate"), ("scale-move", "unsafe: missing")]
 
 
 def draw(out_dir: str) -> None:
@@ -21,13 +22,13 @@ def draw(out_dir: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
     entries = {m["name"]: m for m in model.manifest()}
     for name, verdict in DIAGRAMS:
-        d = model.design_from(entries[name], "quick")
-        res = model.check(d)
+        d = model.load_design(entries[name], "quick")
+        res = model.check_design(d)
         cx = next(c for c in res.counterexamples if c.verdict == verdict)
         stem = os.path.join(out_dir, f"{name}--{verdict.split()[-1]}")
-        model.draw_sequence(d, cx, stem + ".png")
+        model.draw_design(d, cx, stem + ".png")
         with open(stem + ".txt", "w", encoding="utf-8") as f:
-            f.write(model.format_trace(d, cx))
+            f.write(model.trace_text(d, cx))
 
 
 def setup(app: Any) -> dict[str, Any]:

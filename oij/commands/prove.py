@@ -1,7 +1,8 @@
 """``oij prove [--quick|--full] [NAME ...]``: check every model and claim of proofs/manifest.toml.
 
-The models (:mod:`proofs.model`) explore every interleaving of the
-emitter/collector protocols within their bounds; the claims
+The models explore every interleaving within their bounds: of the
+emitter/collector protocols (:mod:`proofs.model`) and of Scale-OIJ's shared
+processing (:mod:`proofs.shared`); the claims
 (:mod:`proofs.smt`) are decided by z3.  The verdict table compares each with
 the manifest; every counterexample is written as a trace (``.txt``) and a
 sequence diagram (``.png`` and ``.svg``) into ``--out``.  Exit 1 when a
@@ -49,17 +50,17 @@ def run(args: argparse.Namespace) -> int:
     if args.names:
         models = [m for m in models if m["name"] in args.names]
         claims = [c for c in claims if c["name"] in args.names]
-    rows: list[tuple[str, str, str, str, str, str]] = []
+    rows: list[tuple[str, str, str, str, str, str, str]] = []
     bad = 0
     written: list[str] = []
     for m in models:
-        d = model.design_from(m, bounds)
-        res = model.check(d)
+        d = model.load_design(m, bounds)
+        res = model.check_design(d)
         got = sorted(c.verdict for c in res.counterexamples) or ["safe"]
         want = sorted(m["expect"])
         ok = got == want
         bad += not ok
-        rows.append((m["name"], d.bounds(), str(res.states), "; ".join(got), "; ".join(want),
+        rows.append((m["name"], d.bounds(), str(res.states), str(res.edges), "; ".join(got), "; ".join(want),
                      f"{res.seconds:.1f}" + ("" if ok else "  <-- DIFFERS")))
         for cx in res.counterexamples:
             written += _write_counterexample(args.out, m["name"], d, cx)
@@ -68,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
         verdict, _model = smt.check(c["name"])
         ok = verdict == c["verdict"]
         bad += not ok
-        rows.append((c["name"], "z3 claim", "-", verdict, c["verdict"],
+        rows.append((c["name"], "z3 claim", "-", "-", verdict, c["verdict"],
                      f"{time.perf_counter() - t0:.1f}" + ("" if ok else "  <-- DIFFERS")))
-    head = ("model / claim", "bounds", "states", "verdict", "expected", "seconds")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(6)]
+    head = ("model / claim", "bounds", "states", "edges", "verdict", "expected", "seconds")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(7)]
     for r in [head, *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
     if written:
@@ -81,16 +82,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_counterexample(out: str, name: str, d: object, cx: object) -> list[str]:
-    from proofs.model import Counterexample, Design, draw_sequence, format_trace
+    from proofs.model import Design, draw_design, trace_text
+    from proofs.shared import SharedDesign
+    from proofs.verdicts import Counterexample
 
-    assert isinstance(d, Design) and isinstance(cx, Counterexample)
+    assert isinstance(d, (Design, SharedDesign)) and isinstance(cx, Counterexample)
     os.makedirs(out, exist_ok=True)
     stem = os.path.join(out, f"{name}--{cx.verdict.split()[-1]}")
-    write_text(stem + ".txt", format_trace(d, cx))
+    write_text(stem + ".txt", trace_text(d, cx))
     files = [stem + ".txt"]
     for fmt in ("png", "svg"):
         buf = io.BytesIO()
-        draw_sequence(d, cx, buf, fmt)
+        draw_design(d, cx, buf, fmt)
         with atomic_binary(f"{stem}.{fmt}") as f:
             f.write(buf.getvalue())
         files.append(f"{stem}.{fmt}")

@@ -91,6 +91,47 @@ def ranges(cols: dict[str, npt.NDArray[Any]], n: int, qk: I64, qlo: I64, qhi: I6
     return s, e
 
 
+RULES = ("team", "self", "arrival")
+
+
+def ready_mask(rule: str, end: I64, progs: I64, me: int, masks: I64) -> tuple[npt.NDArray[np.bool_], int]:
+    r"""Which pending bases joiner ``me`` may evaluate now: the hazard rule of the module docstring.
+
+    ``end[i]`` is :math:`hi(a_i) = a_i.ts + u'`, ``masks[i]`` the team (bit
+    mask of joiners) of :math:`a_i`'s partition, ``progs[j]`` the insert
+    progress joiner j has published.  Rule ``team`` (Scale-OIJ's, the
+    engine's default): :math:`hi(a) < \min_{j \in team(a)} prog_j`; the
+    negative controls ``self``: :math:`hi(a) < prog_{me}` and ``arrival``:
+    always.  Also returns how many bases ``team`` holds back that ``self``
+    would have let through (the hazard waits).  Pure; O(len(end) + teams x
+    joiners).  The model checker (:mod:`proofs.shared`) calls it as it is.
+    """
+    if rule == "arrival":
+        return np.ones(len(end), dtype=np.bool_), 0
+    own = end < progs[me]
+    if rule == "self":
+        return own, 0
+    if rule != "team":
+        raise ValueError(f"unknown rule {rule!r}; known: {', '.join(RULES)}")
+    minprog = np.empty(len(end), dtype=np.int64)
+    for u in np.unique(masks).tolist():
+        minprog[masks == u] = min(int(progs[j]) for j in members(u))
+    ready = end < minprog
+    return ready, int(np.count_nonzero(own & ~ready))
+
+
+def eviction_bound(evals: Sequence[int], lo: int) -> int | None:
+    r"""The owner of an index may drop its probes with :math:`ts < \min_j eval_j + \ell'` (None: drop nothing).
+
+    ``evals[j]`` bounds the ts of every base joiner j may still evaluate
+    (module docstring); a probe below every such base's window start is
+    needed by none.  None while some joiner has published nothing yet (-inf)
+    or every joiner is done (+inf).  Pure; O(joiners).
+    """
+    emin = min(evals)
+    return None if emin in (NEG, I64MAX) else emin + lo
+
+
 class ScaleJob(_Job):
     """The replica-side job of ``scale`` (module docstring)."""
 
@@ -195,9 +236,7 @@ class ScaleJob(_Job):
             self._quiesce()
             self.state_max = max(self.state_max, int(self.own.get(3 * 8)) + self.pend.n)
             if worked or idle % 64 == 0:
-                emin = min(ix.get(EVAL) for ix in self.idx)
-                below = None if emin in (NEG, I64MAX) else emin + self.lo
-                self.own.compact(below, self.wait)
+                self.own.compact(eviction_bound([ix.get(EVAL) for ix in self.idx], self.lo), self.wait)
             if worked:
                 idle = 0
             else:
@@ -246,19 +285,8 @@ class ScaleJob(_Job):
         part = partition_of(pk, self.parts)
         mk = self.team.masks[part].copy()  # ... then the teams (module docstring)
         pts = self.pend.view("ts")
-        end = pts + self.hi
-        if self.rule == "arrival":
-            ready = np.ones(len(pts), dtype=np.bool_)
-        else:
-            own = end < progs[self.me]
-            if self.rule == "self":
-                ready = own
-            else:
-                minprog = np.empty(len(pts), dtype=np.int64)
-                for u in np.unique(mk).tolist():
-                    minprog[mk == u] = min(int(progs[j]) for j in members(u))
-                ready = end < minprog
-                self.hazard_waits += int(np.count_nonzero(own & ~ready))
+        ready, held = ready_mask(self.rule, pts + self.hi, progs, self.me, mk)
+        self.hazard_waits += held
         if not ready.any():
             return []
         sel = np.flatnonzero(ready)

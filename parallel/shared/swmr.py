@@ -79,6 +79,25 @@ GEN, PROG, EVAL, LIVE = 0, LINE, 2 * LINE, 3 * LINE
 QS0 = 4 * LINE
 
 
+
+def build_run(cols: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    """A run's columns as the index stores them: entries sorted by (key, ts), plus the composite index.
+
+    ``sts`` is the run's timestamps sorted; ``comp = key * (n + 1) + rank(ts)``
+    with rank the position of ts in ``sts``, so that one sorted array answers
+    "key k, ts in [lo, hi]" with binary searches
+    (:func:`parallel.shared.scaleoij.ranges`).  Pure; O(n log n).  The model
+    checker (:mod:`proofs.shared`) builds its indexes with it.
+    """
+    n = len(cols["ts"])
+    order = np.lexsort((cols["ts"], cols["key"]))
+    ts = cols["ts"][order]
+    key = cols["key"][order]
+    sts = np.sort(ts)
+    comp = key * (n + 1) + np.searchsorted(sts, ts, "left")
+    return {"sts": sts, "comp": comp, "ts": ts, "key": key, "value": cols["value"][order], "id": cols["id"][order],
+            "born": cols["born"][order]}
+
 class ArenaFull(RuntimeError):
     """The index's arena has no room even after reclaiming everything the readers released."""
 
@@ -243,21 +262,17 @@ class Index:
 
     def _write_run(self, cols: dict[str, npt.NDArray[Any]], wait: Callable[[], None]) -> tuple[int, int]:
         """Sort by (key, ts), build the composite index, write into free space; (offset, n)."""
-        n = len(cols["ts"])
-        order = np.lexsort((cols["ts"], cols["key"]))
-        ts = cols["ts"][order]
-        key = cols["key"][order]
-        sts = np.sort(ts)
-        comp = key * (n + 1) + np.searchsorted(sts, ts, "left")
+        run = build_run(cols)
+        n = len(run["ts"])
         off = self._alloc(1 + 6 * n, wait)
         o = off + 1
         self.w[off] = n
-        self.w[o: o + n] = sts
-        self.w[o + n: o + 2 * n] = comp
-        self.w[o + 2 * n: o + 3 * n] = ts
-        self.f[o + 3 * n: o + 4 * n] = cols["value"][order]
-        self.w[o + 4 * n: o + 5 * n] = cols["id"][order]
-        self.w[o + 5 * n: o + 6 * n] = cols["born"][order]
+        self.w[o: o + n] = run["sts"]
+        self.w[o + n: o + 2 * n] = run["comp"]
+        self.w[o + 2 * n: o + 3 * n] = run["ts"]
+        self.f[o + 3 * n: o + 4 * n] = run["value"]
+        self.w[o + 4 * n: o + 5 * n] = run["id"]
+        self.w[o + 5 * n: o + 6 * n] = run["born"]
         return off, n
 
     def _read_run(self, off: int, n: int) -> dict[str, npt.NDArray[Any]]:
