@@ -8,9 +8,14 @@ Errors in the input exit with code 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 from oij import __version__
 from oij.commands.common import UsageError
@@ -55,16 +60,48 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"oij {args.command} takes no '-- CMD'")
         args.cmd = command
     try:
-        rc: int = args.func(args)
+        with _sigterm_raises():
+            rc: int = args.func(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
     except (InputError, UsageError) as e:
         print(f"oij: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        return 1
+        # `oij join big.jsonl | head`: the reader has gone; end quietly, as a tool killed by SIGPIPE would.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         print("oij: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("oij: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except OSError as e:  # a write-time error: full disk, read-only file system, I/O error
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"oij: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised as an exception so that every ``finally`` runs (temp files, processes, segments)."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

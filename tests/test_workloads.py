@@ -566,8 +566,8 @@ def test_cli_list_show_and_params(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["generate", "teach-tiny", "--format", "parquet", "-o", "-"], "Parquet cannot be written to stdout"),
         (["generate", "-p", "rate=1e-12", "-o", "X"], "timestamp range"),
         (["describe", "/no/such/file.parquet"], "No such file"),
-        (["generate", "teach-tiny", "-o", "/no/such/dir/x.jsonl"], "No such file"),
-        (["generate", "teach-tiny", "-o", "/no/such/dir/x.parquet"], "No such file"),
+        (["generate", "teach-tiny", "-o", "/no/such/dir/x.jsonl"], "does not exist"),
+        (["generate", "teach-tiny", "-o", "/no/such/dir/x.parquet"], "does not exist"),
     ],
 )
 def test_bad_parameters_exit_2_with_one_clear_line(

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from oij.commands.common import UsageError
+from oij.io.atomic import write_text
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -238,9 +239,7 @@ def run_oracle(args: argparse.Namespace) -> int:
         print(f"  {m['max_rss_mib']:.0f} MiB", file=sys.stderr)
         out["memory"].append(m)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
+    write_text(args.out, json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "memory"}, indent=2))
     print(f"raw numbers: {args.out}", file=sys.stderr)
     return 0

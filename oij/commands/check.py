@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from oij.commands.common import UsageError, add_query_flags, input_events, progress
+from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, progress
+from oij.io.atomic import write_text
 from oij.io.errors import InputError
 from spec.batch import Results
 from spec.model import Event, Query, StreamTuple
@@ -197,6 +198,14 @@ def run(args: argparse.Namespace) -> int:
     out = args.out
     os.makedirs(out, exist_ok=True)
     results_dir = os.path.join(out, "results")
+    if args.file not in (None, "-") and os.path.exists(args.file):
+        rdir = os.path.realpath(results_dir)
+        if any(os.path.commonpath([p, rdir]) == rdir for p in (os.path.realpath(args.file),
+                                                               os.path.join(os.path.realpath(os.path.dirname(
+                                                                   os.path.abspath(args.file))),
+                                                                   os.path.basename(args.file)))):
+            raise UsageError(f"input {args.file} is inside {results_dir}, which oij check replaces: refusing")
+    check_outputs([os.path.join(out, "report.json"), os.path.join(out, "report.md")], [args.file])
     shutil.rmtree(results_dir, ignore_errors=True)
     os.makedirs(results_dir)
 
@@ -318,10 +327,8 @@ def run(args: argparse.Namespace) -> int:
         "engines": [r.__dict__ for r in rows],
         "all_agree": all(r.agrees for r in rows),
     }
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(report, f, indent=2, default=str)
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(markdown(report, rows))
+    write_text(os.path.join(out, "report.json"), json.dumps(report, indent=2, default=str) + "\n")
+    write_text(os.path.join(out, "report.md"), markdown(report, rows))
     print(table(rows, reference))
     print(f"report: {os.path.join(out, 'report.md')}, {os.path.join(out, 'report.json')}; "
           f"outputs: {results_dir}/engine=*")

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
 from oij.io import open_events
+from oij.io.atomic import atomic_text, check_writable
 from oij.io.errors import InputError
 from spec.model import Event, Query, SpecError, check_query
 
@@ -105,17 +106,43 @@ def refuse_same_file(output: str | None, inputs: Iterable[str | None]) -> None:
                 raise UsageError(f"output {output} is the input {p}: refusing to overwrite it")
 
 
+def check_outputs(outputs: Iterable[str | None], inputs: Iterable[str | None] = ()) -> None:
+    """Refuse, before any work, an output that is an input or that cannot be written (:class:`UsageError`)."""
+    ins = list(inputs)
+    for path in outputs:
+        if path is None or path == "-":
+            continue
+        refuse_same_file(path, ins)
+        why = check_writable(path)
+        if why is not None:
+            raise UsageError(f"{path}: cannot write: {why}")
+
+
 @contextlib.contextmanager
 def output_file(path: str | None, inputs: Iterable[str | None] = ()) -> Iterator[IO[str]]:
-    """``path`` opened for writing (``-`` or None: stdout); refused if it is one of ``inputs``."""
-    refuse_same_file(path, inputs)
+    """``path`` opened for writing, atomically (``-`` or None: stdout); refused if it is one of ``inputs``.
+
+    The file appears whole when the block completes; on any exception the
+    old ``path`` is left as it was (:mod:`oij.io.atomic`).
+    """
+    check_outputs([path], inputs)
     if path is None or path == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
     try:
-        f = open(path, "w", buffering=1 << 20)  # noqa: SIM115 -- closed below
+        cm = atomic_text(path)
+        f = cm.__enter__()
     except OSError as e:
         raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
-    with f:
+    try:
         yield f
+    except BaseException:
+        if not cm.__exit__(*sys.exc_info()):
+            raise
+    else:
+        cm.__exit__(None, None, None)
+
+
+def is_stdout(path: str | None) -> bool:
+    return path is None or path == "-"

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from oij.commands.common import UsageError
 from oij.io.atomic import write_text
-from oij.io.errors import InputError
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
@@ -133,15 +132,16 @@ def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
 
 
 def _replay(path: str, impl: Impl, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
+    from oij.io import open_events
     from oij.testing._cases import Case
     from oij.testing._runner import judge, run_impl
 
+    q, events, fh = open_events(path)  # the reader every command shares (``-``: stdin)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise InputError(path, 0, "file", e.strerror or str(e)) from None
-    case = Case.from_jsonl(text, path)
+        case = Case(q, tuple(events))
+    finally:
+        if fh is not None:
+            fh.close()
     f = judge(case, run_impl(impl, case, timeout), profile, feats)
     if f is None:
         print(f"conforms on {path} ({len(case)} events, {profile.name} semantics)")

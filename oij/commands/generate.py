@@ -8,8 +8,7 @@ from typing import Any
 
 import orjson
 
-from oij.commands.common import UsageError, add_query_flags, input_events, progress
-from oij.io.errors import InputError
+from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, progress
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -95,6 +94,7 @@ def run_generate(args: argparse.Namespace) -> int:
     fmt = args.format or ("parquet" if args.output.endswith(".parquet") else "jsonl")
     if fmt == "parquet" and args.output == "-":
         raise UsageError("--output -: Parquet cannot be written to stdout; give a .parquet file")
+    check_outputs([args.output])
     bar = None
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
@@ -104,10 +104,6 @@ def run_generate(args: argparse.Namespace) -> int:
         stats = write_workload(args.output, p, events, args.seed, fmt=fmt, on_block=bar.update if bar else None)
     except ParamError as e:
         raise UsageError(f"{e.field}: {e.message}") from None
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        raise InputError(args.output, 0, "file", e.strerror or str(e)) from None
     finally:
         if bar is not None:
             bar.close()

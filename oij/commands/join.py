@@ -7,7 +7,16 @@ import json
 import sys
 from typing import IO
 
-from oij.commands.common import UsageError, add_query_flags, input_events, output_file, progress
+from oij.commands.common import (
+    UsageError,
+    add_query_flags,
+    check_outputs,
+    input_events,
+    is_stdout,
+    output_file,
+    progress,
+)
+from oij.io.atomic import write_text
 from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
 from reference.oracle import Oracle
@@ -58,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile != "canonical":
         return _run_profile(args)
     canonical = args.order == "canonical"
+    check_outputs([args.output, args.stats], [args.file])
     with input_events(args.file, args) as (q, events), output_file(args.output, [args.file]) as out:
         o = Oracle(q, instrument=args.stats is not None)
         on_tuple, on_watermark = o.on_tuple, o.on_watermark
@@ -74,9 +84,13 @@ def run(args: argparse.Namespace) -> int:
                 if not canonical and n & 0xFFFF == 0:
                     _drain(o, out)
         except InputError as err:
-            # Nothing read is dropped: the results of the valid prefix are written, then the error.
-            _finish(o, out, canonical)
-            err.args = (f"{err.args[0]} (the results of the {n} events before it were written)",)
+            if is_stdout(args.output):
+                # A stream: nothing read is dropped; the results of the valid prefix are written, then the error.
+                _finish(o, out, canonical)
+                err.args = (f"{err.args[0]} (the results of the {n} events before it were written)",)
+            else:
+                # A file is written whole or not at all: the old one stays.
+                err.args = (f"{err.args[0]} ({args.output} was left as it was)",)
             raise
         _finish(o, out, canonical)
     if args.stats is not None:
@@ -96,9 +110,7 @@ def _write_stats(o: Oracle, events: int, path: str) -> None:
         "retained_state_peak": max((s for _, s in samples), default=0),
         "retained_state_samples": samples[:: max(1, len(samples) // 1000)],
     }
-    with open(path, "w") as f:
-        json.dump(stats, f, indent=1)
-        f.write("\n")
+    write_text(path, json.dumps(stats, indent=1) + "\n")
 
 
 def _finish(o: Oracle, out: IO[str], canonical: bool) -> None:
@@ -116,6 +128,7 @@ def _run_profile(args: argparse.Namespace) -> int:
 
     if args.profile not in PROFILES:
         raise UsageError(f"--profile: unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
+    check_outputs([args.output], [args.file])
     with input_events(args.file, args) as (q, events):
         evs = list(events)
     res = compute_profile_result(evs, q, PROFILES[args.profile])

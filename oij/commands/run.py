@@ -15,8 +15,8 @@ import sys
 import time
 from typing import Any
 
-from oij.commands.common import UsageError, add_query_flags, input_events, output_file
-from oij.io.errors import InputError
+from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, output_file
+from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
 from spec.model import Query
 
@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from parallel.runtime.emitter import chunks_from_blocks, chunks_from_events
 
     _check(args)
+    check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
     opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
                      collector=args.collector, theta=args.theta, max_split=args.max_split,
                      calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed)
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_events(counted, ep), 0,
                                                   _team(args, opt), start_method=args.start_method,
                                                   cdf_points=100 if args.cdf else 0)
+                for _rest in counted:  # the engines stop at the end row: the reader must still see what follows
+                    pass
                 metrics["events"] = counted.tuples
                 wall = metrics["wall_s"]
                 metrics["throughput_tuples_per_s"] = counted.tuples / wall if wall > 0 else None
@@ -183,12 +186,7 @@ class _Counter:
 
 
 def _write_json(path: str, obj: Any) -> None:
-    try:
-        with open(path, "w") as f:
-            json.dump(obj, f, indent=1)
-            f.write("\n")
-    except OSError as e:
-        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    write_text(path, json.dumps(obj, indent=1) + "\n")
 
 
 def _table(m: dict[str, Any], q: Query) -> None:

@@ -10,6 +10,7 @@ target.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import tempfile
@@ -19,10 +20,24 @@ from typing import IO
 TMP_MARK = ".oij-tmp-"
 
 
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """Give a write error that names no file (ENOSPC, EDQUOT, EFBIG, EROFS) the name ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in WRITE_ERRNOS and not e.filename:
+            raise OSError(e.errno, f"cannot write: {e.strerror}", path) from None
+        raise
+
+
 @contextlib.contextmanager
 def atomic_text(path: str) -> Iterator[IO[str]]:
     """``path`` opened for writing text; it appears (whole) only if the block completes."""
-    with atomic_binary(path) as raw:
+    with naming(path), atomic_binary(path) as raw:
         f = open(raw.fileno(), "w", encoding="utf-8", closefd=False, buffering=1 << 20)  # noqa: SIM115 -- a view of the fd
         try:
             yield f
@@ -38,15 +53,11 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK, dir=directory)
     done = False
     try:
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        if os.path.exists(path):
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())
+        _set_mode(tmp, path)
         os.replace(tmp, path)
         done = True
         _fsync_dir(directory)
@@ -54,6 +65,50 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """A temporary path beside ``path`` for a writer that opens files itself (Parquet); renamed over ``path``
+    (after an fsync) only if the block completes, removed otherwise."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK, dir=directory)
+    os.close(fd)
+    done = False
+    try:
+        with naming(path):
+            yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _set_mode(tmp, path)
+        os.replace(tmp, path)
+        done = True
+        _fsync_dir(directory)
+    finally:
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def check_writable(path: str) -> str | None:
+    """Why ``path`` cannot be written (a missing directory, a directory, no permission), or None.
+
+    Checked before a command starts work, so that a long run does not end in
+    a write error that could have been seen at once.  ``-`` is stdout.
+    """
+    if path == "-":
+        return None
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"directory {directory} does not exist"
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"directory {directory} is not writable"
+    return None
 
 
 def write_text(path: str, text: str) -> None:
@@ -64,6 +119,15 @@ def write_text(path: str, text: str) -> None:
         return
     with atomic_text(path) as f:
         f.write(text)
+
+
+def _set_mode(tmp: str, path: str) -> None:
+    """The replaced file's mode, or the umask's default for a new file (mkstemp makes it 0600)."""
+    if os.path.exists(path):
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+    else:
+        os.chmod(tmp, 0o666 & ~_umask())
 
 
 def _umask() -> int:

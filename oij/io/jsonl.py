@@ -58,6 +58,11 @@ def _decode(raw: bytes | str, where: tuple[str, int]) -> dict[str, Any]:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        if isinstance(raw, bytes):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(*where, "line", f"not valid UTF-8 (byte {e.start})") from None
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError) as e:
@@ -236,7 +241,7 @@ def _events(stream: IO[bytes], path: str, q: Query) -> Iterator[Event]:
             continue
         try:
             m = decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             e = _slow_line(raw, line, p)
             if e is not None:
                 yield e

@@ -11,8 +11,6 @@ read back to the same events).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from oij.io.atomic import atomic_path
 from oij.io.jsonl import format_query
 from oij.io.parquet import ParquetEventWriter
 from oij.workloads.generator import KIND_WATERMARK, Block, WorkloadGenerator
@@ -189,17 +188,13 @@ def write_workload(
         _write_jsonl(sys.stdout.buffer, gen, events, stats, on_block)
         sys.stdout.buffer.flush()
     else:
-        try:
+        # Written whole or not at all (e.g. the time range ran out, Ctrl-C, a full disk): the old file stays.
+        with atomic_path(path) as tmp:
             if fmt == "parquet":
-                _write_parquet(path, gen, events, stats, rows_per_group, on_block)
+                _write_parquet(tmp, gen, events, stats, rows_per_group, on_block)
             else:
-                with open(path, "wb") as f:
+                with open(tmp, "wb") as f:
                     _write_jsonl(f, gen, events, stats, on_block)
-        except BaseException:
-            # No half-written workload is left behind (e.g. the time range ran out, or Ctrl-C).
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
     stats.rows = stats.tuples + stats.watermarks + 1
     return stats
 
