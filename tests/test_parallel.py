@@ -249,3 +249,35 @@ def test_registry_engine_without_a_runtime_starts_and_stops_its_own() -> None:
 def test_chunk_type_is_numpy_columns() -> None:
     c = next(chunks_from_events([StreamTuple("base", 1, 10, 1), StreamTuple("probe", 2, 12, "1"), End()], 8))
     assert isinstance(c, Chunk) and c.key.tolist() == [0, 1]  # 1 and "1" are different keys
+
+
+# ---------------------------------------------------------------- streamed results (oij run --order arrival)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(w=workloads(max_events=60, values=EXACT_VALUES), pattern=st.sampled_from(["kp", "dp", "hp", "key", "scale"]),
+       replicas=st.integers(1, 3), batch=st.integers(1, 16))
+def test_streamed_results_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Event]], pattern: str, replicas: int,
+                                           batch: int) -> None:
+    """With a stream, every result is handed out once as it completes and nothing is kept."""
+    from parallel.shared.teamrun import TeamOptions
+    from parallel.shared.teamrun import run_chunks as team_run
+
+    q, events = w
+    got = Results()
+
+    def stream(r: Results) -> None:
+        got.pairs += r.pairs
+        got.aggregates += r.aggregates
+        got.late += r.late
+
+    chunks = chunks_from_events(events, 16)
+    if pattern in ("kp", "dp", "hp"):
+        opt = JobOptions(pattern=pattern, replicas=replicas, batch=batch, calibration=10, theta=1.0)
+        res, metrics = run_chunks(pattern, q, chunks, 0, opt, runtime=rt, stream=stream)
+    else:
+        topt = TeamOptions(pattern=pattern, replicas=replicas, batch=batch, schedule_every=5, delta=0.0)
+        res, metrics = team_run(pattern, q, chunks, 0, topt, runtime=rt, stream=stream)
+    assert res == Results()
+    assert got.canonical() == run_events(events, q)
+    assert metrics["late"] == len(got.late)

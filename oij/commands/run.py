@@ -10,14 +10,17 @@ the measurement is end to end (reading and parsing included).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, output_file
 from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
+from spec.batch import Results
 from spec.model import Query
 
 
@@ -59,7 +62,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", help="result lines to this file (default stdout; '/dev/null' to skip)")
     p.add_argument("--metrics", help="write the metrics as JSON to this file")
     p.add_argument("--cdf", help="write the latency CDF (percentile, ms) as JSON to this file")
-    p.add_argument("--no-output", action="store_true", help="do not write result lines")
+    p.add_argument("--no-output", action="store_true", help="do not write result lines (nor keep them: bounded memory)")
+    p.add_argument("--order", choices=["canonical", "arrival"], default="canonical",
+                   help="canonical: sorted, byte-identical to `oij join` (memory grows with the output); arrival: "
+                   "each result written as the driver receives it, in bounded memory (the order varies between runs)")
     add_query_flags(p)
     p.set_defaults(func=run)
 
@@ -87,7 +93,6 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from parallel.patterns.engine import epoch_size
     from parallel.runtime.driver import EngineFailure, JobOptions
-    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_events
 
     _check(args)
     check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
@@ -96,51 +101,75 @@ def run(args: argparse.Namespace) -> int:
                      calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed)
     ep = epoch_size(opt)
     t_setup = time.perf_counter()
-    try:
-        if args.preset is not None:
-            from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+    streamed = args.no_output or args.order == "arrival"
+    with contextlib.ExitStack() as stack:
+        stream: Callable[[Results], None] | None = None
+        if args.no_output:
+            stream = _discard
+        elif streamed:  # results go out as they complete; the file appears whole at the end, or not at all
+            out = stack.enter_context(output_file(args.output, [args.file]))
 
-            try:
-                over: dict[str, Any] = {}
-                for item in args.param:
-                    name, sep, raw = item.partition("=")
-                    if not sep:
-                        raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
-                    over[name] = parse_value(name, raw)
-                params = with_overrides(resolve(args.preset), over)
-                n_events = args.events if args.events is not None else params.events
-                q, blocks = generate_blocks(params, n_events, args.seed)
-                chunks = list(chunks_from_blocks(blocks, ep))  # generated before the clock starts
-            except (ParamError, KeyError) as e:
-                raise UsageError(str(e).strip("'\"")) from None
-            res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
-                                              start_method=args.start_method, cdf_points=100 if args.cdf else 0)
-            metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
-        else:
-            with input_events(args.file, args) as (q, events):
-                counted = _Counter(events)
-                res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_events(counted, ep), 0,
-                                                  _team(args, opt), start_method=args.start_method,
-                                                  cdf_points=100 if args.cdf else 0)
-                for _rest in counted:  # the engines stop at the end row: the reader must still see what follows
-                    pass
-                metrics["events"] = counted.tuples
-                wall = metrics["wall_s"]
-                metrics["throughput_tuples_per_s"] = counted.tuples / wall if wall > 0 else None
-                metrics["input"] = {"file": args.file}
-    except EngineFailure as e:
-        print(f"oij: error: {e}", file=sys.stderr)
-        return 1
+            def stream(r: Results) -> None:
+                out.writelines(result_lines(r))
+
+        try:
+            q, res, metrics = _execute(args, opt, ep, stream)
+        except EngineFailure as e:
+            print(f"oij: error: {e}", file=sys.stderr)
+            return 1
     metrics["setup_and_total_s"] = time.perf_counter() - t_setup
-    if not args.no_output:
-        with output_file(args.output, [args.file]) as out:
-            out.writelines(result_lines(res))
+    if not streamed:
+        with output_file(args.output, [args.file]) as out2:
+            out2.writelines(result_lines(res))
     _table(metrics, q)
     if args.metrics:
         _write_json(args.metrics, {k: v for k, v in metrics.items() if k != "latency_cdf"})
     if args.cdf:
         _write_json(args.cdf, metrics.get("latency_cdf", []))
     return 0
+
+
+def _discard(r: Results) -> None:
+    """``--no-output``: results are counted by the sink and dropped."""
+
+
+def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Results], None] | None
+             ) -> tuple[Query, Results, dict[str, Any]]:
+    """Run the engine on the preset or the file: the query, the (canonical or empty) results, the metrics."""
+    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_events
+
+    cdf = 100 if args.cdf else 0
+    if args.preset is not None:
+        from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+
+        try:
+            over: dict[str, Any] = {}
+            for item in args.param:
+                name, sep, raw = item.partition("=")
+                if not sep:
+                    raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
+                over[name] = parse_value(name, raw)
+            params = with_overrides(resolve(args.preset), over)
+            n_events = args.events if args.events is not None else params.events
+            q, blocks = generate_blocks(params, n_events, args.seed)
+            chunks = list(chunks_from_blocks(blocks, ep))  # generated before the clock starts
+        except (ParamError, KeyError) as e:
+            raise UsageError(str(e).strip("'\"")) from None
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream)
+        metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
+        return q, res, metrics
+    with input_events(args.file, args) as (q, events):
+        counted = _Counter(events)
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_events(counted, ep), 0, _team(args, opt),
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream)
+        for _rest in counted:  # the engines stop at the end row: the reader must still see what follows
+            pass
+    metrics["events"] = counted.tuples
+    wall = metrics["wall_s"]
+    metrics["throughput_tuples_per_s"] = counted.tuples / wall if wall > 0 else None
+    metrics["input"] = {"file": args.file}
+    return q, res, metrics
 
 
 def _runner(args: argparse.Namespace, opt: Any) -> Any:

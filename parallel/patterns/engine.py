@@ -13,7 +13,7 @@ returning, on success and on failure alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from parallel.registry import EngineOptions, EngineRun
@@ -42,11 +42,15 @@ def epoch_size(opt: JobOptions) -> int:
 
 def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt: JobOptions,
                runtime: Runtime | None = None, start_method: str = "spawn",
-               cdf_points: int = 0) -> tuple[Results, dict[str, Any]]:
-    """Run ``pattern`` over ``chunks``; (canonical results, metrics).  ``events`` counts the input tuples."""
+               cdf_points: int = 0, stream: Callable[[Results], None] | None = None
+               ) -> tuple[Results, dict[str, Any]]:
+    """Run ``pattern`` over ``chunks``; (canonical results, metrics).  ``events`` counts the input tuples.
+
+    With ``stream``, results go to it as they complete and the returned results are empty.
+    """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:
-        sink, drive = rt.execute(q, chunks, opt)
+        sink, drive = rt.execute(q, chunks, opt, stream)
         res = sink.results()
         metrics = compute_metrics(pattern, q, opt, drive, sink, events, cdf_points)
         if opt.trace:

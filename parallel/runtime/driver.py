@@ -36,7 +36,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from queue import Empty
@@ -49,6 +49,7 @@ from parallel.runtime.emitter import Chunk, Router, order_channels
 from parallel.runtime.replica import replica_main
 from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform
 from parallel.runtime.sink import Sink
+from spec.batch import Results
 from spec.match import lower_offset, upper_offset
 from spec.model import Query
 
@@ -250,8 +251,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ a job
 
-    def execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions) -> tuple[Sink, dict[str, Any]]:
-        """Run one job over ``chunks``; return the sink (results) and the driver's measurements."""
+    def execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions,
+                stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
+        """Run one job over ``chunks``; return the sink (results) and the driver's measurements.
+
+        With ``stream``, results are handed to it as they complete instead of kept (:class:`Sink`).
+        """
         if self.closed or self.broken:
             raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")
         if not 1 <= opt.replicas <= self.n:
@@ -265,14 +270,15 @@ class Runtime:
         self._pending = []
         self.jobs += 1
         try:
-            return self._execute(q, chunks, opt)
+            return self._execute(q, chunks, opt, stream)
         except BaseException as e:
             if not isinstance(e, EngineFailure):
                 self.broken = f"{type(e).__name__}: {e}"
             self.close()
             raise
 
-    def _execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions) -> tuple[Sink, dict[str, Any]]:
+    def _execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions,
+                 stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
         n, m = opt.replicas, opt.emitters
         router = Router(q, opt.pattern, n, m, opt.batch)
         collector = opt.collector
@@ -309,15 +315,15 @@ class Runtime:
                     "stall": r in opt.stall,
                 }
                 self.ctls[r].put(("job", spec))
-            return self._drive(q, chunks, opt, router, inputs, results)
+            return self._drive(q, chunks, opt, router, inputs, results, stream)
         finally:
             for ring in rings:
                 ring.close()
                 ring.unlink()
 
     def _drive(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions, router: Router, inputs: list[Ring],
-               results: list[Ring]) -> tuple[Sink, dict[str, Any]]:
-        sink = Sink(q)
+               results: list[Ring], stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
+        sink = Sink(q, stream)
         n = opt.replicas
         tuples = 0
         deliveries = 0
@@ -335,7 +341,7 @@ class Runtime:
                 # pace the source: the chunk's tuples are "created" when the clock reaches them
                 pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
             routed = router.route(c, time.monotonic_ns())
-            sink.late.append(routed.late)
+            sink.add_late(routed.late)
             tuples += routed.tuples
             deliveries += routed.deliveries
             for ring_i, recs, wm in routed.sends:

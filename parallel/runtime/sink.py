@@ -15,42 +15,105 @@ arrival order, so with non-integer values a sum may differ from the oracle's
 exactly rounded one in the last bits (the tests compare aggregates with a
 relative tolerance of 1e-9; the integer-valued workload presets are exact).
 
+Two modes.  *Retained* (the default): everything is kept, and
+:meth:`Sink.results` returns it in canonical order at the end (memory grows
+with the output, as sorting needs).  *Streamed* (``stream=`` a callable): every
+result is handed to the callable as soon as it is complete -- pairs as they
+arrive, a row once all its partials merged, late ids as the router finds
+them -- and nothing is kept but counters, so the driver's memory stays
+bounded on an unbounded stream (``oij run --order arrival``).  Latencies are
+kept as a uniform sample of at most :data:`LATENCY_SAMPLE` results
+(Algorithm R), in both modes.
+
 Creates no process and no shared memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from spec.batch import AggregateRow, Pair, Results
+from spec.batch import AggregateRow, Results
 from spec.model import Query
+
+LATENCY_SAMPLE = 1 << 17
+
+
+class Reservoir:
+    """A uniform random sample of at most ``cap`` of the values offered (Algorithm R, vectorised).
+
+    O(len(values)) per :meth:`offer`; memory O(cap).  Deterministic for a seed.
+    """
+
+    def __init__(self, cap: int = LATENCY_SAMPLE, seed: int = 0) -> None:
+        self.cap = cap
+        self.buf = np.empty(cap, dtype=np.int64)
+        self.n = 0  # values offered so far
+        self.rng = np.random.default_rng(seed)
+
+    def offer(self, values: npt.NDArray[np.int64]) -> None:
+        k = len(values)
+        if not k:
+            return
+        fill = min(max(self.cap - self.n, 0), k)
+        if fill:
+            self.buf[self.n:self.n + fill] = values[:fill]
+        rest = values[fill:]
+        if len(rest):
+            # value i (0-based over everything offered) replaces slot j ~ U[0, i] if j < cap
+            idx = np.arange(self.n + fill, self.n + k, dtype=np.int64)
+            j = (self.rng.random(len(rest)) * (idx + 1)).astype(np.int64)
+            keep = j < self.cap
+            self.buf[j[keep]] = rest[keep]
+        self.n += k
+
+    def sample(self) -> npt.NDArray[np.int64]:
+        return self.buf[:min(self.n, self.cap)]
 
 
 class Sink:
     """Collects and merges result records (see the module docstring)."""
 
-    def __init__(self, q: Query) -> None:
+    def __init__(self, q: Query, stream: Callable[[Results], None] | None = None) -> None:
         self.q = q
+        self.stream = stream
         self.pair_a: list[npt.NDArray[np.int64]] = []
         self.pair_b: list[npt.NDArray[np.int64]] = []
         self.rows: list[npt.NDArray[Any]] = []  # complete partial-row records (fan 1, or merged)
         self.pending: dict[int, list[Any]] = {}
         self.late: list[npt.NDArray[np.int64]] = []
-        self.latency_ns: list[npt.NDArray[np.int64]] = []
+        self.latency = Reservoir()
         self.ended: set[int] = set()
         self.records = 0
+        self.n_pairs = 0
+        self.n_rows = 0
+        self.n_late = 0
+
+    def add_late(self, ids: npt.NDArray[np.int64]) -> None:
+        """Late tuple ids found by the router."""
+        if not len(ids):
+            return
+        self.n_late += len(ids)
+        if self.stream is not None:
+            self.stream(Results(late=ids.tolist()))
+        else:
+            self.late.append(ids)
 
     def take(self, recs: npt.NDArray[Any], now: int) -> None:
         self.records += len(recs)
         kind = recs["kind"]
         pairs = recs[kind == 0]
         if len(pairs):
-            self.pair_a.append(pairs["a"].copy())
-            self.pair_b.append(pairs["b"].copy())
-            self.latency_ns.append(now - pairs["born"])
+            self.n_pairs += len(pairs)
+            self.latency.offer(now - pairs["born"])
+            if self.stream is not None:
+                self.stream(Results(pairs=list(zip(pairs["a"].tolist(), pairs["b"].tolist(), strict=True))))
+            else:
+                self.pair_a.append(pairs["a"].copy())
+                self.pair_b.append(pairs["b"].copy())
         parts = recs[kind == 1]
         if not len(parts):
             return
@@ -78,49 +141,59 @@ class Sink:
             if merged:
                 done = np.concatenate((done, np.array(merged, dtype=recs.dtype)))
         if len(done):
-            self.rows.append(done)
+            self.n_rows += len(done)
             if self.q.aggregate is not None:
-                self.latency_ns.append(now - done["born"])
+                self.latency.offer(now - done["born"])
+            if self.stream is not None:
+                self.stream(self._rows_results(done))
+            else:
+                self.rows.append(done)
 
     def results(self) -> Results:
-        """Everything received, in canonical order (raises if a base's partial rows are incomplete)."""
+        """Everything received, in canonical order (raises if a base's partial rows are incomplete).
+
+        In the streamed mode everything has been handed out already: the result is empty.
+        """
         if self.pending:
             a = next(iter(self.pending))
             raise RuntimeError(f"base {a}: {self.pending[a][0]} of {self.pending[a][6]} partial rows arrived")
-        q = self.q
         res = Results()
         res.late = sorted(np.concatenate(self.late).tolist()) if self.late else []
-        rows = np.concatenate(self.rows) if self.rows else None
-        if q.aggregate is None:
+        rows = self._rows_results(np.concatenate(self.rows)) if self.rows else Results()
+        if self.q.aggregate is None:
             a = np.concatenate(self.pair_a) if self.pair_a else np.empty(0, np.int64)
             b = np.concatenate(self.pair_b) if self.pair_b else np.empty(0, np.int64)
-            pairs: list[Pair] = list(zip(a.tolist(), b.tolist(), strict=True))
-            if q.join == "left" and rows is not None:
-                pairs += [(x, None) for x in rows["a"][rows["n"] == 0].tolist()]
-            res.pairs = pairs
-            return res.canonical()
-        out: list[AggregateRow] = []
-        if rows is not None:
-            kind = q.aggregate
-            for a_, n_, s_, mn_, mx_ in zip(rows["a"].tolist(), rows["n"].tolist(), rows["s"].tolist(),
-                                            rows["mn"].tolist(), rows["mx"].tolist(), strict=True):
-                if kind == "count":
-                    out.append((a_, n_, n_))
-                elif kind == "sum":
-                    out.append((a_, n_, (s_ if n_ else 0.0) + 0.0))
-                elif n_ == 0:
-                    out.append((a_, 0, None))
-                elif kind == "avg":
-                    out.append((a_, n_, s_ / n_ + 0.0))
-                elif kind == "min":
-                    out.append((a_, n_, mn_ + 0.0))
-                else:
-                    out.append((a_, n_, mx_ + 0.0))
-        res.aggregates = out
+            res.pairs = list(zip(a.tolist(), b.tolist(), strict=True)) + rows.pairs
+        else:
+            res.aggregates = rows.aggregates
         return res.canonical()
 
+    def _rows_results(self, rows: npt.NDArray[Any]) -> Results:
+        """Complete rows as results: aggregate rows, or a left join's (a, None) for bases without a match."""
+        q = self.q
+        if q.aggregate is None:
+            if q.join != "left":
+                return Results()
+            return Results(pairs=[(x, None) for x in rows["a"][rows["n"] == 0].tolist()])
+        out: list[AggregateRow] = []
+        kind = q.aggregate
+        for a_, n_, s_, mn_, mx_ in zip(rows["a"].tolist(), rows["n"].tolist(), rows["s"].tolist(),
+                                        rows["mn"].tolist(), rows["mx"].tolist(), strict=True):
+            if kind == "count":
+                out.append((a_, n_, n_))
+            elif kind == "sum":
+                out.append((a_, n_, (s_ if n_ else 0.0) + 0.0))
+            elif n_ == 0:
+                out.append((a_, 0, None))
+            elif kind == "avg":
+                out.append((a_, n_, s_ / n_ + 0.0))
+            elif kind == "min":
+                out.append((a_, n_, mn_ + 0.0))
+            else:
+                out.append((a_, n_, mx_ + 0.0))
+        return Results(aggregates=out)
+
     def latencies_ms(self) -> npt.NDArray[np.float64]:
-        if not self.latency_ns:
-            return np.empty(0)
-        lat: npt.NDArray[np.float64] = np.concatenate(self.latency_ns).astype(np.float64) / 1e6
+        """The latency sample, in ms (every result's latency while fewer than LATENCY_SAMPLE arrived)."""
+        lat: npt.NDArray[np.float64] = self.latency.sample().astype(np.float64) / 1e6
         return lat

@@ -22,7 +22,7 @@ unlinked) and :class:`~parallel.runtime.EngineFailure` names the cause.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +126,8 @@ def initial_masks(n: int, partitions: int) -> list[int]:
     return [1 << int(key_hash(p, n)) for p in range(partitions)]
 
 
-def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) -> tuple[Sink, dict[str, Any]]:
+def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
+            stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
     """Run one ``key``/``scale`` job on ``rt``; the runtime's failure rules apply (module docstring)."""
     if rt.closed or rt.broken:
         raise EngineFailure(f"the runtime is unusable: {rt.broken or 'closed'}")
@@ -141,7 +142,7 @@ def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) ->
     rt._pending = []
     rt.jobs += 1
     try:
-        return _execute(rt, q, chunks, opt)
+        return _execute(rt, q, chunks, opt, stream)
     except BaseException as e:
         if not isinstance(e, EngineFailure):
             rt.broken = f"{type(e).__name__}: {e}"
@@ -149,7 +150,8 @@ def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) ->
         raise
 
 
-def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) -> tuple[Sink, dict[str, Any]]:
+def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
+             stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
     n, m = opt.replicas, opt.emitters
     scale = opt.pattern == "scale"
     prefix = f"{rt.tag}-{rt.jobs}"
@@ -198,7 +200,7 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) -
                 "incremental": opt.incremental,
             }
             rt.ctls[r].put(("job", spec))
-        return _drive(rt, q, chunks, opt, router, inputs, results, team)
+        return _drive(rt, q, chunks, opt, router, inputs, results, team, stream)
     finally:
         for ring in rings:
             ring.close()
@@ -212,8 +214,9 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions) -
 
 
 def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, router: Router, inputs: list[Ring],
-           results: list[Ring], team: TeamMap | None) -> tuple[Sink, dict[str, Any]]:
-    sink = Sink(q)
+           results: list[Ring], team: TeamMap | None,
+           stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
+    sink = Sink(q, stream)
     n = opt.replicas
     tuples = deliveries = batches = bytes_written = 0
     t0 = time.perf_counter()
@@ -231,7 +234,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
         if opt.rate:
             pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
         routed = router.route(c, time.monotonic_ns())
-        sink.late.append(routed.late)
+        sink.add_late(routed.late)
         tuples += routed.tuples
         deliveries += routed.deliveries
         for ring_i, recs, wm in routed.sends:
@@ -351,11 +354,15 @@ def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any]
 
 def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt: TeamOptions,
                runtime: Runtime | None = None, start_method: str = "spawn",
-               cdf_points: int = 0) -> tuple[Results, dict[str, Any]]:
-    """Run ``key``/``scale`` over ``chunks``; (canonical results, metrics).  Owns ``rt`` only if not given."""
+               cdf_points: int = 0, stream: Callable[[Results], None] | None = None
+               ) -> tuple[Results, dict[str, Any]]:
+    """Run ``key``/``scale`` over ``chunks``; (canonical results, metrics).  Owns ``rt`` only if not given.
+
+    With ``stream``, results go to it as they complete and the returned results are empty.
+    """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:
-        sink, drive = execute(rt, q, chunks, opt)
+        sink, drive = execute(rt, q, chunks, opt, stream)
         return sink.results(), team_metrics(pattern, q, opt, drive, sink, events, cdf_points)
     finally:
         if runtime is None:
