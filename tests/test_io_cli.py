@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from oij.cli import main
 from oij.io.errors import IdSet
@@ -198,6 +199,19 @@ def test_id_set_dense_sparse_and_negative() -> None:
     for x in range(0, 10**9, 10**6):  # sparse ids switch to a plain set
         s.add(x + 7)
     assert not s.add(10**15) and not s.add(-5) and s.add(-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3 * 65536 + 100), max_size=400), st.integers(0, 2))
+def test_id_set_is_a_set_and_full_pages_are_shared(extra: list[int], pages: int) -> None:
+    s, ref = IdSet(), set()
+    for x in [*range(pages * 65536), *extra]:  # whole pages first: they fill, and are swept when a page opens
+        assert s.add(x) == (x not in ref)
+        ref.add(x)
+    assert s.add(10**7) and s.count == len(ref) + 1
+    full = [p for p, arr in s.pages.items() if arr is IdSet.FULL]
+    assert all(p not in s.open for p in full) and len(full) >= min(pages, len(s.pages) - 2) - 1
+    assert all(not s.add(x) for x in range(0, pages * 65536, 4099))
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:

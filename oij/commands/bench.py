@@ -50,6 +50,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     o.add_argument("--seed", type=int, default=1)
     o.add_argument("--out", default="oracle.json", help="where the raw numbers go (default ./oracle.json)")
     o.set_defaults(func=run_oracle)
+    m = bsub.add_parser("memory", help="peak memory of oij join and every pattern as the stream grows (flat = bounded)")
+    m.add_argument("--presets", default="scale-oij-default,scale-oij-rotating",
+                   help="comma-separated workload presets (default: 100 keys; 10K keys whose hot set rotates)")
+    m.add_argument("--sizes", default="1000000,10000000", help="comma-separated stream lengths in tuples")
+    m.add_argument("--commands", default="join,kp,dp,hp,key,scale",
+                   help="join (oij join --order arrival) and/or patterns (oij run --no-output)")
+    m.add_argument("--replicas", type=int, default=2)
+    m.add_argument("--skip", default="", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
+    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--out", default="memory.json", help="where the raw numbers go (default ./memory.json)")
+    m.set_defaults(func=run_memory)
 
 
 def _workload(preset: str) -> Any:
@@ -243,3 +254,116 @@ def run_oracle(args: argparse.Namespace) -> int:
     print(json.dumps({k: v for k, v in out.items() if k != "memory"}, indent=2))
     print(f"raw numbers: {args.out}", file=sys.stderr)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def _proc_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out = [root]
+    i = 0
+    while i < len(out):
+        out += children.get(out[i], [])
+        i += 1
+    return out
+
+
+def _kib(pid: int, field: str, name: str = "status") -> int:
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def measure_tree(argv: list[str], every: float = 0.1) -> dict[str, Any]:
+    """Run ``argv``; sample its process tree every ``every`` s: peak PSS summed over the tree (shared memory
+    counted once, in proportion), the main process's and the largest child's peak RSS (VmHWM)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak_sum = 0
+    hwm: dict[int, int] = {}
+    while p.poll() is None:
+        total = 0
+        for pid in _proc_tree(p.pid):
+            total += _kib(pid, "Pss:", "smaps_rollup")
+            hwm[pid] = max(hwm.get(pid, 0), _kib(pid, "VmHWM:"))
+        peak_sum = max(peak_sum, total)
+        time.sleep(every)
+    err = p.stderr.read() if p.stderr else ""
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {err.strip().splitlines()[-1:]}")
+    kids = [v for k, v in hwm.items() if k != p.pid]
+    return {"wall_s": time.perf_counter() - t0, "tree_pss_peak_mib": peak_sum / 1024,
+            "main_rss_peak_mib": hwm.get(p.pid, 0) / 1024, "child_rss_peak_mib": max(kids, default=0) / 1024}
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    """``oij bench memory``: the bounded-memory check of docs/reference.rst (a benchmark, never a test)."""
+    from oij.workloads import PRESETS, resolve, with_overrides, write_workload
+
+    presets = [x for x in args.presets.split(",") if x]
+    unknown = [x for x in presets if x not in PRESETS]
+    if unknown:
+        raise UsageError(f"--presets: unknown {', '.join(unknown)}; known: {', '.join(PRESETS)}")
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+    except ValueError:
+        raise UsageError(f"--sizes: not a list of integers: {args.sizes!r}") from None
+    commands = [x for x in args.commands.split(",") if x]
+    bad = [c for c in commands if c not in ("join", "kp", "dp", "hp", "key", "scale")]
+    if bad:
+        raise UsageError(f"--commands: unknown {', '.join(bad)}; known: join, kp, dp, hp, key, scale")
+    skip = {x for x in args.skip.split(",") if x}
+    rows: list[dict[str, Any]] = []
+    oij = [sys.executable, "-m", "oij.cli"]
+    with tempfile.TemporaryDirectory() as d:
+        for preset in presets:
+            params = with_overrides(resolve(preset), {"aggregate": None})
+            for n in sizes:
+                path = os.path.join(d, f"{preset}-{n}.parquet")
+                write_workload(path, params, n, args.seed)
+                for c in commands:
+                    if f"{preset}:{c}:{n}" in skip:
+                        continue
+                    argv = ([*oij, "join", path, "--order", "arrival", "-o", os.devnull, "--no-progress"]
+                            if c == "join" else
+                            [*oij, "run", path, "--pattern", c, "--replicas", str(args.replicas), "--no-output"])
+                    print(f"{preset} {c} {n:,} tuples ...", file=sys.stderr, flush=True)
+                    m = measure_tree(argv)
+                    row = {"preset": preset, "command": c, "tuples": n, **m}
+                    print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
+                    rows.append(row)
+                    write_text(args.out, json.dumps({"benchmark": "memory", "replicas": args.replicas,
+                                                     "machine": f"{os.cpu_count()} cores", "rows": rows},
+                                                    indent=1) + "\n")
+                os.unlink(path)
+    print(memory_table(rows))
+    print(f"raw numbers: {args.out}", file=sys.stderr)
+    return 0
+
+
+def memory_table(rows: list[dict[str, Any]]) -> str:
+    """Peak PSS of the process tree per preset and command, by size, and the ratio largest / smallest size."""
+    sizes = sorted({r["tuples"] for r in rows})
+    head = ["preset", "command", *[f"{n:,} MiB" for n in sizes], "ratio"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keys = list(dict.fromkeys((r["preset"], r["command"]) for r in rows))
+    for preset, c in keys:
+        by = {r["tuples"]: r["tree_pss_peak_mib"] for r in rows if r["preset"] == preset and r["command"] == c}
+        cells = [f"{by[n]:.0f}" if n in by else "-" for n in sizes]
+        ratio = f"{by[sizes[-1]] / by[sizes[0]]:.2f}" if sizes[0] in by and sizes[-1] in by else "-"
+        lines.append(f"| {preset} | {c} | " + " | ".join(cells) + f" | {ratio} |")
+    return "\n".join(lines)

@@ -21,17 +21,32 @@ class InputError(Exception):
 class IdSet:
     """A set of ints that costs about one bit per id when ids are dense (as generated streams are).
 
-    Ids are grouped in pages of 2^16; a page is a bit array of 8 KiB.  Sparse
-    ids cost a page each, so very sparse ids fall back to a plain set once the
-    pages would be larger than the set.  ``add`` is O(1).
+    Ids are grouped in pages of 2^16; a page is a bit array of 8 KiB.  A page
+    whose every bit is set is replaced by one shared page (never written again), so a
+    stream whose ids are dense (1, 2, 3, ... in any order within a bounded
+    disorder) costs memory for the pages still filling only, not for the ids
+    behind them: the reader stays bounded on an unbounded stream.  Sparse ids
+    cost a page each, so very sparse ids fall back to a plain set once the
+    pages would be larger than the set (that set grows with the stream: ids
+    drawn at random from 2^63 cannot be checked for duplicates in bounded
+    memory).  ``add`` is O(1) amortised (full pages are swept when a page is
+    opened, once per 2^16 ids).
     """
 
     PAGE_BITS = 16
+    FULL = bytearray(b"\xff" * 8192)  # shared; never written: every bit is already set
 
     def __init__(self) -> None:
         self.pages: dict[int, bytearray] = {}
+        self.open: set[int] = set()  # pages not yet full
         self.sparse: set[int] | None = None
         self.count = 0
+
+    def _sweep(self) -> None:
+        """Replace the full pages by the shared FULL page."""
+        for page in [p for p in self.open if self.pages[p] == self.FULL]:
+            self.pages[page] = self.FULL
+            self.open.discard(page)
 
     def add(self, x: int) -> bool:
         """Add ``x``; return False if it was already present."""
@@ -46,7 +61,9 @@ class IdSet:
             if len(self.pages) > 64 and len(self.pages) * 64 > self.count:
                 self._to_sparse()
                 return self.add(x)
+            self._sweep()
             arr = self.pages[page] = bytearray(8192)
+            self.open.add(page)
         byte, mask = bit >> 3, 1 << (bit & 7)
         if arr[byte] & mask:
             return False
@@ -65,3 +82,4 @@ class IdSet:
                             s.add(base + byte * 8 + b)
         self.sparse = s
         self.pages.clear()
+        self.open.clear()
