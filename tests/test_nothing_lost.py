@@ -246,6 +246,11 @@ def _segments(pid: int) -> list[str]:
     return [n for n in os.listdir("/dev/shm") if n.startswith(f"oij-{pid}-")]
 
 
+def _default_sigint() -> None:
+    """A shell's background job starts with SIGINT ignored, and Python keeps it so: restore the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 WRITERS = {
     "join": lambda w, t: ["join", str(w), "--order", "arrival", "--no-progress", "-o", str(t)],
     "run": lambda w, t: ["run", str(w), "--pattern", "kp", "--replicas", "2", "-o", str(t)],
@@ -262,7 +267,7 @@ def test_a_signal_while_writing_leaves_the_old_target(cmd: str, sig: str, worklo
     for _ in range(2):
         target.write_bytes(old)
         p = subprocess.Popen([*OIJ, *WRITERS[cmd](workload, target)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
         time.sleep(rng.uniform(0.5, 1.5))
         p.send_signal(getattr(signal, sig))
         _out, err = p.communicate(timeout=60)
