@@ -45,15 +45,12 @@ ordering, not time, is what these protocols get right or wrong).
 
 from __future__ import annotations
 
-import itertools
-import time
 import tomllib
 from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
-import networkx as nx
 import numpy as np
 
 from parallel.runtime.collector import (
@@ -65,7 +62,7 @@ from parallel.runtime.collector import (
 )
 from parallel.runtime.emitter import Router, chunks_from_events
 from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, TUPLE, Batch, Ring
-from proofs.verdicts import VERDICTS, Counterexample, Result
+from proofs.verdicts import Counterexample, Result, explore
 from spec.batch import compute_pairs
 from spec.model import BASE, PROBE, Query, Side, StreamTuple
 from spec.ordering import dp_rule, hp_rule, pairs_decided_once, stored_once
@@ -330,62 +327,26 @@ class Checker:
             return "unsafe: ordering", f"the {self.d.pattern.upper()} ordering predicate of spec.ordering fails"
         return "safe", ""
 
+    def violation(self, s: State) -> tuple[str, str] | None:
+        """A violation already final in ``s``: a duplicate once emitted, a pair no replica can emit any more."""
+        dup = [p for p, n in Counter(s.out).items() if n > self.expected.get(p, 0)]
+        if dup:
+            return "unsafe: duplicate", f"pair(s) emitted too often: {sorted(dup)}"
+        miss = self.missing_now(s)
+        if miss:  # every replica that could emit these pairs has delivered both tuples: they are lost
+            return "unsafe: missing", f"pair(s) that no replica can emit any more: {miss}"
+        return None
+
+    def at_end(self, s: State) -> tuple[str, str] | None:
+        """A state without successors: the terminal verdict, or a deadlock."""
+        if not self.is_terminal(s):
+            return "deadlock", "no step is enabled and input is left"
+        v, why = self.judge(s)
+        return None if v == "safe" else (v, why)
+
     def run(self) -> Result:
         """Explore every reachable state; keep the shallowest violation of each kind (BFS: shortest paths)."""
-        t0 = time.perf_counter()
-        g: Any = nx.DiGraph()
-        s0 = self.initial()
-        ids = {s0: 0}
-        states = [s0]
-        g.add_node(0)
-        queue = deque([0])
-        info: dict[tuple[int, int], tuple[str, tuple[str, int, int, str, list[str]]]] = {}
-        bad: dict[str, tuple[int, str]] = {}  # verdict -> (state, reason), the first (shallowest) of each kind
-        while queue:
-            i = queue.popleft()
-            s = states[i]
-            dup = [p for p, n in Counter(s.out).items() if n > self.expected.get(p, 0)]
-            if dup:  # a duplicate is final the moment it is emitted: no need to run to the end
-                bad.setdefault("unsafe: duplicate", (i, f"pair(s) emitted too often: {sorted(dup)}"))
-                continue
-            miss = self.missing_now(s)
-            if miss:  # every replica that could emit these pairs has delivered both tuples: they are lost
-                bad.setdefault("unsafe: missing", (i, f"pair(s) that no replica can emit any more: {miss}"))
-                continue
-            succ = self.successors(s)
-            if not succ:
-                if self.is_terminal(s):
-                    v, why = self.judge(s)
-                    if v != "safe":
-                        bad.setdefault(v, (i, why))
-                else:
-                    bad.setdefault("deadlock", (i, "no step is enabled and input is left"))
-                continue
-            for label, t, step in succ:
-                j = ids.get(t)
-                if j is None:
-                    j = ids[t] = len(states)
-                    states.append(t)
-                    queue.append(j)
-                    if len(states) > self.max_states:
-                        raise RuntimeError(f"more than {self.max_states} states: lower the bounds")
-                g.add_edge(i, j)
-                info.setdefault((i, j), (label, step))
-        res = Result("safe", g.number_of_nodes(), g.number_of_edges(), time.perf_counter() - t0)
-        for verdict in VERDICTS:
-            if verdict not in bad:
-                continue
-            i, why = bad[verdict]
-            path = nx.shortest_path(g, 0, i)
-            cx = Counterexample(verdict, why)
-            for a, b in itertools.pairwise(path):
-                label, step = info[(a, b)]
-                cx.trace.append(label)
-                cx.steps.append(step)
-            res.counterexamples.append(cx)
-        if res.counterexamples:
-            res.verdict = ", ".join(c.verdict for c in res.counterexamples)
-        return res
+        return explore(self.initial(), self.successors, self.violation, self.at_end, self.max_states)
 
 
 def check(d: Design, max_states: int = 2_000_000) -> Result:

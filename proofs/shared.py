@@ -47,20 +47,17 @@ index, as a shared-nothing symmetric join would).
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from typing import IO, Any
 
-import networkx as nx
 import numpy as np
 
 from parallel.runtime.store import expand
 from parallel.shared import scaleoij
 from parallel.shared.scaleoij import I64MAX, NEG
 from parallel.shared.swmr import build_run
-from proofs.verdicts import VERDICTS, Counterexample, Result
+from proofs.verdicts import Counterexample, Result, explore
 from spec.batch import compute_pairs
 from spec.match import is_match, lower_offset, upper_offset
 from spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
@@ -382,64 +379,30 @@ class SharedChecker:
     def is_terminal(self, s: SState) -> bool:
         return s.pos == len(self.script) and not any(s.chans) and not any(s.pending)
 
+    def violation(self, s: SState) -> tuple[str, str] | None:
+        """A violation already final in ``s``: a duplicate or spurious pair once emitted, a pair lost for good."""
+        got = Counter(s.out)
+        dup = sorted(p for p, n in got.items() if n > self.expected.get(p, 0) and p in self.expected)
+        if dup:
+            return "unsafe: duplicate", f"pair(s) emitted too often: {dup}"
+        spurious = sorted(p for p in got if p not in self.expected)
+        if spurious:
+            return "unsafe: spurious", f"pair(s) the spec does not have: {spurious}"
+        miss = self.lost(s)
+        if miss:
+            return "unsafe: missing", f"pair(s) that can no longer be emitted: {miss}"
+        return None
+
+    def at_end(self, s: SState) -> tuple[str, str] | None:
+        """A state without successors: a deadlock, or an output other than the spec's."""
+        if not self.is_terminal(s):
+            return "deadlock", "no step is enabled and input is left"
+        if Counter(s.out) != self.expected:
+            return "unsafe: missing", "the output differs from the spec at the end"
+        return None
+
     def run(self) -> Result:
-        t0 = time.perf_counter()
-        g: Any = nx.DiGraph()
-        s0 = self.initial()
-        ids = {s0: 0}
-        states = [s0]
-        g.add_node(0)
-        queue = deque([0])
-        info: dict[tuple[int, int], tuple[str, tuple[str, int, int, str, list[str]]]] = {}
-        bad: dict[str, tuple[int, str]] = {}
-        while queue:
-            i = queue.popleft()
-            s = states[i]
-            got = Counter(s.out)
-            dup = sorted(p for p, n in got.items() if n > self.expected.get(p, 0) and p in self.expected)
-            spurious = sorted(p for p in got if p not in self.expected)
-            if dup:
-                bad.setdefault("unsafe: duplicate", (i, f"pair(s) emitted too often: {dup}"))
-                continue
-            if spurious:
-                bad.setdefault("unsafe: spurious", (i, f"pair(s) the spec does not have: {spurious}"))
-                continue
-            miss = self.lost(s)
-            if miss:
-                bad.setdefault("unsafe: missing", (i, f"pair(s) that can no longer be emitted: {miss}"))
-                continue
-            succ = self.successors(s)
-            if not succ:
-                if not self.is_terminal(s):
-                    bad.setdefault("deadlock", (i, "no step is enabled and input is left"))
-                elif got != self.expected:
-                    bad.setdefault("unsafe: missing", (i, "the output differs from the spec at the end"))
-                continue
-            for label, t, step in succ:
-                j = ids.get(t)
-                if j is None:
-                    j = ids[t] = len(states)
-                    states.append(t)
-                    queue.append(j)
-                    if len(states) > self.max_states:
-                        raise RuntimeError(f"more than {self.max_states} states: lower the bounds")
-                g.add_edge(i, j)
-                info.setdefault((i, j), (label, step))
-        res = Result("safe", g.number_of_nodes(), g.number_of_edges(), time.perf_counter() - t0)
-        for verdict in VERDICTS:
-            if verdict not in bad:
-                continue
-            i, why = bad[verdict]
-            path = nx.shortest_path(g, 0, i)
-            cx = Counterexample(verdict, why)
-            for a, b in itertools.pairwise(path):
-                label, step = info[(a, b)]
-                cx.trace.append(label)
-                cx.steps.append(step)
-            res.counterexamples.append(cx)
-        if res.counterexamples:
-            res.verdict = ", ".join(c.verdict for c in res.counterexamples)
-        return res
+        return explore(self.initial(), self.successors, self.violation, self.at_end, self.max_states)
 
 
 def check(d: SharedDesign, max_states: int = 2_000_000) -> Result:
