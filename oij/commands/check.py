@@ -200,10 +200,9 @@ def run(args: argparse.Namespace) -> int:
     results_dir = os.path.join(out, "results")
     if args.file not in (None, "-") and os.path.exists(args.file):
         rdir = os.path.realpath(results_dir)
-        if any(os.path.commonpath([p, rdir]) == rdir for p in (os.path.realpath(args.file),
-                                                               os.path.join(os.path.realpath(os.path.dirname(
-                                                                   os.path.abspath(args.file))),
-                                                                   os.path.basename(args.file)))):
+        target = os.path.realpath(args.file)  # the file itself, through symlinks
+        link = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(args.file))), os.path.basename(args.file))
+        if any(os.path.commonpath([p, rdir]) == rdir for p in (target, link)):
             raise UsageError(f"input {args.file} is inside {results_dir}, which oij check replaces: refusing")
     check_outputs([os.path.join(out, "report.json"), os.path.join(out, "report.md")], [args.file])
     shutil.rmtree(results_dir, ignore_errors=True)
