@@ -57,6 +57,7 @@ from parallel.runtime.store import expand
 from parallel.shared import scaleoij
 from parallel.shared.scaleoij import I64MAX, NEG
 from parallel.shared.swmr import build_run
+from parallel.shared.teams import members
 from proofs.verdicts import Counterexample, Result, explore
 from spec.batch import compute_pairs
 from spec.match import is_match, lower_offset, upper_offset
@@ -136,10 +137,6 @@ def _w(x: int) -> str:
 
 def _mask(js: tuple[int, ...] | list[int]) -> int:
     return sum(1 << j for j in js)
-
-
-def _members(mask: int) -> list[int]:
-    return [j for j in range(63) if mask >> j & 1]
 
 
 def parse_events(d: SharedDesign) -> tuple[list[Event], list[tuple[int, int, int]]]:
@@ -226,7 +223,7 @@ class SharedChecker:
             if st.kind == "tuple":
                 t = self.tuples[st.tid]
                 side = 0 if t.side == BASE else 1
-                for j in _members(self._team(s, st.key)):
+                for j in members(self._team(s, st.key)):
                     ch = _put(s.chans, side * J + j, (*s.chans[side * J + j], ("t", st.tid)))
                     out.append((f"driver routes {self._name(st.tid)} to J{j}",
                                 SState(s.pos + 1, s.teams, ch, s.wc, s.prog, s.evalb, s.index, s.pending, s.done,
@@ -243,7 +240,7 @@ class SharedChecker:
                 old, new = s.teams[i], st.value
                 if self.d.schedule == "grow":
                     new |= old  # Alg. 3 replicates a partition, never moves it (TeamMap refuses to shrink)
-                team = "{" + ",".join(f"J{j}" for j in _members(new)) + "}"
+                team = "{" + ",".join(f"J{j}" for j in members(new)) + "}"
                 out.append((f"driver publishes team(k{st.key}) = {team}",
                             SState(s.pos + 1, _put(s.teams, i, new), s.chans, s.wc, s.prog, s.evalb, s.index,
                                    s.pending, s.done, s.out), ("team", -1, -1, f"team(k{st.key})={team}", [])))
@@ -314,7 +311,7 @@ class SharedChecker:
         if self.d.rule == "symmetric":  # every inserted tuple probes the other side of the team's indexes, unbounded
             tid = pend[0]
             t = self.tuples[tid]
-            team = _members(self._team(s, int(t.key)))
+            team = members(self._team(s, int(t.key)))
             new: list[tuple[int, int]] = []
             for m in team:
                 for x in sorted(s.index[m]):
@@ -339,7 +336,7 @@ class SharedChecker:
             reads = []
             for i in evaluated:
                 t = self.tuples[i]
-                team = _members(self._team(s, int(t.key)))
+                team = members(self._team(s, int(t.key)))
                 new += [(i, b) for b in self._lookup(s, team, int(t.key), t.ts)]
                 reads.append(f"{self._name(i)} reads " + ",".join(f"I{m}" for m in team))
             pending = s.pending[j] - set(evaluated)
@@ -413,7 +410,7 @@ def check(d: SharedDesign, max_states: int = 2_000_000) -> Result:
 def format_trace(d: SharedDesign, cx: Counterexample) -> str:
     """The counterexample as numbered steps, with the verdict's reason."""
     c = SharedChecker(d)
-    teams = ", ".join(f"team(k{k}) = {{{','.join(f'J{j}' for j in _members(c.initial().teams[i]))}}}"
+    teams = ", ".join(f"team(k{k}) = {{{','.join(f'J{j}' for j in members(c.initial().teams[i]))}}}"
                       for i, k in enumerate(c.keys))
     lines = [f"Scale-OIJ shared processing, {d.collector}, {d.bounds()}: {cx.verdict}",
              f"input in arrival order: {' '.join(d.events)}; initially {teams}"]
