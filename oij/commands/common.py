@@ -7,10 +7,11 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
-from oij.io import open_events
+from oij.io import open_blocks, open_events
 from oij.io.atomic import atomic_text, check_writable
+from oij.io.blocks import EventBlock
 from oij.io.errors import InputError
 from spec.model import Event, Query, SpecError, check_query
 
@@ -65,15 +66,28 @@ def query_from_flags(args: argparse.Namespace, base: Query | None, path: str) ->
 @contextlib.contextmanager
 def input_events(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[Event]]]:
     """Open ``path`` (oij-jsonl, Parquet or ``-``), apply query flags, and close it afterwards."""
+    with _input(path, args, open_events) as got:
+        yield got
+
+
+@contextlib.contextmanager
+def input_blocks(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[EventBlock]]]:
+    """Like :func:`input_events`, with the events in column blocks (:func:`oij.io.open_blocks`)."""
+    with _input(path, args, open_blocks) as got:
+        yield got
+
+
+@contextlib.contextmanager
+def _input(path: str, args: argparse.Namespace, opener: Any) -> Iterator[tuple[Query, Any]]:
     if path.endswith(".parquet"):
         from oij.io.parquet import parquet_query
 
         if not os.path.exists(path):
             raise InputError(path, 0, "file", "No such file or directory")
         override = query_from_flags(args, parquet_query(path), path)
-        q, events, f = open_events(path, override)
+        q, events, f = opener(path, override)
     else:
-        q, events, f = open_events(path)
+        q, events, f = opener(path)
         if query_from_flags(args, q, path) is not None:
             raise InputError(path, 1, "query", "query flags apply to Parquet input; oij-jsonl carries its query")
     try:

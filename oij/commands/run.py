@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, output_file
+from oij.commands.common import UsageError, add_query_flags, check_outputs, input_blocks, output_file
 from oij.io.atomic import write_text
-from oij.io.jsonl import result_lines
+from oij.io.jsonl import result_lines, write_pairs, write_results
 from spec.batch import Results
 from spec.model import Query
 
@@ -41,13 +41,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--emitters", type=int, default=1, help="emitters per stream (M)")
-    p.add_argument("--batch", type=int, default=32, help="tuples per batch (1..4096)")
+    p.add_argument("--batch", type=int, default=256,
+                   help="tuples per batch (1..4096; default 256: PPOIJ's b=32 pays numpy's per-call cost per 32 "
+                   "tuples, see docs/results.rst)")
     p.add_argument("--collector", choices=["auto", "standard", "rr", "naive"], default="auto",
                    help="collector policy (auto: standard for kp, round robin for dp/hp; naive = negative control)")
     p.add_argument("--theta", type=float, default=1.05, help="HP: Alg. 1 balance threshold")
     p.add_argument("--max-split", type=int, default=None, help="HP: maximum splitting degree (default replicas)")
     p.add_argument("--calibration", type=int, default=4096, help="HP: tuples counted before Alg. 1 runs")
-    p.add_argument("--epoch", type=int, default=None, help="events per epoch (default 4 x batch x replicas x M)")
+    p.add_argument("--epoch", type=int, default=None,
+                   help="events per epoch (default max(8192, 4 x batch x replicas x M))")
     p.add_argument("--rate", type=float, default=None, help="pace the source at this many tuples/s (latency runs)")
     g = p.add_argument_group("Scale-OIJ (--pattern scale)")
     g.add_argument("--partitions", type=int, default=64, help="key partitions (hash ranges) of the team map")
@@ -118,9 +121,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"oij: error: {e}", file=sys.stderr)
             return 1
     metrics["setup_and_total_s"] = time.perf_counter() - t_setup
+    cols = metrics.pop("pair_columns", None)
     if not streamed:
         with output_file(args.output, [args.file]) as out2:
-            out2.writelines(result_lines(res))
+            if cols is not None:  # pairs mode: formatted column-wise, the same bytes
+                a, b, null, late = cols
+                write_pairs(out2, a, b, null)
+                out2.writelines(result_lines(Results(late=late.tolist())))
+            else:
+                write_results(out2, res)
     _table(metrics, q)
     if args.metrics:
         _write_json(args.metrics, {k: v for k, v in metrics.items() if k != "latency_cdf"})
@@ -136,7 +145,7 @@ def _discard(r: Results) -> None:
 def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Results], None] | None
              ) -> tuple[Query, Results, dict[str, Any]]:
     """Run the engine on the preset or the file: the query, the (canonical or empty) results, the metrics."""
-    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_events
+    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_event_blocks
 
     cdf = 100 if args.cdf else 0
     if args.preset is not None:
@@ -156,18 +165,20 @@ def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Resu
         except (ParamError, KeyError) as e:
             raise UsageError(str(e).strip("'\"")) from None
         res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
-                                          start_method=args.start_method, cdf_points=cdf, stream=stream)
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream,
+                                          columns=True)
         metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
         return q, res, metrics
-    with input_events(args.file, args) as (q, events):
-        counted = _Counter(events)
-        res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_events(counted, ep), 0, _team(args, opt),
-                                          start_method=args.start_method, cdf_points=cdf, stream=stream)
-        for _rest in counted:  # the engines stop at the end row: the reader must still see what follows
+    with input_blocks(args.file, args) as (q, fblocks):
+        counted = [0]
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_event_blocks(fblocks, ep, counter=counted), 0,
+                                          _team(args, opt), start_method=args.start_method, cdf_points=cdf,
+                                          stream=stream, columns=True)
+        for _rest in fblocks:  # the engines stop at the end row: the reader must still see what follows
             pass
-    metrics["events"] = counted.tuples
+    metrics["events"] = counted[0]
     wall = metrics["wall_s"]
-    metrics["throughput_tuples_per_s"] = counted.tuples / wall if wall > 0 else None
+    metrics["throughput_tuples_per_s"] = counted[0] / wall if wall > 0 else None
     metrics["input"] = {"file": args.file}
     return q, res, metrics
 
@@ -196,22 +207,6 @@ def _team(args: argparse.Namespace, opt: Any) -> Any:
                        epoch=args.epoch, rate=args.rate, seed=args.seed, partitions=args.partitions,
                        delta=args.delta, decay=args.decay, schedule_every=args.schedule_every, rule=args.rule,
                        incremental=not args.no_incremental, arena=args.arena_mb << 17)
-
-
-class _Counter:
-    """Passes events through and counts the tuples (for throughput from a file)."""
-
-    def __init__(self, events: Any) -> None:
-        self.events = events
-        self.tuples = 0
-
-    def __iter__(self) -> Any:
-        from spec.model import StreamTuple
-
-        for e in self.events:
-            if type(e) is StreamTuple:
-                self.tuples += 1
-            yield e
 
 
 def _write_json(path: str, obj: Any) -> None:

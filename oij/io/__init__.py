@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from oij.io.errors import InputError
 from oij.io.jsonl import read_jsonl
-from spec.model import Event, Query
+from spec.model import End, Event, Query
 
-__all__ = ["InputError", "open_events"]
+if TYPE_CHECKING:
+    from oij.io.blocks import EventBlock
+
+__all__ = ["InputError", "open_blocks", "open_events"]
+
+STDIN_BLOCK = 4096  # events per block read from stdin (a pipe: small blocks keep latency low)
 
 
 def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Event], IO[bytes] | None]:
@@ -21,15 +26,53 @@ def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Even
     import sys
 
     if path.endswith(".parquet"):
-        from oij.io.parquet import read_parquet
+        from oij.io.blocks import blocks_to_events
 
-        query, events = read_parquet(path, q)
-        return query, events, None
+        query, blocks, _ = open_blocks(path, q)
+        return query, blocks_to_events(blocks), None
     if path == "-":
         return (*read_jsonl(sys.stdin.buffer, "<stdin>"), None)
+    # event objects: msgspec line by line makes them faster than columns would (measured: 1.8 s vs 2.4 s for
+    # 2x10^6 lines); the engines, which want columns, use open_blocks
     try:
         f = open(path, "rb")  # noqa: SIM115 -- returned to the caller, who closes it
     except OSError as e:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
     query, events = read_jsonl(f, path)
     return query, events, f
+
+
+def open_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock], IO[bytes] | None]:
+    """Like :func:`open_events`, but the events come in column blocks (:mod:`oij.io.blocks`).
+
+    Files are read in large blocks through the columnar fast path; stdin line by line (a pipe may be
+    interactive), grouped into blocks of at most :data:`STDIN_BLOCK` events.
+    """
+    import sys
+
+    from oij.io.blocks import EventBlock as Block
+    from oij.io.blocks import read_jsonl_blocks, read_parquet_blocks
+
+    if path.endswith(".parquet"):
+        query, blocks = read_parquet_blocks(path, q)
+        return query, blocks, None
+    if path == "-":
+        query, events = read_jsonl(sys.stdin.buffer, "<stdin>")
+        return query, _group(events, Block), None
+    try:
+        f = open(path, "rb")  # noqa: SIM115 -- returned to the caller, who closes it
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    query, blocks = read_jsonl_blocks(f, path)
+    return query, blocks, f
+
+
+def _group(events: Iterator[Event], block: type[EventBlock]) -> Iterator[EventBlock]:
+    buf: list[Event] = []
+    for e in events:
+        buf.append(e)
+        if len(buf) >= STDIN_BLOCK or type(e) is End:
+            yield block.from_events(buf)
+            buf = []
+    if buf:
+        yield block.from_events(buf)

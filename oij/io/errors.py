@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 
 class InputError(Exception):
     """Bad input: names the file, the line (or Parquet row; 0 for the file as a whole) and the field.
@@ -69,6 +72,59 @@ class IdSet:
             return False
         arr[byte] |= mask
         self.count += 1
+        return True
+
+    def __contains__(self, x: int) -> bool:
+        if self.sparse is not None:
+            return x in self.sparse
+        arr = self.pages.get(x >> self.PAGE_BITS)
+        bit = x & 0xFFFF
+        return arr is not None and bool(arr[bit >> 3] >> (bit & 7) & 1)
+
+    def add_many(self, ids: npt.NDArray[np.int64]) -> bool:
+        """Add every id of ``ids`` if none is present and none repeats; else add nothing and return False.
+
+        O(n log n) for the sort, plus O(pages touched); the same final state as ``add`` one by one.
+        """
+        n = len(ids)
+        if n == 0:
+            return True
+        s = np.sort(ids)
+        if n > 1 and bool((s[1:] == s[:-1]).any()):
+            return False
+        pages, starts = np.unique(s >> self.PAGE_BITS, return_index=True)
+        new = [int(pg) for pg in pages if int(pg) not in self.pages]
+        if self.sparse is not None or (new and len(self.pages) + len(new) > 64):
+            # sparse ids (or the switch to a plain set may happen): one by one, after checking them all
+            xs = s.tolist()
+            if any(x in self for x in xs):
+                return False
+            for x in xs:
+                self.add(x)
+            return True
+        ends = np.r_[starts[1:], n]
+        views: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]] = []
+        for pg, a, b in zip(pages.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            arr = self.pages.get(pg)
+            bits = s[a:b] & 0xFFFF
+            if arr is not None:
+                if arr is self.FULL:
+                    return False
+                v = np.frombuffer(arr, dtype=np.uint8)
+                if bool(((v[bits >> 3] >> (bits & 7).astype(np.uint8)) & 1).any()):
+                    return False
+                views.append((v, bits))
+        if new:
+            self._sweep()
+            for pg in new:
+                self.pages[pg] = bytearray(8192)
+                self.open.add(pg)
+            for pg, a, b in zip(pages.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                if pg in new:
+                    views.append((np.frombuffer(self.pages[pg], dtype=np.uint8), s[a:b] & 0xFFFF))
+        for v, bits in views:
+            np.bitwise_or.at(v, bits >> 3, (1 << (bits & 7)).astype(np.uint8))
+        self.count += n
         return True
 
     def _to_sparse(self) -> None:

@@ -123,8 +123,8 @@ def parquet_query(path: str) -> Query | None:
     return parse_query(orjson.loads(raw), (path, 0))
 
 
-def read_parquet(path: str, q: Query | None = None) -> tuple[Query, Iterator[Event]]:
-    """The query (``q`` if given, else the stored one) and a lazy iterator of the events."""
+def open_parquet(path: str, q: Query | None = None) -> tuple[Query, pq.ParquetFile]:
+    """The query (``q`` if given, else the stored one) and the open file, its required columns checked."""
     stored = parquet_query(path)
     query = q if q is not None else stored
     if query is None:
@@ -136,40 +136,52 @@ def read_parquet(path: str, q: Query | None = None) -> tuple[Query, Iterator[Eve
     missing = [n for n in ("type", "ts") if n not in pf.schema_arrow.names]
     if missing:
         raise InputError(path, 0, missing[0], "missing column")
+    return query, pf
+
+
+def read_parquet(path: str, q: Query | None = None) -> tuple[Query, Iterator[Event]]:
+    """The query (``q`` if given, else the stored one) and a lazy iterator of the events."""
+    query, pf = open_parquet(path, q)
     return query, _events(pf, path, query)
 
 
 def _events(pf: pq.ParquetFile, path: str, q: Query) -> Iterator[Event]:
     p = EventParser(q, path)
-    names = set(pf.schema_arrow.names)
     row = 0
     for batch in pf.iter_batches(batch_size=65536):
-        n = batch.num_rows
-        col = {
-            name: batch.column(name).to_pylist() if name in names else [None] * n
-            for name in schema(pa.string()).names
-        }
-        types, sides, ids, tss = col["type"], col["side"], col["id"], col["ts"]
-        keys, vals, chans = col["key"], col["value"], col["channel"]
-        for r in range(n):
-            row += 1
-            if p.ended:
-                raise InputError(path, row, "type", "nothing may follow the end row")
-            typ = types[r]
-            if typ == "tuple":
-                v = vals[r]
-                ch = chans[r]
-                yield p.tuple_(sides[r], ids[r], tss[r], keys[r], 0.0 if v is None else v, 0 if ch is None else ch, row)
-            elif typ == "watermark":
-                ch = chans[r]
-                yield p.watermark(tss[r], 0 if ch is None else ch, row)
-            elif typ == "end":
-                p.ended = True
-                yield End()
-            else:
-                raise InputError(path, row, "type", f"unknown type {typ!r} (tuple, watermark or end)")
+        yield from row_events(batch, row, p, path)
+        row += batch.num_rows
     if not p.ended:
         raise InputError(path, row + 1, "type", "missing the last row of type 'end'")
+
+
+def row_events(batch: pa.RecordBatch, row: int, p: EventParser, path: str) -> Iterator[Event]:
+    """The events of one record batch whose first row is row ``row + 1``, checked row by row."""
+    n = batch.num_rows
+    names = set(batch.schema.names)
+    col = {
+        name: batch.column(name).to_pylist() if name in names else [None] * n
+        for name in schema(pa.string()).names
+    }
+    types, sides, ids, tss = col["type"], col["side"], col["id"], col["ts"]
+    keys, vals, chans = col["key"], col["value"], col["channel"]
+    for r in range(n):
+        row += 1
+        if p.ended:
+            raise InputError(path, row, "type", "nothing may follow the end row")
+        typ = types[r]
+        if typ == "tuple":
+            v = vals[r]
+            ch = chans[r]
+            yield p.tuple_(sides[r], ids[r], tss[r], keys[r], 0.0 if v is None else v, 0 if ch is None else ch, row)
+        elif typ == "watermark":
+            ch = chans[r]
+            yield p.watermark(tss[r], 0 if ch is None else ch, row)
+        elif typ == "end":
+            p.ended = True
+            yield End()
+        else:
+            raise InputError(path, row, "type", f"unknown type {typ!r} (tuple, watermark or end)")
 
 
 def write_parquet(path: str, q: Query, events: Iterable[Event], *, key_type: str = "string") -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from parallel.registry import EngineOptions, EngineRun
 from parallel.runtime.driver import JobOptions, Runtime
-from parallel.runtime.emitter import Chunk, chunks_from_events
+from parallel.runtime.emitter import EPOCH_MIN, Chunk, chunks_from_events
 from parallel.runtime.metrics import compute_metrics
 from spec.batch import Results
 from spec.model import Event, Query, StreamTuple
@@ -37,22 +37,27 @@ def epoch_size(opt: JobOptions) -> int:
     """Events per epoch: enough for a few full batches per channel and replica."""
     if opt.epoch:
         return opt.epoch
-    return max(256, 4 * opt.batch * opt.replicas * opt.emitters)
+    return max(EPOCH_MIN, 4 * opt.batch * opt.replicas * opt.emitters)
 
 
 def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt: JobOptions,
                runtime: Runtime | None = None, start_method: str = "spawn",
-               cdf_points: int = 0, stream: Callable[[Results], None] | None = None
+               cdf_points: int = 0, stream: Callable[[Results], None] | None = None, columns: bool = False
                ) -> tuple[Results, dict[str, Any]]:
     """Run ``pattern`` over ``chunks``; (canonical results, metrics).  ``events`` counts the input tuples.
 
-    With ``stream``, results go to it as they complete and the returned results are empty.
+    With ``stream``, results go to it as they complete and the returned results are empty.  With
+    ``columns`` (pairs mode, no stream), the returned results are empty too and ``metrics["pair_columns"]``
+    holds them column-wise (:meth:`Sink.pair_columns`), for a writer that needs no Python object per pair.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:
         sink, drive = rt.execute(q, chunks, opt, stream)
-        res = sink.results()
+        cols = columns and stream is None and q.aggregate is None
+        res = Results() if cols else sink.results()
         metrics = compute_metrics(pattern, q, opt, drive, sink, events, cdf_points)
+        if cols:
+            metrics["pair_columns"] = sink.pair_columns()
         if opt.trace:
             metrics["traces"] = [s.get("trace", []) for s in drive["replica_stats"]]
             metrics["key2r"] = drive["key2r"]

@@ -22,8 +22,9 @@ the only property the replicas' finality and purging rely on.
 
 Patterns (PPOIJ Table 1): KP point-to-point by hash(key); DP one broadcast
 ring per emitter, owner round robin; HP partial multicast to the key's
-replica set (Alg. 1 after calibration, KP before), batches of one key,
-owner round robin per key.
+replica set (Alg. 1 after calibration, KP before): ring (e, r) carries the
+tuples of emitter e whose key's set holds r, in batches of any keys; owner
+round robin per key.
 
 This module creates no shared memory and no process.
 """
@@ -37,12 +38,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from oij.io.blocks import EventBlock
 from parallel.runtime.ring import TUPLE
 from parallel.runtime.store import NEG
 from spec.match import lower_offset, upper_offset
 from spec.model import End, Event, Key, Query, StreamTuple, Watermark
 
 I64 = npt.NDArray[np.int64]
+
+EPOCH_MIN = 8192
+"""Events per epoch at least: one epoch is one routing call and one CLOSE per ring, a fixed cost of a few
+hundred microseconds in numpy, so small epochs made the driver the bottleneck (issue 14: 7,816 epochs of
+256 events cost 1.5 s of routing on 2x10^6 tuples).  Larger epochs only delay DP/HP deliveries a little."""
 
 
 @dataclass
@@ -77,6 +84,18 @@ class KeyCodes:
         if c is None:
             c = self.codes[t] = len(self.codes)
         return c
+
+    def codes_of(self, keys: npt.NDArray[Any], tuples: npt.NDArray[np.bool_]) -> I64:
+        """The codes of ``keys`` where ``tuples`` (-1 elsewhere): vectorised for int64 keys.  O(n log n)."""
+        out = np.full(len(keys), -1, dtype=np.int64)
+        if keys.dtype == np.int64:
+            uniq, inv = np.unique(keys[tuples], return_inverse=True)
+            table = np.array([self.code(k) for k in uniq.tolist()], dtype=np.int64)
+            out[tuples] = table[inv.reshape(-1)] if len(uniq) else 0
+        else:
+            code = self.code
+            out[tuples] = [code(k) for k in keys[tuples].tolist()]
+        return out
 
 
 def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | None = None) -> Iterator[Chunk]:
@@ -116,6 +135,25 @@ def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | Non
             yield flush()
     if kind:
         yield flush()
+
+
+def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: KeyCodes | None = None,
+                             counter: list[int] | None = None) -> Iterator[Chunk]:
+    """Chunks of ``size`` events from the reader's column blocks (:mod:`oij.io.blocks`); stops at the end.
+
+    ``counter[0]`` is increased by the number of tuples read.
+    """
+    codes = codes or KeyCodes()
+    for b in blocks:
+        tup = b.kind == 0
+        if counter is not None:
+            counter[0] += int(np.count_nonzero(tup))
+        key = codes.codes_of(b.key, tup)
+        c = Chunk(b.kind, b.side, np.asarray(b.id, dtype=np.int64), b.ts, key, b.value, b.channel)
+        for a in range(0, len(c), size):
+            yield c.slice(a, a + size)
+        if b.end:
+            return
 
 
 def chunks_from_blocks(blocks: Iterable[Any], size: int) -> Iterator[Chunk]:
@@ -164,6 +202,7 @@ class Router:
         self.key_rr = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros((2 * emitters, 0), dtype=np.int64)
         self.counting = pattern == "hp"
+        self._sets_cache: tuple[I64, I64, npt.NDArray[np.bool_]] | None = None
 
     def rings(self) -> int:
         return 2 * self.m if self.pattern == "dp" else 2 * self.m * self.n
@@ -289,36 +328,57 @@ class Router:
             old = self.replicas_of(k)
             assert set(old) <= set(rs), "a replica assigned during calibration must stay assigned"
             self.key2r[k] = tuple(rs)
+        self._sets_cache = None
+
+    def _sets(self, kmax: int) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
+        """Per key code < kmax: replica-set size, the set padded to n columns, and membership (key, replica)."""
+        k = np.arange(kmax, dtype=np.int64)
+        sets = np.repeat(key_hash(k, self.n)[:, None], self.n, axis=1)
+        size = np.ones(kmax, dtype=np.int64)
+        for key, rs in self.key2r.items():
+            if key < kmax:
+                sets[key, : len(rs)] = rs
+                size[key] = len(rs)
+        member = np.zeros((kmax, self.n), dtype=np.bool_)
+        for j in range(self.n):
+            np.logical_or.at(member, (k[size > j], sets[size > j, j]), True)
+        return size, sets, member
 
     def _hp(self, recs: npt.NDArray[Any], em: I64, wrow: I64) -> tuple[list[Any], int]:
+        """Partial multicast: ring (e, r) gets, in arrival order, the tuples of emitter e whose key's set holds r.
+
+        Owners go round robin over the key's set, per key, in arrival order.  Batches mix keys: the
+        round-robin collector delivers a channel's whole epoch in one turn, so every replica of a key
+        sees that key's tuples in the same order however the batches are cut (:mod:`spec.ordering`).
+        """
         keys = recs["key"]
         kmax = int(keys.max()) + 1
         if kmax > len(self.key_rr):
             rr = np.zeros(kmax, dtype=np.int64)
             rr[: len(self.key_rr)] = self.key_rr
             self.key_rr = rr
-        order = np.lexsort((keys, em))
-        ge = em[order]
-        gk = keys[order]
-        bounds = np.flatnonzero((np.diff(ge) != 0) | (np.diff(gk) != 0)) + 1
+        if self._sets_cache is None or len(self._sets_cache[0]) < kmax:
+            self._sets_cache = self._sets(max(kmax, 2 * len(self._sets_cache[0]) if self._sets_cache else kmax))
+        size, sets, member = self._sets_cache
+        # rank of every tuple among the tuples of its key in this epoch (arrival order)
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        first = np.r_[0, np.flatnonzero(np.diff(sk)) + 1]
+        cnt = np.diff(np.r_[first, len(sk)])
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[order] = np.arange(len(sk)) - np.repeat(first, cnt)
+        ns = size[keys]
+        recs["fan"] = ns
+        recs["owner"] = sets[keys, (self.key_rr[keys] + rank) % ns]
+        np.add.at(self.key_rr, sk[first], cnt)
         out: list[Any] = []
-        deliveries = 0
-        for part in np.split(order, bounds):
-            e, k = int(em[part[0]]), int(keys[part[0]])
-            rs = self.replicas_of(k)
-            ns = len(rs)
-            sub = recs[part]
-            sub["fan"] = ns
-            sub["owner"] = np.asarray(rs, dtype=np.int64)[(self.key_rr[k] + np.arange(len(part))) % ns]
-            self.key_rr[k] += len(part)
-            wp = wrow[part]
-            for a in range(0, len(sub), self.b):
-                piece = sub[a: a + self.b]
-                wv = int(wp[a: a + self.b][-1])
-                for r in rs:
-                    out.append((e * self.n + r, piece, wv))
-            deliveries += len(part) * ns
-        return out, deliveries
+        for e in range(2 * self.m):
+            me = em == e
+            for r in range(self.n):
+                sel = np.flatnonzero(me & member[keys, r])
+                if len(sel):
+                    self._cut(e * self.n + r, recs[sel], wrow[sel], out)
+        return out, int(ns.sum())
 
 
 def order_channels(m: int) -> list[int]:

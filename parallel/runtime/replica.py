@@ -168,38 +168,44 @@ class _Job:
             idle = 0
             t_a = time.perf_counter()
             out: list[npt.NDArray[Any]] = []
+            # consecutive data batches of one poll are joined as one: the delivery order (and so every
+            # sequence number) is the same, and W moves only after the tuples that carried it are in
+            pending: list[npt.NDArray[Any]] = []
             moved = False
             for i, b in got:
                 if b.kind == KIND_DATA:
                     self.batches += 1
                     if fail_after is not None and self.batches > fail_after:
                         raise RuntimeError(f"injected failure after {fail_after} batches")
-                    out.extend(self.js.process(b.recs))
+                    if len(b.recs):
+                        pending.append(b.recs)
                     if self.keybased:
                         if len(b.recs):
-                            k = int(b.recs["key"][0])
-                            self._grow(k)
-                            if b.wm > self.kc[k, i]:
-                                self.kc[k, i] = b.wm
+                            ks = np.unique(b.recs["key"])
+                            self._grow(int(ks[-1]))
+                            up = ks[self.kc[ks, i] < b.wm]
+                            if len(up):
+                                self.kc[up, i] = b.wm
                                 moved = True
                     elif b.wm > self.wc[i]:
                         self.wc[i] = b.wm
                         moved = True
-                elif b.kind == KIND_CLOSE:
+                    continue
+                if pending:
+                    out.extend(self.js.process(pending[0] if len(pending) == 1 else np.concatenate(pending)))
+                    pending = []
+                if b.kind == KIND_CLOSE:
                     if b.wm > self.wc[i]:
                         self.wc[i] = b.wm
                         moved = True
                 elif b.kind == KIND_END:
                     self.ended[i] = True
                     moved = True
-                if moved and not self.col.finished():
-                    # advance after every batch: a poll may deliver many batches, and the state they
-                    # would keep alive in between would make the next batches' searches slower
-                    w: Any = self._key_w() if self.keybased else self._global_w()
-                    if self.keybased or w != last_w:
-                        out.extend(self.js.advance(w))
-                        last_w = w
-                    moved = False
+                last_w = self._advance(out, moved, last_w)
+                moved = False
+            if pending:
+                out.extend(self.js.process(pending[0] if len(pending) == 1 else np.concatenate(pending)))
+                last_w = self._advance(out, moved, last_w)
             t_b = time.perf_counter()
             self.t_join += t_b - t_a
             self.push(out)
@@ -229,6 +235,15 @@ class _Job:
         if js.trace_on:
             stats["trace"] = [(ids.tolist(), st.tolist()) for ids, st in js.trace]
         return stats
+
+    def _advance(self, out: list[npt.NDArray[Any]], moved: bool, last_w: Any) -> Any:
+        """After the tuples that carried it are joined: advance to the current W if it moved."""
+        if moved and not self.col.finished():
+            w: Any = self._key_w() if self.keybased else self._global_w()
+            if self.keybased or w != last_w:
+                out.extend(self.js.advance(w))
+                return w
+        return last_w
 
     def _control(self) -> None:
         try:

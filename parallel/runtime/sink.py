@@ -168,6 +168,30 @@ class Sink:
             res.aggregates = rows.aggregates
         return res.canonical()
 
+    def pair_columns(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_],
+                                    npt.NDArray[np.int64]]:
+        """Pairs mode, retained: (base ids, probe ids, probe is null, late ids), pairs and late in canonical order.
+
+        The column form of :meth:`results` (no Python object per result): O(n log n).
+        """
+        assert self.q.aggregate is None and self.stream is None
+        if self.pending:
+            a0 = next(iter(self.pending))
+            raise RuntimeError(f"base {a0}: {self.pending[a0][0]} of {self.pending[a0][6]} partial rows arrived")
+        z = np.empty(0, np.int64)
+        a = np.concatenate(self.pair_a) if self.pair_a else z
+        b = np.concatenate(self.pair_b) if self.pair_b else z
+        null = np.zeros(len(a), np.bool_)
+        if self.q.join == "left" and self.rows:
+            rows = np.concatenate(self.rows)
+            lone = rows["a"][rows["n"] == 0].astype(np.int64)
+            a = np.concatenate((a, lone))
+            b = np.concatenate((b, np.zeros(len(lone), np.int64)))
+            null = np.concatenate((null, np.ones(len(lone), np.bool_)))
+        order = np.lexsort((np.where(null, 0, b), ~null, a))
+        late = np.sort(np.concatenate(self.late)) if self.late else z
+        return a[order], b[order], null[order], late
+
     def _rows_results(self, rows: npt.NDArray[Any]) -> Results:
         """Complete rows as results: aggregate rows, or a left join's (a, None) for bases without a match."""
         q = self.q

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from parallel.registry import EngineOptions, EngineRun
 from parallel.runtime.driver import EngineFailure, Pump, Runtime
-from parallel.runtime.emitter import Chunk, Router, chunks_from_events, key_hash, order_channels
+from parallel.runtime.emitter import EPOCH_MIN, Chunk, Router, chunks_from_events, key_hash, order_channels
 from parallel.runtime.metrics import balance, compute_metrics
 from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring
 from parallel.runtime.sink import Sink
@@ -83,7 +83,7 @@ def team_options(pattern: str, options: EngineOptions) -> TeamOptions:
 
 
 def epoch_size(opt: TeamOptions) -> int:
-    return opt.epoch or max(256, 4 * opt.batch * opt.replicas * opt.emitters)
+    return opt.epoch or max(EPOCH_MIN, 4 * opt.batch * opt.replicas * opt.emitters)
 
 
 class ScaleRouter(Router):
@@ -354,16 +354,21 @@ def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any]
 
 def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt: TeamOptions,
                runtime: Runtime | None = None, start_method: str = "spawn",
-               cdf_points: int = 0, stream: Callable[[Results], None] | None = None
+               cdf_points: int = 0, stream: Callable[[Results], None] | None = None, columns: bool = False
                ) -> tuple[Results, dict[str, Any]]:
     """Run ``key``/``scale`` over ``chunks``; (canonical results, metrics).  Owns ``rt`` only if not given.
 
-    With ``stream``, results go to it as they complete and the returned results are empty.
+    With ``stream``, results go to it as they complete and the returned results are empty; ``columns``:
+    as :func:`parallel.patterns.engine.run_chunks`.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:
         sink, drive = execute(rt, q, chunks, opt, stream)
-        return sink.results(), team_metrics(pattern, q, opt, drive, sink, events, cdf_points)
+        cols = columns and stream is None and q.aggregate is None
+        metrics = team_metrics(pattern, q, opt, drive, sink, events, cdf_points)
+        if cols:
+            metrics["pair_columns"] = sink.pair_columns()
+        return (Results() if cols else sink.results()), metrics
     finally:
         if runtime is None:
             rt.close()

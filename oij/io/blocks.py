@@ -1,0 +1,376 @@
+"""Columnar reading: events in blocks of numpy columns, with exactly the per-line reader's semantics.
+
+Data flow::
+
+    oij-jsonl file --16 MiB of whole lines--> pyarrow.json (C++, every core) --> vectorised checks --> EventBlock
+                                                   | any doubt                              | any violation
+                                                   v                                        v
+                                     the per-line reader (oij.io.jsonl) on that block's lines: the same events,
+                                     or the same InputError (file, line, field) as it would raise
+    Parquet file --row group batch--> vectorised checks --> EventBlock   (any violation: the per-row reader)
+
+The per-line readers (:func:`oij.io.jsonl.read_jsonl`, :func:`oij.io.parquet.read_parquet`)
+define what a file means; this module is only a faster way to the same
+events.  Its rule: a block is accepted by the fast path only when the checks
+below *prove* that the per-line reader would accept every line of it and
+read the same values; otherwise the block goes through the per-line reader,
+which yields its events or raises its error.  The JSONL proof obligations:
+
+* every line ends with ``}`` (optionally ``}\\r``), so no line is blank and
+  no object spans two lines (our fields hold no nested values, so a ``}``
+  that ends a line ends the object);
+* pyarrow produced exactly one row per line (so no line holds two objects);
+* the text holds no ``null`` (pyarrow reads an explicit null like an absent
+  field; the per-line reader rejects it) and no unknown field (pyarrow
+  raises), integers fit int64 (pyarrow raises), values are finite;
+* the ``type`` of every row is tuple, watermark or end, each row has its
+  type's required fields and none of another type's, side is base or
+  probe, channels are in range, ``|ts| <= 2^62``, watermarks only without
+  lateness, ids are new (:meth:`oij.io.errors.IdSet.add_many`, atomic), and
+  an end row is the last row of the stream.
+
+``tests/test_blocks.py`` checks the two readers against each other on
+mutated files (the per-line reader's fuzz corpus) and keeps a negative
+control: a fast path without the ``null`` check is caught.
+
+Creates no process and no shared memory.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from oij.io.errors import InputError
+from oij.io.jsonl import EventParser, line_events, read_query_line
+from spec.model import TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
+
+BLOCK_BYTES = 16 << 20
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class EventBlock:
+    """Consecutive validated events in arrival order, column-wise.
+
+    ``kind`` 0 tuple / 1 watermark; ``side`` 0 base / 1 probe (-1 for a
+    watermark); ``key`` an int64 array when every key of the block is an
+    int that fits, else an object array of the keys as read (None for a
+    watermark); ``end``: the stream's end line follows the block's last event.
+    """
+
+    kind: npt.NDArray[np.int8]
+    side: npt.NDArray[np.int8]
+    id: npt.NDArray[Any]
+    ts: I64
+    key: npt.NDArray[Any]
+    value: npt.NDArray[np.float64]
+    channel: I64
+    end: bool = False
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def events(self) -> Iterator[Event]:
+        """The block as event objects (and End if the stream ends here).  O(n)."""
+        sides: tuple[Side, Side] = ("base", "probe")
+        for k, s, i, t, key, v, c in zip(self.kind.tolist(), self.side.tolist(), self.id.tolist(),
+                                          self.ts.tolist(), self.key.tolist(), self.value.tolist(),
+                                          self.channel.tolist(), strict=True):
+            if k == 0:
+                yield StreamTuple(sides[s], i, t, key, v, c)
+            else:
+                yield Watermark(t, c)
+        if self.end:
+            yield End()
+
+    @staticmethod
+    def from_events(events: list[Event]) -> EventBlock:
+        """The block of already validated events (End, if present, must be last)."""
+        end = bool(events) and type(events[-1]) is End
+        evs = events[:-1] if end else events
+        n = len(evs)
+        kind = np.zeros(n, np.int8)
+        side = np.full(n, -1, np.int8)
+        ids = np.zeros(n, np.int64)
+        ts = np.zeros(n, np.int64)
+        val = np.zeros(n, np.float64)
+        ch = np.zeros(n, np.int64)
+        keys: list[Any] = [None] * n
+        big: list[tuple[int, int]] = []
+        for j, e in enumerate(evs):
+            if type(e) is StreamTuple:
+                side[j] = 0 if e.side == "base" else 1
+                if -(1 << 63) <= e.id < (1 << 63):
+                    ids[j] = e.id
+                else:
+                    big.append((j, e.id))
+                ts[j] = e.ts
+                keys[j] = e.key
+                val[j] = e.value
+                ch[j] = e.channel
+            else:
+                assert type(e) is Watermark
+                kind[j] = 1
+                ts[j] = e.ts
+                ch[j] = e.channel
+        idcol: npt.NDArray[Any] = ids
+        if big:  # ids beyond 64 bits: an object column (the engines refuse them; the oracle does not)
+            idcol = ids.astype(object)
+            for j, x in big:
+                idcol[j] = x
+        return EventBlock(kind, side, idcol, ts, _key_array(keys, kind), val, ch, end)
+
+
+def _key_array(keys: list[Any], kind: npt.NDArray[np.int8]) -> npt.NDArray[Any]:
+    if all(type(k) is int and -(1 << 63) <= k < (1 << 63) for k, t in zip(keys, kind.tolist(), strict=True)
+           if t == 0):
+        return np.array([0 if k is None else k for k in keys], dtype=np.int64)
+    out = np.empty(len(keys), dtype=object)
+    out[:] = keys
+    return out
+
+
+# ---------------------------------------------------------------------- checks shared by both formats
+
+
+STATS = {"fast": 0, "slow": 0}
+"""Blocks read by the fast path and by the per-line reader since the process started (for tests)."""
+
+
+def _slow(events: Iterator[Event]) -> Generator[EventBlock, None, EventBlock]:
+    """The per-line reader over one block: its events as a block, or -- on its error -- the events before the
+    error as a block (yielded), then the error (so a stream keeps its valid prefix, as with the per-line reader)."""
+    evs: list[Event] = []
+    try:
+        for e in events:
+            evs.append(e)
+    except InputError:
+        if evs:
+            yield EventBlock.from_events(evs)
+        raise
+    return EventBlock.from_events(evs)
+
+
+def refuse_text(chunk: bytes) -> bool:
+    """Text the fast path must not read: an explicit ``null`` (pyarrow reads it as an absent field)."""
+    return b"null" in chunk
+
+
+class _Doubt(Exception):
+    """The fast path cannot prove the block valid: read it with the per-line reader."""
+
+
+def _col(tb: pa.Table, name: str) -> pa.Array:
+    if name not in tb.column_names:
+        return pa.nulls(tb.num_rows)
+    c = tb.column(name)
+    return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+
+
+def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> EventBlock:
+    """The block of a table whose columns are the oij event columns; raises _Doubt when not proven valid.
+
+    ``absent_is_null``: JSONL, where a field a line does not have must be absent (null here); in
+    Parquet a row's cells that its type does not use are ignored, as the per-row reader does.
+    """
+    q = p.q
+    n = tb.num_rows
+    typ = _col(tb, "type")
+    if typ.null_count:
+        raise _Doubt
+    is_t = pc.equal(typ, "tuple").to_numpy(zero_copy_only=False)
+    is_w = pc.equal(typ, "watermark").to_numpy(zero_copy_only=False)
+    is_e = pc.equal(typ, "end").to_numpy(zero_copy_only=False)
+    if not bool((is_t | is_w | is_e).all()):
+        raise _Doubt
+    n_end = int(is_e.sum())
+    if n_end > 1 or (n_end == 1 and not is_e[-1]) or p.ended:
+        raise _Doubt
+    if is_w.any() and q.lateness is not None:
+        raise _Doubt
+    side, ids, ts, key, value, channel = (_col(tb, c) for c in ("side", "id", "ts", "key", "value", "channel"))
+
+    def valid(a: pa.Array) -> npt.NDArray[np.bool_]:
+        m: npt.NDArray[np.bool_] = a.is_valid().to_numpy(zero_copy_only=False)
+        return m
+
+    # required fields
+    if not bool(valid(side)[is_t].all() and valid(ids)[is_t].all() and valid(ts)[~is_e].all()
+                and valid(key)[is_t].all()):
+        raise _Doubt
+    if absent_is_null:
+        for a, allowed in ((side, is_t), (ids, is_t), (key, is_t), (value, is_t), (ts, ~is_e), (channel, ~is_e)):
+            if a.null_count < n and bool(valid(a)[~allowed].any()):
+                raise _Doubt
+    if not (pa.types.is_integer(ts.type) or pa.types.is_null(ts.type)):
+        raise _Doubt
+    if not (pa.types.is_integer(ids.type) or pa.types.is_null(ids.type)):
+        raise _Doubt
+    if not (pa.types.is_integer(channel.type) or pa.types.is_null(channel.type)):
+        raise _Doubt
+    if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
+        raise _Doubt
+    if pa.types.is_null(side.type):
+        isb = isp = np.zeros(n, np.bool_)
+    elif pa.types.is_string(side.type) or pa.types.is_large_string(side.type):
+        isb = pc.fill_null(pc.equal(side, "base"), False).to_numpy(zero_copy_only=False)
+        isp = pc.fill_null(pc.equal(side, "probe"), False).to_numpy(zero_copy_only=False)
+    else:
+        raise _Doubt
+    if not bool((isb | isp)[is_t].all()):
+        raise _Doubt
+    keep = ~is_e
+    tsn = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    if len(tsn) and not bool(((tsn >= -TS_LIMIT) & (tsn <= TS_LIMIT)).all()):
+        raise _Doubt
+    chn = pc.fill_null(channel, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    if len(chn) and not bool(((chn >= 0) & (chn < q.channels)).all()):
+        raise _Doubt
+    vals = pc.fill_null(pc.cast(value, pa.float64()), 0.0).to_numpy(zero_copy_only=False)[keep]
+    tk = is_t[keep]
+    vals = np.where(tk, vals, 0.0)
+    if len(vals) and not bool(np.isfinite(vals).all()):
+        raise _Doubt
+    idn = pc.fill_null(ids, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    if pa.types.is_integer(key.type):
+        keys: npt.NDArray[Any] = pc.fill_null(key, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    elif pa.types.is_string(key.type) or pa.types.is_large_string(key.type):
+        keys = np.asarray(key.to_numpy(zero_copy_only=False), dtype=object)[keep]
+    elif pa.types.is_null(key.type) and not tk.any():
+        keys = np.zeros(len(tk), np.int64)
+    else:
+        raise _Doubt
+    if not p.ids.add_many(idn[tk]):
+        raise _Doubt
+    if n_end:
+        p.ended = True
+    kind = np.where(tk, 0, 1).astype(np.int8)
+    sides = np.where(tk, np.where(isb[keep], 0, 1), -1).astype(np.int8)
+    return EventBlock(kind, sides, np.where(tk, idn, 0), tsn, keys, vals, np.where(tk | is_w[keep], chn, 0),
+                      bool(n_end))
+
+
+# ---------------------------------------------------------------------- oij-jsonl
+
+_SCHEMAS = {
+    kt: pa.schema([("type", pa.string()), ("side", pa.string()), ("id", pa.int64()), ("ts", pa.int64()),
+                   ("key", kt), ("value", pa.float64()), ("channel", pa.int64())])
+    for kt in (pa.int64(), pa.string())
+}
+
+
+def read_jsonl_blocks(stream: IO[bytes], path: str,
+                      block_bytes: int = BLOCK_BYTES) -> tuple[Query, Iterator[EventBlock]]:
+    """Read the query line now; return it and a lazy iterator of event blocks (module docstring)."""
+    q = read_query_line(stream, path)
+    return q, _jsonl_blocks(stream, path, q, block_bytes)
+
+
+def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int) -> Iterator[EventBlock]:
+    p = EventParser(q, path)
+    line = 1  # the last line read so far
+    rest = b""
+    key_types = [pa.int64(), pa.string()]
+    while True:
+        data = stream.read(block_bytes)
+        eof = not data
+        buf = rest + data
+        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        if not eof and cut == 0:
+            rest = buf  # a line longer than a block: keep reading
+            continue
+        chunk, rest = buf[:cut], buf[cut:]
+        if chunk:
+            lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast
+            blk = _fast_jsonl(chunk, lines, p, key_types)
+            if blk is None:
+                STATS["slow"] += 1
+                blk = yield from _slow(line_events(io.BytesIO(chunk), line, p))
+            else:
+                STATS["fast"] += 1
+            line += lines
+            if len(blk) or blk.end:
+                yield blk
+        if eof:
+            break
+    if not p.ended:
+        raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
+
+
+def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.DataType]) -> EventBlock | None:
+    if p.ended or refuse_text(chunk):
+        return None
+    # every line ends with "}" or "}\r" (the last one may lack its newline)
+    a = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(a == 10)
+    if not chunk.endswith(b"\n"):
+        ends = np.r_[ends, len(a)]
+    if len(ends) != lines:
+        return None
+    before = a[np.maximum(ends - 1, 0)]
+    cr = before == 13
+    if cr.any():
+        before = np.where(cr, a[np.maximum(ends - 2, 0)], before)
+    if not bool((before == 125).all()) or (len(ends) and ends[0] == 0):
+        return None
+    for kt in list(key_types):
+        try:
+            tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20),
+                              parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[kt],
+                                                            unexpected_field_behavior="error"))
+        except (pa.ArrowInvalid, UnicodeDecodeError):
+            continue
+        if kt != key_types[0]:
+            key_types.reverse()  # try this key type first next time
+        if tb.num_rows != lines:
+            return None
+        try:
+            return _check_table(tb, p, absent_is_null=True)
+        except _Doubt:
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------- Parquet
+
+
+def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock]]:
+    """The query and a lazy iterator of event blocks of an oij Parquet file (module docstring)."""
+    from oij.io.parquet import open_parquet, row_events
+
+    query, pf = open_parquet(path, q)
+
+    def gen() -> Iterator[EventBlock]:
+        p = EventParser(query, path)
+        row = 0
+        for batch in pf.iter_batches(batch_size=1 << 18):
+            tb = pa.Table.from_batches([batch])
+            try:
+                blk = _check_table(tb, p, absent_is_null=False)
+                STATS["fast"] += 1
+            except _Doubt:
+                STATS["slow"] += 1
+                blk = yield from _slow(row_events(batch, row, p, path))
+            row += batch.num_rows
+            if len(blk) or blk.end:
+                yield blk
+        if not p.ended:
+            raise InputError(path, row + 1, "type", "missing the last row of type 'end'")
+
+    return query, gen()
+
+
+def blocks_to_events(blocks: Iterator[EventBlock]) -> Iterator[Event]:
+    """The events of a block stream, in order."""
+    for b in blocks:
+        yield from b.events()
