@@ -133,7 +133,7 @@ def parquet_events(draw: st.DrawFn) -> tuple[Query, list[Any], str]:
     keys = draw(st.sampled_from(["int", "str"]))
     n = draw(st.integers(0, 40))
     rows: list[Any] = []
-    for i in range(n):
+    for _ in range(n):
         if draw(st.integers(0, 9)) == 0:
             rows.append(("watermark", None, None, draw(st.integers(-5, 50)), None, None, draw(st.integers(0, 1))))
         else:
@@ -162,7 +162,7 @@ def test_parquet_block_reader_reads_what_the_row_reader_reads(case: tuple[Query,
     q, rows, keys = case
     path = tmp_path_factory.mktemp("pq") / "e.parquet"
     sch = schema(pa.int64() if keys == "int" else pa.string()).with_metadata({META_KEY: format_query(q).encode()})
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(7)]
+    cols: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in range(7)]
     pq.write_table(pa.table({n: list(c) for n, c in zip(sch.names, cols, strict=True)}, schema=sch), path)
 
     def outcome(reader: Any) -> Outcome:
@@ -179,7 +179,8 @@ def test_parquet_block_reader_reads_what_the_row_reader_reads(case: tuple[Query,
 
 def test_parquet_round_trip_is_read_column_wise(tmp_path: Path) -> None:
     q = Query(-10, 0, channels=2)
-    events: list[Event] = [StreamTuple("base", i, i, i % 3, float(i), 0) for i in range(100)] + [Watermark(50, 1)]
+    events: list[Event] = [StreamTuple("base", i, i, i % 3, float(i), 0) for i in range(100)]
+    events.append(Watermark(50, 1))
     f = tmp_path / "e.parquet"
     write_parquet(str(f), q, [*events, End()], key_type="int")
     before = dict(blocks_mod.STATS)
