@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--out", default="memory.json", help="where the raw numbers go (default ./memory.json)")
     m.set_defaults(func=run_memory)
+    from oij.commands import peers
+
+    peers.register(bsub)
 
 
 def _workload(preset: str) -> Any:

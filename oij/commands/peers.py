@@ -1,0 +1,417 @@
+"""``oij bench peers``: oij's engines, the numpy floor, Flink and Spark on the same workload, the same pairs.
+
+Method (docs/results.rst has the write-up and the table):
+
+* a workload is generated once per run (``--events`` tuples, 100 keys, uniform and Zipf-skewed; nothing
+  late, so every system's exact result is the batch join) and written as oij-jsonl, Parquet and, for
+  the JVM peers, a CSV of ``side,id,ts,key`` (oij's time units read as ms); writing them is not timed;
+* every system is one process, timed by wall clock from start to exit, reading a file and writing its
+  pairs to a file: ``oij join``, ``oij run`` for every pattern at 1 and 2 replicas, the numpy floor
+  (:mod:`reference.batchjoin`: columnar read, sort + searchsorted, column-wise write), Flink's
+  DataStream intervalJoin (Java, :mod:`oij.flink.peers`) at parallelism 1 and 2, Flink SQL's interval join
+  (PyFlink) and Spark Structured Streaming's stream-stream join (pyspark, ``local[2]``);
+* repetitions are interleaved (every system once, then again), the median is reported;
+* every system's pairs are compared, as a multiset, with ``oij join``'s: a system that differs is
+  reported (``same`` false), never dropped;
+* a peer that is not installed (no PyFlink, no JDK) is reported as skipped, with the reason.
+
+The JSON (``--out``) holds the machine, every time, the pair counts and the goal ratios of issue 14;
+``--docs DIR`` also writes ``peers-table.rst`` and ``peers.png``/``peers.svg`` there.
+
+``python -m oij.commands.peers floor FILE OUT`` is the numpy floor's program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from oij.commands.common import UsageError
+from oij.io.atomic import write_text
+
+PATTERNS = ("kp", "dp", "hp", "key", "scale")
+WORKLOADS = {
+    "uniform": {"keys": 100, "key_dist": "uniform"},
+    "zipf": {"keys": 100, "key_dist": "zipf", "skew": 1.0},
+}
+BASE = {"rate": 100_000.0, "delay_max": 500, "lateness": 500, "lower": -1000, "upper": 0, "aggregate": None}
+"""Issue 14's workload: 10^6 + 10^6 tuples over 10^7 time units, delays in [0, 500], window [-1000, 0]."""
+
+PEERS = ("flink-ds", "flink-sql", "spark-ss")
+
+
+def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = bsub.add_parser("peers", help="oij's engines vs the numpy floor, Flink and Spark on one workload")
+    p.add_argument("--quick", action="store_true", help="20,000 tuples, one repetition, 2 replicas only (CI smoke)")
+    p.add_argument("--events", type=int, default=2_000_000, help="tuples per workload (default 2,000,000)")
+    p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (median reported)")
+    p.add_argument("--workloads", default="uniform,zipf", help="comma-separated: uniform, zipf")
+    p.add_argument("--skip", default="", help="comma-separated system names to leave out (e.g. flink-sql)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", default="peers.json", help="where the raw numbers go (default ./peers.json)")
+    p.add_argument("--docs", default=None, help="also write peers-table.rst and peers.png/.svg to this directory")
+    p.set_defaults(func=run_peers)
+
+
+@dataclass
+class System:
+    name: str
+    fmt: str  # jsonl | parquet | csv
+    argv: list[str]  # with {IN} and {OUT} placeholders
+    kind: str  # oij | floor | peer
+    out_format: str  # jsonl | csv
+
+
+def _systems(quick: bool, lower: int, upper: int, lateness: int, cache: Path, skip: set[str]
+             ) -> tuple[list[System], dict[str, str]]:
+    from oij.flink.peers import datastream_command, flink_lib
+
+    py = [sys.executable]
+    out: list[System] = []
+    skipped: dict[str, str] = {}
+    reps = (2,) if quick else (1, 2)
+    for fmt in ("jsonl", "parquet"):
+        out.append(System(f"oij join [{fmt}]", fmt, [*py, "-m", "oij.cli", "join", "{IN}", "-o", "{OUT}"], "oij",
+                          "jsonl"))
+        for pat in PATTERNS:
+            for r in reps if fmt == "jsonl" else (2,):
+                out.append(System(f"oij run {pat} x{r} [{fmt}]", fmt,
+                                  [*py, "-m", "oij.cli", "run", "--pattern", pat, "--replicas", str(r), "{IN}",
+                                   "-o", "{OUT}"], "oij", "jsonl"))
+        out.append(System(f"numpy floor [{fmt}]", fmt, [*py, "-m", "oij.commands.peers", "floor", "{IN}", "{OUT}"],
+                          "floor", "jsonl"))
+    bounds = [str(lower), str(upper), str(lateness)]
+    ds = datastream_command(cache)
+    if ds is None:
+        skipped["flink-ds"] = "needs PyFlink (pip install 'oij[flink]') and a JDK (javac, java)"
+    else:
+        for par in reps:
+            out.append(System(f"flink-ds x{par} [csv]", "csv", [*ds, "{IN}", "{OUT}", str(par), *bounds], "peer",
+                              "csv"))
+    if flink_lib() is None:
+        skipped["flink-sql"] = "needs PyFlink (pip install 'oij[flink]')"
+    else:
+        out.append(System("flink-sql x2 [csv]", "csv", [*py, "-m", "oij.flink.peers", "sql", "{IN}", "{OUT}", "2",
+                                                         *bounds], "peer", "csv"))
+    if shutil.which("java") is None:
+        skipped["spark-ss"] = "needs Java 17 (see the README)"
+    else:
+        out.append(System("spark-ss x2 [csv]", "csv", [*py, "-m", "oij.spark.peers", "{IN}", "{OUT}", "2", *bounds],
+                          "peer", "csv"))
+    keep = [s for s in out if not any(s.name.startswith(k) for k in skip)]
+    for k in skip:
+        if k:
+            skipped[k] = "--skip"
+    return keep, skipped
+
+
+# ---------------------------------------------------------------------- inputs and outputs
+
+
+def _write_inputs(d: Path, name: str, params: Any, events: int, seed: int) -> dict[str, Path]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from oij.io.blocks import read_parquet_blocks
+    from oij.workloads import write_workload
+
+    paths = {"jsonl": d / f"{name}.jsonl", "parquet": d / f"{name}.parquet", "csv": d / f"{name}.csv"}
+    write_workload(str(paths["jsonl"]), params, events, seed)
+    write_workload(str(paths["parquet"]), params, events, seed)
+    _q, blocks = read_parquet_blocks(str(paths["parquet"]))
+    with pa.OSFile(str(paths["csv"]), "wb") as sink:
+        w = None
+        for b in blocks:
+            t = b.kind == 0
+            tb = pa.table({"side": b.side[t].astype(np.int64), "id": b.id[t], "ts": b.ts[t],
+                           "key": np.asarray(b.key[t], dtype=np.int64)})
+            if w is None:
+                w = pcsv.CSVWriter(sink, tb.schema, write_options=pcsv.WriteOptions(include_header=False))
+            w.write_table(tb)
+        if w is not None:
+            w.close()
+    return paths
+
+
+def _read_pairs(path: Path, fmt: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.json as pj
+
+    if path.stat().st_size == 0:
+        z = np.empty(0, np.int64)
+        return z, z
+    if fmt == "csv":
+        tb = pcsv.read_csv(str(path), read_options=pcsv.ReadOptions(column_names=["a", "b"]),
+                           convert_options=pcsv.ConvertOptions(column_types={"a": pa.int64(), "b": pa.int64()}))
+        return tb["a"].to_numpy(), tb["b"].to_numpy()
+    tb = pj.read_json(str(path), parse_options=pj.ParseOptions(explicit_schema=pa.schema(
+        [("type", pa.string()), ("base", pa.int64()), ("probe", pa.int64()), ("id", pa.int64())])))
+    pairs = tb.filter(pa.compute.equal(tb["type"], "pair"))
+    return pairs["base"].to_numpy(zero_copy_only=False), pairs["probe"].to_numpy(zero_copy_only=False)
+
+
+def _digest(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, str]:
+    order = np.lexsort((b, a))
+    h = hashlib.sha256(np.ascontiguousarray(a[order]).tobytes() + np.ascontiguousarray(b[order]).tobytes())
+    return len(a), h.hexdigest()[:16]
+
+
+def describe_machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    with contextlib.suppress(ValueError, OSError):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    java = ""
+    if shutil.which("java"):
+        r = subprocess.run(["java", "-version"], capture_output=True, text=True)
+        java = (r.stderr or r.stdout).splitlines()[0] if (r.stderr or r.stdout) else ""
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_bytes": mem, "python": platform.python_version(),
+            "platform": platform.platform(), "java": java, "load_avg": list(os.getloadavg())}
+
+
+# ---------------------------------------------------------------------- the experiment
+
+
+def run_peers(args: argparse.Namespace) -> int:
+    from oij.workloads import resolve, with_overrides
+
+    events = 20_000 if args.quick and args.events == 2_000_000 else args.events
+    repeat = 1 if args.quick else args.repeat
+    names = [w for w in args.workloads.split(",") if w]
+    for w in names:
+        if w not in WORKLOADS:
+            raise UsageError(f"--workloads: unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
+    if events < 1 or repeat < 1:
+        raise UsageError("--events and --repeat must be >= 1")
+    skip = {s for s in args.skip.split(",") if s}
+    result: dict[str, Any] = {"experiment": "peers", "events": events, "repeat": repeat, "quick": args.quick,
+                              "machine": describe_machine(), "workloads": {}}
+    with tempfile.TemporaryDirectory(prefix="oij-peers-") as tmp:
+        d = Path(tmp)
+        for wname in names:
+            params = with_overrides(replace(resolve("scale-oij-default"), description="", source=""),
+                                    {**BASE, **WORKLOADS[wname]})
+            paths = _write_inputs(d, wname, params, events, args.seed)
+            systems, skipped = _systems(args.quick, params.lower, params.upper, params.lateness,
+                                        Path(tempfile.gettempdir()) / "oij-flink-classes", skip)
+            times: dict[str, list[float]] = {s.name: [] for s in systems}
+            failures: dict[str, str] = {}
+            for rep in range(repeat):
+                for s in systems:
+                    if s.name in failures:
+                        continue
+                    out = d / "out"
+                    argv = [str(paths[s.fmt]) if x == "{IN}" else str(out) if x == "{OUT}" else x for x in s.argv]
+                    t0 = time.perf_counter()
+                    r = subprocess.run(argv, capture_output=True, text=True)
+                    wall = time.perf_counter() - t0
+                    print(f"[{wname} {rep + 1}/{repeat}] {s.name}: {wall:.2f} s" + ("" if r.returncode == 0 else
+                          f" FAILED (exit {r.returncode})"), file=sys.stderr)
+                    if r.returncode != 0:
+                        failures[s.name] = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
+                        continue
+                    times[s.name].append(wall)
+                    if rep == 0:
+                        a, b = _read_pairs(out, s.out_format)
+                        result.setdefault("_digests", {})[f"{wname}/{s.name}"] = _digest(a, b)
+            result["workloads"][wname] = _summarise(wname, params, systems, times, failures, skipped,
+                                                     result.get("_digests", {}), events)
+    result.pop("_digests", None)
+    result["goals"] = goals(result)
+    write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(format_table(result))
+    if args.docs:
+        render_docs(result, Path(args.docs))
+    return 0
+
+
+def _summarise(wname: str, params: Any, systems: list[System], times: dict[str, list[float]],
+               failures: dict[str, str], skipped: dict[str, str], digests: dict[str, tuple[int, str]],
+               events: int) -> dict[str, Any]:
+    ref = digests.get(f"{wname}/oij join [jsonl]")
+    rows: list[dict[str, Any]] = []
+    for s in systems:
+        ts = times.get(s.name, [])
+        dg = digests.get(f"{wname}/{s.name}")
+        med = statistics.median(ts) if ts else None
+        rows.append({"system": s.name, "kind": s.kind, "input": s.fmt, "times_s": ts, "median_s": med,
+                     "tuples_per_s": events / med if med else None, "pairs": dg[0] if dg else None,
+                     "digest": dg[1] if dg else None, "same": (dg == ref) if dg and ref else None,
+                     "failed": failures.get(s.name)})
+    peers = [r["median_s"] for r in rows if r["kind"] == "peer" and r["median_s"] and r["same"]]
+    fastest = min(peers) if peers else None
+    for r in rows:
+        r["vs_fastest_peer"] = fastest / r["median_s"] if fastest and r["median_s"] else None
+    return {"params": {k: getattr(params, k) for k in ("keys", "key_dist", "skew", "rate", "delay_max", "lateness",
+                                                       "lower", "upper")},
+            "rows": rows, "skipped": skipped, "fastest_peer_s": fastest}
+
+
+def _median(w: dict[str, Any], name: str) -> float | None:
+    for r in w["rows"]:
+        if r["system"] == name:
+            m: float | None = r["median_s"]
+            return m
+    return None
+
+
+def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 14's goals as measured ratios (None where a system did not run)."""
+    out: list[dict[str, Any]] = []
+
+    def add(what: str, num: float | None, den: float | None, target: float, workload: str) -> None:
+        ratio = num / den if num and den else None
+        out.append({"goal": what, "workload": workload, "ratio": ratio, "target": target,
+                    "met": None if ratio is None else ratio >= target})
+
+    for wname, w in result["workloads"].items():
+        pats = {p: _median(w, f"oij run {p} x2 [jsonl]") for p in PATTERNS}
+        best = min((v for v in pats.values() if v), default=None)
+        pq = [v for p in PATTERNS if (v := _median(w, f"oij run {p} x2 [parquet]"))]
+        best_pq = min(pq) if pq else None
+        ds2 = _median(w, "flink-ds x2 [csv]")
+        join = _median(w, "oij join [jsonl]")
+        add("KP time / HP time at 2 replicas (HP within 1.3x of KP: >= 1/1.3)", pats["kp"], pats["hp"], 1 / 1.3, wname)
+        add("oij join / best pattern at 2 replicas, jsonl", join, best, 1.5, wname)
+        add("KP x1 / KP x2, jsonl", _median(w, "oij run kp x1 [jsonl]"), pats["kp"], 1.6, wname)
+        add("Flink DataStream x2 / oij join, jsonl", ds2, join, 2.5, wname)
+        add("Flink DataStream x2 / best pattern x2, jsonl", ds2, best, 4.0, wname)
+        add("Flink DataStream x2 / best pattern x2, Parquet", ds2, best_pq, 10.0, wname)
+    return out
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = []
+    for wname, w in result["workloads"].items():
+        lines.append(f"workload {wname} ({result['events']:,} tuples, median of {result['repeat']})")
+        lines.append(f"{'system':<28}{'wall s':>9}{'tuples/s':>12}{'vs fastest peer':>17}{'pairs':>11}  same")
+        for r in w["rows"]:
+            med = r["median_s"]
+            wall = f"{med:.2f}" if med else "failed"
+            tps = f"{r['tuples_per_s']:,.0f}" if med else "-"
+            vs = f"{r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "-"
+            pairs = f"{r['pairs']:,}" if r["pairs"] is not None else "-"
+            same = "yes" if r["same"] else "NO" if r["same"] is False else "-"
+            lines.append(f"{r['system']:<28}{wall:>9}{tps:>12}{vs:>17}{pairs:>11}  {same}")
+        for k, why in w["skipped"].items():
+            lines.append(f"{k:<28}skipped: {why}")
+    lines.append("goals (ratio >= target):")
+    for g in result["goals"]:
+        ratio = "-" if g["ratio"] is None else f"{g['ratio']:.2f}"
+        lines.append(f"  [{g['workload']}] {g['goal']}: {ratio} (target {g['target']:.2f}) "
+                     f"{'met' if g['met'] else 'NOT met' if g['met'] is False else ''}")
+    return "\n".join(lines)
+
+
+def render_docs(result: dict[str, Any], d: Path) -> None:
+    """``peers-table.rst`` (list tables) and ``peers.png``/``peers.svg`` (bars of the median wall times)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oij.io.atomic import atomic_path
+
+    d.mkdir(parents=True, exist_ok=True)
+    m = result["machine"]
+    rst = [f".. Generated by oij bench peers --docs; {result['events']:,} tuples, median of {result['repeat']}.", ""]
+    rst.append(f"Machine: {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), "
+               f"{(m['memory_bytes'] or 0) / 2**30:.0f} GiB, Python {m['python']}, {m['java'] or 'no Java'}; "
+               f"load average at the start {m['load_avg'][0]:.2f}.")
+    rst.append("")
+    for wname, w in result["workloads"].items():
+        rst += [f".. list-table:: {wname} keys: {result['events']:,} tuples", "   :header-rows: 1", "",
+                "   * - system", "     - wall s", "     - tuples/s", "     - vs fastest peer", "     - pairs",
+                "     - same pairs"]
+        for r in w["rows"]:
+            med = r["median_s"]
+            rst += [f"   * - {r['system']}", f"     - {med:.2f}" if med else "     - failed",
+                    f"     - {r['tuples_per_s']:,.0f}" if med else "     - -",
+                    f"     - {r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "     - -",
+                    f"     - {r['pairs']:,}" if r["pairs"] is not None else "     - -",
+                    "     - yes" if r["same"] else ("     - **no**" if r["same"] is False else "     - -")]
+        rst.append("")
+    rst += [".. list-table:: goals of issue 14 (measured ratio, target)", "   :header-rows: 1", "",
+            "   * - goal", "     - workload", "     - ratio", "     - target", "     - met"]
+    for g in result["goals"]:
+        rst += [f"   * - {g['goal']}", f"     - {g['workload']}",
+                "     - -" if g["ratio"] is None else f"     - {g['ratio']:.2f}", f"     - {g['target']:.2f}",
+                "     - yes" if g["met"] else ("     - **no**" if g["met"] is False else "     - -")]
+    write_text(str(d / "peers-table.rst"), "\n".join(rst) + "\n")
+    fig, axes = plt.subplots(1, len(result["workloads"]), figsize=(7 * len(result["workloads"]), 7), squeeze=False)
+    for ax, (wname, w) in zip(axes[0], result["workloads"].items(), strict=True):
+        rows = [r for r in w["rows"] if r["median_s"]]
+        colors = {"oij": "tab:blue", "floor": "tab:green", "peer": "tab:orange"}
+        ax.barh([r["system"] for r in rows], [r["median_s"] for r in rows], color=[colors[r["kind"]] for r in rows])
+        ax.invert_yaxis()
+        ax.set_xlabel("wall seconds, end to end (file in, pairs out)")
+        ax.set_title(f"{wname} keys, {result['events']:,} tuples")
+    fig.suptitle(f"oij bench peers on {m['cores']} cores ({m['cpu'] or 'unknown CPU'})", fontsize=9)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        with atomic_path(str(d / f"peers.{ext}")) as tmp:
+            fig.savefig(tmp, format=ext, dpi=90)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------- the numpy floor program
+
+
+def floor(path: str, out: str) -> None:
+    """Read ``path`` column-wise, join with :func:`reference.batchjoin.compute_pair_columns`, write the pairs."""
+    from oij.io import open_blocks
+    from oij.io.atomic import atomic_text
+    from oij.io.jsonl import canonical_pair_order, write_pairs
+    from reference.batchjoin import compute_pair_columns
+    from spec.match import lower_offset, upper_offset
+
+    q, blocks, f = open_blocks(path)
+    try:
+        bl = [b for b in blocks if len(b)]
+    finally:
+        if f is not None:
+            f.close()
+    kind = np.concatenate([b.kind for b in bl])
+    t = kind == 0
+    side = np.concatenate([b.side for b in bl])[t]
+    ids = np.concatenate([np.asarray(b.id, np.int64) for b in bl])[t]
+    ts = np.concatenate([b.ts for b in bl])[t]
+    _, key = np.unique(np.concatenate([b.key for b in bl])[t], return_inverse=True)
+    key = key.reshape(-1).astype(np.int64)
+    isb = side == 0
+    a, b = compute_pair_columns(ids[isb], key[isb], ts[isb], ids[~isb], key[~isb], ts[~isb], lower_offset(q),
+                                upper_offset(q))
+    null = np.zeros(len(a), np.bool_)
+    order = canonical_pair_order(a, b, null)
+    with atomic_text(out) as o:
+        write_pairs(o, a[order], b[order], null[order])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] != "floor":
+        raise SystemExit("usage: python -m oij.commands.peers floor FILE OUT")
+    floor(sys.argv[2], sys.argv[3])
