@@ -14,6 +14,6 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "undoc-members": False}
 nitpicky = False
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated/*.rst"]
 html_theme = "alabaster"
 suppress_warnings = ["ref.python"]

@@ -54,6 +54,10 @@ BASE = {"rate": 100_000.0, "delay_max": 500, "lateness": 500, "lower": -1000, "u
 """Issue 14's workload: 10^6 + 10^6 tuples over 10^7 time units, delays in [0, 500], window [-1000, 0]."""
 
 PEERS = ("flink-ds", "flink-sql", "spark-ss")
+PART_ROWS = 40_000
+"""Rows per micro-batch file for Spark.  One file of 2x10^6 rows is one micro-batch in which Spark keeps every
+row of a key in its join state and compares each new row with all of them: 10^4 rows per key and side on
+the bench's workload, so 2x10^10 comparisons (it ran for over 10 CPU minutes before we stopped it)."""
 
 
 def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +76,7 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 @dataclass
 class System:
     name: str
-    fmt: str  # jsonl | parquet | csv
+    fmt: str  # jsonl | parquet | csv | csv-parts (a directory of CSV files, one per micro-batch)
     argv: list[str]  # with {IN} and {OUT} placeholders
     kind: str  # oij | floor | peer
     out_format: str  # jsonl | csv
@@ -112,8 +116,8 @@ def _systems(quick: bool, lower: int, upper: int, lateness: int, cache: Path, sk
     if shutil.which("java") is None:
         skipped["spark-ss"] = "needs Java 17 (see the README)"
     else:
-        out.append(System("spark-ss x2 [csv]", "csv", [*py, "-m", "oij.spark.peers", "{IN}", "{OUT}", "2", *bounds],
-                          "peer", "csv"))
+        out.append(System("spark-ss x2 [csv]", "csv-parts", [*py, "-m", "oij.spark.peers", "{IN}", "{OUT}", "2",
+                                                               *bounds], "peer", "csv"))
     keep = [s for s in out if not any(s.name.startswith(k) for k in skip)]
     for k in skip:
         if k:
@@ -146,6 +150,17 @@ def _write_inputs(d: Path, name: str, params: Any, events: int, seed: int) -> di
             w.write_table(tb)
         if w is not None:
             w.close()
+    # Spark's file source takes one file per micro-batch: parts of at most PART_ROWS rows, mtimes in arrival
+    # order, so that its watermark moves (and its state is evicted) between batches as in a stream
+    parts = paths["csv-parts"] = d / f"{name}.parts"
+    parts.mkdir()
+    with paths["csv"].open("rb") as f:
+        lines = f.readlines()
+    now = time.time() - len(lines) // PART_ROWS - 10
+    for i in range(0, max(len(lines), 1), PART_ROWS):
+        part = parts / f"part-{i // PART_ROWS:05d}.csv"
+        part.write_bytes(b"".join(lines[i: i + PART_ROWS]))
+        os.utime(part, (now + i // PART_ROWS, now + i // PART_ROWS))
     return paths
 
 
@@ -197,8 +212,6 @@ def describe_machine() -> dict[str, Any]:
 
 
 def run_peers(args: argparse.Namespace) -> int:
-    from oij.workloads import resolve, with_overrides
-
     events = 20_000 if args.quick and args.events == 2_000_000 else args.events
     repeat = 1 if args.quick else args.repeat
     names = [w for w in args.workloads.split(",") if w]
@@ -213,8 +226,7 @@ def run_peers(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="oij-peers-") as tmp:
         d = Path(tmp)
         for wname in names:
-            params = with_overrides(replace(resolve("scale-oij-default"), description="", source=""),
-                                    {**BASE, **WORKLOADS[wname]})
+            params = _params_for(wname)
             paths = _write_inputs(d, wname, params, events, args.seed)
             systems, skipped = _systems(args.quick, params.lower, params.upper, params.lateness,
                                         Path(tempfile.gettempdir()) / "oij-flink-classes", skip)
@@ -247,6 +259,19 @@ def run_peers(args: argparse.Namespace) -> int:
     if args.docs:
         render_docs(result, Path(args.docs))
     return 0
+
+
+def _params_for(wname: str) -> Any:
+    from oij.workloads import resolve, with_overrides
+
+    plain = replace(resolve("scale-oij-default"), description="", source="")
+    return with_overrides(plain, {**BASE, **WORKLOADS[wname]})
+
+
+def flink_available() -> bool:
+    from oij.flink.peers import flink_lib
+
+    return flink_lib() is not None
 
 
 def _summarise(wname: str, params: Any, systems: list[System], times: dict[str, list[float]],
