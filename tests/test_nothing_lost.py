@@ -272,11 +272,14 @@ def test_a_signal_while_writing_leaves_the_old_target(cmd: str, sig: str, worklo
         p.send_signal(getattr(signal, sig))
         _out, err = p.communicate(timeout=60)
         assert "Traceback" not in err, err
-        if p.returncode != 0:
+        late = p.returncode == -getattr(signal, sig) and "oij: wrote" in err
+        if p.returncode != 0 and not late:
             interrupted += 1
             assert p.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig], (p.returncode, err)
             assert target.read_bytes() == old
-        else:  # it finished first: then the target is the whole new output
+        else:
+            # it finished first -- or the signal came after the work was done and oij's handler was gone, so
+            # the default action ended the process: either way the target is the whole new output
             assert target.read_bytes() != old and target.read_bytes().endswith(b"\n")
         assert _tmp_files(tmp_path) == []
         assert _segments(p.pid) == []
