@@ -18,7 +18,7 @@ from oij.commands.common import (
 )
 from oij.io.atomic import write_text
 from oij.io.errors import InputError
-from oij.io.jsonl import canonical_pair_order, pair_columns, result_lines, write_pairs
+from oij.io.jsonl import result_lines, write_results
 from reference.oracle import Oracle
 from spec.batch import Results
 from spec.model import StreamTuple, Watermark
@@ -115,14 +115,7 @@ def _write_stats(o: Oracle, events: int, path: str) -> None:
 
 def _finish(o: Oracle, out: IO[str], canonical: bool) -> None:
     if canonical:
-        cols = pair_columns(o.pairs) if not o.aggregates and len(o.pairs) > 1024 else None
-        if cols is not None:  # sorted and formatted column-wise: the same bytes as result_lines(o.results())
-            a, b, null = cols
-            order = canonical_pair_order(a, b, null)
-            write_pairs(out, a[order], b[order], null[order])
-            out.writelines(result_lines(Results([], [], sorted(o.late))))
-        else:
-            out.writelines(result_lines(o.results()))
+        write_results(out, Results(o.pairs, o.aggregates, o.late))
     else:
         _drain(o, out)
     out.flush()

@@ -488,10 +488,13 @@ def write_pairs(out: IO[str], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
 
 
 def write_results(out: IO[str], res: Results) -> None:
-    """``out.writelines(result_lines(res))``, with the pair lines formatted column-wise (same bytes)."""
+    """``out.writelines(result_lines(res.canonical()))``: every part in canonical order, the pair lines sorted
+    and formatted column-wise when there are many (the same bytes).  ``res`` need not be sorted."""
     cols = pair_columns(res.pairs) if len(res.pairs) > 1024 else None
     if cols is None:
-        out.writelines(result_lines(res))
+        out.writelines(result_lines(res.canonical()))
         return
-    write_pairs(out, *cols)
-    out.writelines(result_lines(Results([], res.aggregates, res.late)))
+    a, b, null = cols
+    order = canonical_pair_order(a, b, null)
+    write_pairs(out, a[order], b[order], null[order])
+    out.writelines(result_lines(Results([], res.aggregates, res.late).canonical()))
