@@ -212,11 +212,7 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
         for a, allowed in ((side, is_t), (ids, is_t), (key, is_t), (value, is_t), (ts, ~is_e), (channel, ~is_e)):
             if a.null_count < n and bool(valid(a)[~allowed].any()):
                 raise _Doubt
-    if not (pa.types.is_integer(ts.type) or pa.types.is_null(ts.type)):
-        raise _Doubt
-    if not (pa.types.is_integer(ids.type) or pa.types.is_null(ids.type)):
-        raise _Doubt
-    if not (pa.types.is_integer(channel.type) or pa.types.is_null(channel.type)):
+    if not all(pa.types.is_integer(a.type) or pa.types.is_null(a.type) for a in (ts, ids, channel)):
         raise _Doubt
     if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
         raise _Doubt
