@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "oij.commands.vectors",
     "oij.commands.adapter",
     "oij.commands.prove",
+    "oij.commands.explain",
 )
 
 

@@ -53,6 +53,10 @@ def test_every_wrong_implementation_is_caught_with_a_small_case(
     m = re.search(r"minimal case of (\d+) events", out)
     assert m is not None and int(m.group(1)) <= 10, out
     assert "expected (canonical)" in out
+    # the picture of the counterexample is drawn beside it (oij explain's timeline, the differences marked)
+    svg = replay.with_suffix(".svg").read_text()
+    assert svg.startswith("<svg") and ('stroke="#c0262d" stroke-width="1.5" stroke-dasharray' in svg
+                                       or 'stroke-dasharray="2,2"' in svg or "problem" in out), out
     # the replay file reproduces the failure, and the correct toy passes it
     assert main(["conform", "--replay", str(replay), "--", *toy(bug)]) == 1
     assert main(["conform", "--replay", str(replay), "--", *toy()]) == 0

@@ -10,6 +10,7 @@ conforms, with the number of cases and the situations exercised.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 from oij.commands.common import UsageError
@@ -98,6 +99,13 @@ def run(args: argparse.Namespace) -> int:
           f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)\n")
     print(f.report)
     write_text(args.replay_out, f.case.to_jsonl())
+    if profile is CANONICAL:
+        from oij.testing._explain import explain, explain_svg
+
+        svg = os.path.splitext(args.replay_out)[0] + ".svg"
+        write_text(svg, explain_svg(f.case.query, explain(f.case.query, f.case.events), f.got,
+                                    f"counterexample ({f.kind}): {' '.join(cmd)}"))
+        print(f"\npicture of the case (oracle's rows; missing dashed red, unexpected dashed purple): {svg}")
     how = f"--adapter {args.adapter}" if args.adapter is not None else f"-- {' '.join(cmd)}"
     print(f"\nreplay: oij conform --replay {args.replay_out} {how}")
     if profile is CANONICAL:

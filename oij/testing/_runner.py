@@ -49,6 +49,7 @@ class Failure:
     case: Case
     report: str
     kind: str  # mismatch, protocol, crash, hang
+    got: Results | None = None  # what the implementation produced (restricted to its features), if it ran
 
 
 @dataclass
@@ -117,7 +118,7 @@ def judge(case: Case, outcome: Outcome, profile: Profile, features: Iterable[str
     diff = compare(expected, got)
     if not diff:
         return None
-    return Failure(case, render(case, expected, got, diff, profile=profile), "mismatch")
+    return Failure(case, render(case, expected, got, diff, profile=profile), "mismatch", got)
 
 
 class _Found(Exception):
