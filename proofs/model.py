@@ -32,9 +32,9 @@ The first violation found is at minimal depth (BFS), so its path is a
 shortest counterexample; :func:`format_trace` prints it and
 :func:`draw_sequence` draws it as a sequence diagram.
 
-Shared with the engines, not copied: the routing (:class:`parallel.runtime.
-emitter.Router`: destinations, owners, epochs, batches) and the collectors'
-decision functions (``deliver`` of the classes in
+Shared with the engines, not copied: the routing
+(:class:`~parallel.runtime.emitter.Router`: destinations, owners, epochs,
+batches) and the collectors' decision functions (``deliver`` of the classes in
 :mod:`parallel.runtime.collector`, run on the model's queues).  Modelled:
 the channels (FIFO, as the rings are), the replica's join step (probe the
 stored opposite side of the key, then store iff owner; the engines' numpy
@@ -123,7 +123,8 @@ class Protocol:
 
 
 def build_protocol(d: Design) -> Protocol:
-    """Route the design's input with the engines' :class:`Router` into per-emitter send lists."""
+    """Route the design's input with the engines' :class:`~parallel.runtime.emitter.Router` into per-emitter
+    send lists."""
     q = Query(0, 0)
     tuples = [StreamTuple(cast(Side, side), i, 0, key, 0.0) for i, (side, key) in enumerate(d.tuples, 1)]
     r = Router(q, d.pattern, d.replicas, d.emitters, batch=1)

@@ -10,7 +10,7 @@ row per base tuple, :math:`(a.id, \mathit{count}, \mathit{value})` as in
 :mod:`spec.aggregate` (a left join then changes nothing: every base tuple
 already has its row).
 
-Results are compared as multisets; :class:`Results` keeps each part sorted
+Results are compared as multisets; :class:`~spec.batch.Results` keeps each part sorted
 (the *canonical order*) so that equal multisets compare equal as lists.
 """
 

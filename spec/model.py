@@ -83,7 +83,7 @@ class Watermark(NamedTuple):
     r"""A watermark of channel ``channel``: no later tuple of that channel has ``ts < self.ts``.
 
     Watermarks of one channel may regress; a regression is ignored because the
-    per-channel watermark is a running maximum (:func:`spec.watermark.channel_watermarks`).
+    per-channel watermark is a running maximum (:func:`spec.watermark.on_watermark`).
     """
 
     ts: int

@@ -3,7 +3,7 @@ r"""Semantic profiles: the deliberate differences of real systems, as named para
 The canonical semantics (:mod:`spec.stream`) is one point in a small space.
 Real systems choose other points on purpose; a :class:`Profile` names one, and
 :func:`compute_profile_result` computes the result of a complete stream under
-it, by simulating an operator step by step.  Under :data:`CANONICAL` it equals
+it, by simulating an operator step by step.  Under :data:`spec.profiles.CANONICAL` it equals
 :func:`spec.stream.compute_stream_result` (tested against the oracle).
 
 The parameters, with E the arrival sequence, :math:`W_k` the watermark after
@@ -76,7 +76,7 @@ class Profile:
     end_flush: bool = True
 
     def differences(self) -> list[str]:
-        """The parameters where this profile differs from :data:`CANONICAL`, as ``name=value`` strings."""
+        """The parameters where this profile differs from :data:`spec.profiles.CANONICAL`, as ``name=value`` strings."""
         out = []
         for f in ("late_rule", "channel_combine", "side_combine", "lag", "late_tuples", "purge", "end_flush"):
             if getattr(self, f) != getattr(CANONICAL, f):
@@ -87,6 +87,7 @@ class Profile:
 CANONICAL = Profile("canonical", "this specification (WindFlow, PPOIJ, Scale-OIJ)",
                     "late iff ts < W, W = min over channels (or max ts - l over both inputs), per-event cadence, "
                     "late tuples reported, state kept until W passes it, pending rows flushed at the end")
+"""This specification's semantics as a profile: every parameter at its default."""
 
 PROFILES: dict[str, Profile] = {p.name: p for p in [
     CANONICAL,
@@ -132,7 +133,7 @@ def get_profile(name: str) -> Profile:
 
 
 def custom_profile(**params: Any) -> Profile:
-    """A profile with the given parameters on top of :data:`CANONICAL` (name ``custom``)."""
+    """A profile with the given parameters on top of :data:`spec.profiles.CANONICAL` (name ``custom``)."""
     return replace(CANONICAL, name="custom", system="custom", summary="custom", **params)
 
 

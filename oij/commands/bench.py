@@ -61,9 +61,90 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--out", default="memory.json", help="where the raw numbers go (default ./memory.json)")
     m.set_defaults(func=run_memory)
+    o.add_argument("--quick", action="store_true", help="20,000 tuples, one run, one memory size (CI smoke)")
+    m.add_argument("--quick", action="store_true", help="20,000 tuples, join and kp only (CI smoke)")
     from oij.commands import peers
 
     peers.register(bsub)
+    from oij.bench import experiments
+
+    ls = bsub.add_parser("list", help="every experiment, with the figure it reproduces")
+    ls.set_defaults(func=run_list)
+    pl = bsub.add_parser("plot", help="redraw NAME.png and NAME.svg from every NAME.json in DIR")
+    pl.add_argument("dir", help="a directory of raw results (oij bench EXPERIMENT --out DIR)")
+    pl.add_argument("--to", default=None, help="where the plots go (default: DIR)")
+    pl.set_defaults(func=run_plot)
+    for e in experiments().values():
+        x = bsub.add_parser(e.name, help=f"{e.figure}: {e.title}")
+        size = x.add_mutually_exclusive_group()
+        size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                          help="a few thousand tuples, 2 replicas (CI smoke)")
+        size.add_argument("--full", dest="size", action="store_const", const="full",
+                          help="the sizes of the docs' figures")
+        x.add_argument("--out", default=".", help="directory for NAME.json and NAME.csv (default .)")
+        x.add_argument("--plot", action="store_true", help="also draw NAME.png and NAME.svg into --out")
+        x.add_argument("--no-progress", action="store_true", help="no progress bar")
+        x.set_defaults(func=run_named, experiment=e.name, size="default")
+
+
+OWN_FLAGS = {"oracle": "the reference oracle: events/s and peak memory", "memory": "peak memory as the stream grows",
+             "peers": "oij against the numpy floor, Flink and Spark"}
+
+
+def _out_file(out: str, name: str) -> str:
+    """``--out`` may name a file or a directory (then ``DIR/NAME.json``, like every other experiment)."""
+    return os.path.join(out, f"{name}.json") if os.path.isdir(out) or out.endswith(os.sep) else out
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from oij.bench import experiments
+
+    print(f"{'experiment':<16} {'reproduces':<22} what")
+    for e in experiments().values():
+        print(f"{e.name:<16} {e.figure:<22} {e.title}")
+    for name, what in OWN_FLAGS.items():
+        print(f"{name:<16} {'this project':<22} {what} (own flags: oij bench {name} --help)")
+    print("\nrun: oij bench NAME [--quick|--full] [--out DIR] [--plot]; redraw: oij bench plot DIR")
+    return 0
+
+
+def _need_matplotlib() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError('plots need matplotlib: pip install -e ".[bench]"')
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from oij.bench import plot_dir
+
+    _need_matplotlib()
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir}: not a directory")
+    written = plot_dir(args.dir, args.to)
+    if not written:
+        raise UsageError(f"{args.dir}: no experiment results (NAME.json) to plot")
+    for w in written:
+        print(w)
+    return 0
+
+
+def run_named(args: argparse.Namespace) -> int:
+    from oij.bench import experiments, plot_dir, run_experiment
+
+    e = experiments()[args.experiment]
+    if args.plot:
+        _need_matplotlib()
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out}: not a directory")
+    res = run_experiment(e, args.size, args.out, progress=not args.no_progress)
+    print(f"{e.name} ({e.figure}, {args.size}): {len(res['rows'])} runs in {res['seconds']} s -> "
+          f"{os.path.join(args.out, e.name)}.json/.csv")
+    if args.plot:
+        for w in plot_dir(args.out):
+            if os.path.basename(w).startswith(e.name + "."):
+                print(w)
+    return 0
 
 
 def _workload(preset: str) -> Any:
@@ -218,6 +299,9 @@ def memory_probe(preset: str, events: int, seed: int) -> dict[str, Any]:
 
 
 def run_oracle(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.events, args.repeat, args.memory_sizes = 20_000, 1, "20000"
+    args.out = _out_file(args.out, "oracle")
     if args.events < 1 or args.repeat < 1:
         raise UsageError("--events and --repeat must be >= 1")
     try:
@@ -315,6 +399,9 @@ def measure_tree(argv: list[str], every: float = 0.1) -> dict[str, Any]:
 
 def run_memory(args: argparse.Namespace) -> int:
     """``oij bench memory``: the bounded-memory check of docs/reference.rst (a benchmark, never a test)."""
+    if args.quick:
+        args.presets, args.sizes, args.commands = "scale-oij-default", "20000", "join,kp"
+    args.out = _out_file(args.out, "memory")
     from oij.workloads import PRESETS, resolve, with_overrides, write_workload
 
     presets = [x for x in args.presets.split(",") if x]

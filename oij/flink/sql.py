@@ -11,7 +11,7 @@ Why paced files: PyFlink has no Python source that emits over time, and the
 two inputs of the join are separate channels, so the arrival order across
 them is whatever the scheduler makes of it unless the tuples are far apart in
 wall-clock time.  Each tuple is renamed into its table's directory
-:data:`PACE` seconds after the previous one (the directory is scanned every
+``PACE`` seconds after the previous one (the directory is scanned every
 50 ms, the periodic watermark is emitted every 10 ms), so it is read, joined
 and followed by its watermark before the next one comes.  This makes the drive
 deterministic in practice, not by construction: a machine stalled for longer
@@ -24,17 +24,17 @@ uses, echoed to the output by a ``UNION ALL`` beside the join.  The start rows
 first tuple is written; the end rows (far above) move both watermarks past
 every window, as the end of a bounded stream does in Flink (its final
 watermark), so pending left-join rows are emitted; the run ends once both end
-rows are echoed and the output has been quiet for :data:`SETTLE` seconds.
+rows are echoed and the output has been quiet for ``SETTLE`` seconds.
 Sync rows are not reported.
 
 Mapping: lateness mode only (``WATERMARK FOR rt AS rt - INTERVAL 'l' ms``,
-per table: the join takes the minimum); timestamps shifted by :data:`SHIFT`
+per table: the join takes the minimum); timestamps shifted by ``SHIFT``
 (Flink's row-time join treats a watermark <= 0 as 0); keys as tagged strings;
 bounds with ``>=``/``>`` and ``<=``/``<``; ``join="left"`` as ``LEFT JOIN``.
 Absent: watermark lines, channels, aggregates, late reports (Flink SQL never
 reports late rows), extreme timestamps.
 
-Resources: :func:`run_case` creates a temporary directory and removes it; the
+Resources: ``run_case`` creates a temporary directory and removes it; the
 streaming job is cancelled in a ``finally``; the reader thread ends when the
 job's iterator closes.  The JVM (one per process, started by PyFlink at the
 first TableEnvironment) lives until the process exits.
@@ -77,7 +77,7 @@ FEATURES = LATENESS_FEATURES
 
 
 def check_supported(q: Query, events: Sequence[Event]) -> None:
-    """Raise :class:`Unsupported` unless the case is within :data:`FEATURES`."""
+    """Raise :class:`Unsupported` unless the case is within ``FEATURES``."""
     check_lateness_case(q, events, TS_RANGE,
                         "Flink SQL watermarks come from the WATERMARK clause",
                         "the sync rows sit at SHIFT -/+ 2 * TS_RANGE")

@@ -184,7 +184,7 @@ class EventParser:
 def read_jsonl(stream: IO[bytes], path: str) -> tuple[Query, Iterator[Event]]:
     """Read the query line now; return it and a lazy iterator of the events that follow.
 
-    The iterator raises :class:`InputError` at the first bad line (after
+    The iterator raises :class:`~oij.io.errors.InputError` at the first bad line (after
     yielding every event before it), including a missing or early ``end``.
     """
     q = read_query_line(stream, path)
@@ -239,7 +239,7 @@ def line_events(stream: Iterable[bytes], line: int, p: EventParser) -> Generator
     Fast path: msgspec decodes and type-checks a line in C against the three
     line shapes; the per-query checks (channel range, lateness mode, duplicate
     ids) stay in Python.  Any line msgspec rejects goes through
-    :func:`_slow_line`, which finds the exact field to blame (or accepts a
+    ``_slow_line``, which finds the exact field to blame (or accepts a
     blank line).  ``p`` carries the ids seen and whether the end line came.
     """
     path = p.path
@@ -383,7 +383,7 @@ def result_lines(res: Results) -> Iterator[str]:
 
 
 def parse_result_lines(lines: Iterable[str | bytes]) -> Results:
-    """Read output lines back into a :class:`Results` (used by tests and ``oij check``)."""
+    """Read output lines back into a :class:`~spec.batch.Results` (used by tests and ``oij check``)."""
     res = Results()
     for raw in lines:
         if not raw.strip():

@@ -32,7 +32,7 @@ COLUMNS = ("type", "side", "id", "ts", "key", "value", "channel")
 
 
 def event_row(e: Event) -> tuple[Any, ...]:
-    """The row of an event, in :data:`COLUMNS` order (None where the event has no such field)."""
+    """The row of an event, in ``COLUMNS`` order (None where the event has no such field)."""
     if isinstance(e, StreamTuple):
         return ("tuple", e.side, e.id, e.ts, e.key, e.value, e.channel)
     if isinstance(e, Watermark):

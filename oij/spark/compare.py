@@ -82,7 +82,7 @@ def close(x: AggregateValue, y: AggregateValue, tol: float = TOLERANCE) -> bool:
 
 
 def results_table(res: Results) -> pa.Table:
-    """A :class:`Results` as an Arrow table with :data:`RESULT_SCHEMA`."""
+    """A :class:`~spec.batch.Results` as an Arrow table with ``RESULT_SCHEMA``."""
     rows: list[tuple[str, int | None, int | None, int | None, float | None, int | None]] = []
     rows += [("pair", a, b, None, None, None) for a, b in res.pairs]
     rows += [("aggregate", a, None, n, None if v is None else float(v) + 0.0, None) for a, n, v in res.aggregates]

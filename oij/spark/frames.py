@@ -103,7 +103,7 @@ def events_table(events: Iterable[Event], start: int = 0, mode: str | None = Non
 
 
 def events_frame(spark: Any, events: Sequence[Event]) -> Any:
-    """The event frame of in-memory events (already valid, e.g. from :func:`oij.io.open_events`)."""
+    """The event frame of in-memory events (already valid, e.g. from ``oij.io.open_events``)."""
     return spark.createDataFrame(events_table(events))
 
 
@@ -221,7 +221,7 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
     side, missing id/ts/key, ts beyond 2^62, value not finite, channel out of
     range, a watermark in lateness mode, anything after the end row, a
     missing end row) and one more the first duplicate id; the earliest is
-    raised as :class:`InputError` naming the row (1-based, as the Parquet
+    raised as :class:`~oij.io.errors.InputError` naming the row (1-based, as the Parquet
     reader does) and the field.
     """
     from pyspark.sql import functions as F

@@ -144,7 +144,7 @@ class SparkResult:
 
 
 def frame_to_results(frame: Any, q: Query) -> Results:
-    """Collect a result frame (:data:`RESULT_COLUMNS`) into :class:`Results`, canonical order."""
+    """Collect a result frame (:data:`RESULT_COLUMNS`) into :class:`~spec.batch.Results`, canonical order."""
     res = Results()
     for r in frame.collect():
         k = r["kind"]

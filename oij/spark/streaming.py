@@ -63,7 +63,7 @@ POLICIES = ("min", "max")
 
 
 def check_supported(q: Query, events: Sequence[Event]) -> None:
-    """Raise :class:`Unsupported` unless the case is within :data:`FEATURES`."""
+    """Raise :class:`Unsupported` unless the case is within ``FEATURES``."""
     check_lateness_case(q, events, TS_RANGE,
                         "Spark derives watermarks from event times",
                         "Spark timestamps end in year 9999")

@@ -57,7 +57,7 @@ class Case:
 
     @staticmethod
     def from_jsonl(text: str, path: str = "<case>") -> Case:
-        """Read a case (raises :class:`oij.io.errors.InputError` on bad input)."""
+        """Read a case (raises ``oij.io.errors.InputError``, one line naming the line and field, on bad input)."""
         q, events = read_jsonl(io.BytesIO(text.encode()), path)
         return Case(q, tuple(events))
 
@@ -108,7 +108,7 @@ _SPEC = st.tuples(
 
 @st.composite
 def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: int = 14) -> Case:
-    """A conformance case using only ``features`` (default: all of :data:`FEATURES`)."""
+    """A conformance case using only ``features`` (default: all of :data:`~oij.testing.FEATURES`)."""
     f = frozenset(FEATURES) if features is None else frozenset(features)
     modes = [m for m in ("watermarks", "lateness") if m in f]
     mode = draw(st.sampled_from(modes))

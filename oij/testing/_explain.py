@@ -116,7 +116,7 @@ def explain_text(q: Query, steps: Sequence[Step]) -> str:
     for s in steps:
         what = [_pair(p) for p in s.pairs] + [_row(r) for r in s.rows]
         if s.late:
-            what.insert(0, "LATE (ts <= W): dropped, reported as late")
+            what.insert(0, "LATE (ts < W): not joined, reported as late")
         out.append(f"{s.index:>3}  {_event(s.event):<36} {_w(s.w):>8}  {s.held:>4}  {', '.join(what)}")
     pairs = sum(len(s.pairs) for s in steps)
     rows = sum(len(s.rows) for s in steps)

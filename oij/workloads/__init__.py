@@ -47,7 +47,7 @@ __all__ = [
 def generate(preset_or_params: str | WorkloadParams, events: int, seed: int) -> tuple[Query, Iterator[Event]]:
     """The query and a lazy iterator of the events (``events`` tuples + watermarks + End) of a workload.
 
-    ``preset_or_params`` is a name in :data:`PRESETS` or a :class:`WorkloadParams`.
+    ``preset_or_params`` is a name in ``PRESETS`` or a :class:`~oij.workloads.params.WorkloadParams`.
     Raises :class:`ParamError` for bad parameters (at once, not on iteration).
     Memory: constant in ``events`` (one generation block plus the reorder buffer).
     """

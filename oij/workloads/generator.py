@@ -59,7 +59,7 @@ class Block:
     ``kind`` 0 = tuple, 1 = watermark.  For watermark rows ``side`` and ``key``
     are -1, ``id`` and ``value`` 0, ``delay`` -1 and ``on_time`` True; ``ts``
     and ``channel`` are the watermark's.  ``key`` is the key *index*
-    (:meth:`WorkloadParams.key_label` gives the key).  ``delay`` is the
+    (``WorkloadParams.key_label`` gives the key).  ``delay`` is the
     arrival delay the generator gave the tuple; ``on_time`` is the
     generator's promise that the tuple is not late (delay <= lateness).
     """
@@ -357,7 +357,7 @@ class _WatermarkState:
 
 
 def block_events(block: Block, p: WorkloadParams) -> Iterator[StreamTuple | Watermark]:
-    """The events of a block as :class:`StreamTuple` / :class:`Watermark` objects.  O(n)."""
+    """The events of a block as :class:`~spec.model.StreamTuple` / :class:`~spec.model.Watermark` objects.  O(n)."""
     kinds = block.kind.tolist()
     sides = block.side.tolist()
     ids = block.id.tolist()

@@ -2,7 +2,7 @@
 
 Units: timestamps are integer **microseconds** of event time; ``rate`` is
 tuples per second of event time.  Every field is documented on
-:class:`WorkloadParams`; :func:`check_params` states the valid ranges and
+:class:`WorkloadParams`; :func:`oij.workloads.check_params` states the valid ranges and
 raises :class:`ParamError` naming the field.
 """
 

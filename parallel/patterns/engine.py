@@ -1,4 +1,4 @@
-"""One entry point for the three patterns: events (or chunks) in, :class:`EngineRun` out.
+"""One entry point for the three patterns: events (or chunks) in, :class:`~parallel.registry.EngineRun` out.
 
 Data flow::
 
@@ -6,7 +6,7 @@ Data flow::
                                                                                --> compute_metrics
 
 Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
-:class:`~parallel.runtime.Runtime` (tests reuse one pool of processes
+:class:`~parallel.runtime.driver.Runtime` (tests reuse one pool of processes
 across many runs); otherwise a runtime is created here and closed before
 returning, on success and on failure alike.
 """
@@ -48,7 +48,8 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 
     With ``stream``, results go to it as they complete and the returned results are empty.  With
     ``columns`` (pairs mode, no stream), the returned results are empty too and ``metrics["pair_columns"]``
-    holds them column-wise (:meth:`Sink.pair_columns`), for a writer that needs no Python object per pair.
+    holds them column-wise (:meth:`~parallel.runtime.sink.Sink.pair_columns`), for a writer that needs
+    no Python object per pair.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:

@@ -10,7 +10,7 @@ Data flow of one job::
 
 Ownership (who creates / who frees):
 
-* :class:`Runtime` starts the replica processes (spawn by default) and is
+* :class:`~parallel.runtime.driver.Runtime` starts the replica processes (spawn by default) and is
   the only one to stop them (:meth:`Runtime.close`: abort flag, ``exit``
   message, join, then terminate, then kill), and it creates and unlinks the
   one-word *abort* segment the replicas watch.
@@ -255,7 +255,8 @@ class Runtime:
                 stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
         """Run one job over ``chunks``; return the sink (results) and the driver's measurements.
 
-        With ``stream``, results are handed to it as they complete instead of kept (:class:`Sink`).
+        With ``stream``, results are handed to it as they complete instead of kept
+        (:class:`~parallel.runtime.sink.Sink`).
         """
         if self.closed or self.broken:
             raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")

@@ -1,4 +1,4 @@
-"""The driver's sink: result records from the replicas -> the specification's :class:`Results`.
+"""The driver's sink: result records from the replicas -> the specification's :class:`~spec.batch.Results`.
 
 Data flow (driver process)::
 
@@ -22,7 +22,7 @@ result is handed to the callable as soon as it is complete -- pairs as they
 arrive, a row once all its partials merged, late ids as the router finds
 them -- and nothing is kept but counters, so the driver's memory stays
 bounded on an unbounded stream (``oij run --order arrival``).  Latencies are
-kept as a uniform sample of at most :data:`LATENCY_SAMPLE` results
+kept as a uniform sample of at most ``LATENCY_SAMPLE`` results
 (Algorithm R), in both modes.
 
 Creates no process and no shared memory.

@@ -43,6 +43,7 @@ NEG = np.iinfo(np.int64).min
 
 I64 = npt.NDArray[np.int64]
 Cols = dict[str, npt.NDArray[Any]]
+"""Named columns of equal length (a structure of arrays)."""
 
 MERGE_RATIO = 0.25
 MIN_DELTA = 512

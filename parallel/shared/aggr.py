@@ -81,7 +81,7 @@ def exact_sums(groups: I64, values: F64, m: int) -> list[int]:
 
 @dataclass
 class Acc:
-    """Per-base accumulators over several runs (one run after another); see :meth:`finish`."""
+    """Per-base accumulators over several runs (one run after another); see ``finish``."""
 
     m: int
     kind: str | None  # count | sum | avg | min | max | None (pairs only)

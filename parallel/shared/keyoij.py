@@ -8,7 +8,7 @@ Data flow::
         --> pairs / aggregate rows --> result ring r --> driver's sink
 
 Every tuple of a key reaches one joiner (the static hash of
-:func:`parallel.emitter.key_hash`), so no coordination is needed.  A base
+:func:`parallel.runtime.emitter.key_hash`), so no coordination is needed.  A base
 tuple is evaluated once, when it is final (W > hi(a), or End): its key's
 probe buffer is scanned *entirely* and each entry is compared with the window
 (Scale-OIJ §II-C: "a thread may scan through the buffer to filter out
@@ -119,7 +119,7 @@ def pairs(a: I64, b: I64, born: I64) -> npt.NDArray[Any]:
 
 class KeyJoinState:
     """Key-OIJ's state and join of one joiner (module docstring); the interface of
-    :class:`parallel.store.JoinState`."""
+    :class:`parallel.runtime.store.JoinState`."""
 
     def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None) -> None:
         self.lo, self.hi = lo, hi

@@ -4,7 +4,7 @@ Workload model (Eq. 3): joiner :math:`J_i` gets
 :math:`W_i = \sum_{p \ni J_i} |x_p| / |vt_p|`, where :math:`|x_p|` is the
 (decayed) number of tuples of partition p seen so far and :math:`|vt_p|` the
 size of its virtual team.  Unbalancedness (Eq. 2) is
-:func:`parallel.metrics.balance`'s: :math:`\frac{1}{J\mu}\sum_i |W_i-\mu|`.
+:func:`parallel.runtime.metrics.balance`'s: :math:`\frac{1}{J\mu}\sum_i |W_i-\mu|`.
 
 Alg. 3, as implemented: repeat -- take :math:`J_{max}` and :math:`J_{min}`;
 walk the partitions of :math:`J_{max}` by decreasing share

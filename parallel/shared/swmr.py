@@ -4,7 +4,7 @@ lock-free readers.
 The numpy analogue of Scale-OIJ's two-layer skip-list (§V-A, Alg. 1-2): an
 index is a small set of immutable *runs* (an LSM tree).  A run holds entries
 sorted by (key, ts) with the rank-compressed composite of
-:class:`parallel.store.Tier`: locating the window of (k, [lo, hi]) is four
+:class:`parallel.runtime.store.Tier`: locating the window of (k, [lo, hi]) is four
 binary searches -- :math:`O(\log N_{key} + \log N_{ts})` per run -- and
 visits only the entries in the window.
 
@@ -53,7 +53,7 @@ stores are not reordered with older loads.  No step needs store->load
 ordering (the one x86 reorders): QSBR needs only load->store (the reader's
 data loads complete before its ``qs`` store) and the publication needs
 store->store on the writer and load->load on the reader.  The runtime
-refuses other architectures (:func:`parallel.ring.check_platform`), and
+refuses other architectures (:func:`parallel.runtime.ring.check_platform`), and
 ``tests/test_scale_swmr.py`` stress-tests the protocol (many readers
 verifying every entry during heavy appends, merges and arena reuse).
 """

@@ -1,4 +1,5 @@
-"""The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes (:class:`parallel.runtime.Runtime`).
+"""The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes
+(:class:`parallel.runtime.driver.Runtime`).
 
 Data flow of one job (driver process)::
 
@@ -13,10 +14,10 @@ Ownership (who creates / who frees): :func:`execute` creates every segment of
 the job -- the input and result rings, and for ``scale`` one index per
 joiner (:mod:`parallel.shared.swmr`) and the team map
 (:mod:`parallel.shared.teams`) -- and unlinks all of them in a ``finally``
-block.  The processes belong to the :class:`Runtime`; on any failure (an
+block.  The processes belong to the :class:`~parallel.runtime.driver.Runtime`; on any failure (an
 exception in a joiner, a killed joiner, a driver exception, Ctrl-C) the
 runtime is closed exactly as for KP/DP/HP (no process left, every segment
-unlinked) and :class:`~parallel.runtime.EngineFailure` names the cause.
+unlinked) and :class:`~parallel.runtime.driver.EngineFailure` names the cause.
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
 
 def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any], sink: Sink, events: int,
                  cdf_points: int = 0) -> dict[str, Any]:
-    """The common metrics (:func:`parallel.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
+    """The common metrics (:func:`parallel.runtime.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
     base = compute_metrics("kp", q, opt, drive, sink, events, cdf_points)
     rs = drive["replica_stats"]
     out = dict(base)

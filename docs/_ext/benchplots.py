@@ -1,0 +1,22 @@
+"""Sphinx extension: redraw the experiments' plots from the raw numbers in ``bench/results/`` at every build.
+
+``oij bench plot bench/results --to docs/_generated/bench`` -- the pictures on
+the Experiments page are drawn from the committed raw files, never by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(HERE)
+
+
+def setup(app: Any) -> dict[str, Any]:
+    sys.path.insert(0, ROOT)
+    from oij.bench import plot_dir
+
+    plot_dir(os.path.join(ROOT, "bench", "results"), os.path.join(HERE, "_generated", "bench"))
+    return {"parallel_read_safe": True}

@@ -1,0 +1,116 @@
+"""Experiments on the project's own tools: workload generation and the Spark oracle.
+
+``generate``: ``oij generate`` in a fresh process per run (wall time, CPU
+time and peak RSS of that process, from ``os.wait4``), to Parquet and to
+oij-jsonl, next to rows and bytes written (counted).
+
+``spark``: the Spark oracle (:mod:`oij.spark.oracle`) on Parquet workloads of
+growing size, its whole plan executed into Spark's ``noop`` sink (every row
+is computed, nothing is written), for each range-join method.  One
+SparkSession (``local[*]``) per run, stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from oij.bench import Cell, Context, Experiment, Row, register
+
+
+def _sz(size: str, quick: Any, default: Any, full: Any) -> Any:
+    return {"quick": quick, "default": default, "full": full}[size]
+
+
+def _gen_cells(size: str) -> list[Cell]:
+    n = _sz(size, 20_000, 1_000_000, 10_000_000)
+    return [{"preset": p, "format": f, "events": n} for p in ("scale-oij-default", "ppoij-skewed")
+            for f in ("parquet", "jsonl")]
+
+
+def _generate(cell: Cell, ctx: Context) -> Row:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"w.{cell['format']}")
+        cmd = [sys.executable, "-m", "oij.cli", "generate", cell["preset"], "-n", str(cell["events"]), "-s", "0",
+               "-o", path, "--no-progress"]
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err = p.stderr.read() if p.stderr else ""
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {err.strip()}")
+        m = re.search(r"wrote (\d+) tuples, (\d+) watermarks \((\d+) events\)", err)
+        rows = int(m.group(3)) if m else 0
+        return {"wall_s": round(wall, 3), "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+                "peak_rss_mib": round(ru.ru_maxrss / 1024, 1), "rows_written": rows,
+                "bytes": os.path.getsize(path), "rows_per_s": round(rows / wall)}
+
+
+def _plot_gen(result: dict[str, Any], fig: Any) -> None:
+    rows = result["rows"]
+    a, b = fig.subplots(1, 2)
+    labels = [f"{r['preset']}\n{r['format']}" for r in rows]
+    a.bar(labels, [r["rows_per_s"] for r in rows])
+    a.set_ylabel("rows written per second")
+    a.tick_params(axis="x", labelsize=7)
+    b.bar(labels, [r["bytes"] / max(1, r["rows_written"]) for r in rows])
+    b.set_ylabel("bytes per row (counted)")
+    b.tick_params(axis="x", labelsize=7)
+
+
+register(Experiment("generate", "workloads", "oij generate: rows/s, CPU and peak memory, Parquet and oij-jsonl",
+                    _gen_cells, _generate, _plot_gen))
+
+
+def _spark_cells(size: str) -> list[Cell]:
+    sizes = _sz(size, (1000,), (10_000, 100_000), (100_000, 1_000_000, 10_000_000))
+    methods = _sz(size, ("salted",), ("plain", "bucketed", "salted"), ("plain", "bucketed", "salted"))
+    return [{"preset": p, "per_side": n, "method": m} for p in ("scale-oij-default", "ppoij-skewed")
+            for n in sizes for m in methods]
+
+
+def _spark(cell: Cell, ctx: Context) -> Row:
+    from oij.spark.frames import read_parquet_events
+    from oij.spark.oracle import SparkOracleOptions, spark_oracle
+    from oij.spark.session import spark_session
+    from oij.workloads import PRESETS, write_workload
+
+    if "spark" not in ctx.cache:
+        ctx.cache["spark"] = spark_session("local[*]", driver_memory="4g", app_name="oij-bench")
+        ctx.closers.append(ctx.cache["spark"].stop)
+        ctx.cache["dir"] = tempfile.TemporaryDirectory()
+        ctx.closers.append(ctx.cache["dir"].cleanup)
+    spark = ctx.cache["spark"]
+    path = os.path.join(ctx.cache["dir"].name, f"{cell['preset']}-{cell['per_side']}.parquet")
+    if not os.path.exists(path):
+        write_workload(path, PRESETS[cell["preset"]], 2 * cell["per_side"], 1)
+    t = time.perf_counter()
+    q, frame = read_parquet_events(spark, path)
+    res = spark_oracle(spark, q, frame, SparkOracleOptions(method=cell["method"]))
+    res.frame().write.format("noop").mode("overwrite").save()
+    wall = time.perf_counter() - t
+    res.release()
+    n = 2 * cell["per_side"]
+    return {"wall_s": round(wall, 2), "tuples": n, "tuples_per_s": round(n / wall), "plan": res.plan}
+
+
+def _plot_spark(result: dict[str, Any], fig: Any) -> None:
+    from oij.bench.papers import _lines
+
+    rows = result["rows"]
+    axs = fig.subplots(1, 2)
+    for ax, p in zip(axs, ("scale-oij-default", "ppoij-skewed"), strict=True):
+        _lines(ax, rows, "per_side", "wall_s", "method", {"preset": p})
+        ax.set_yscale("log")
+        ax.set_title(f"Spark oracle on {p}", fontsize=9)
+
+
+register(Experiment("spark", "Spark oracle", "the Spark oracle's time against input size, per range-join method",
+                    _spark_cells, _spark, _plot_spark))
