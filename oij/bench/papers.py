@@ -179,6 +179,8 @@ def _latency(cell: Cell, ctx: Context) -> Row:
 
 
 def _plot_latency(result: dict[str, Any], fig: Any) -> None:
+    from matplotlib.ticker import NullFormatter
+
     rows = result["rows"]
     axs = fig.subplots(1, 2)
     for ax, d in zip(axs, ("uniform", "skewed"), strict=True):
@@ -186,6 +188,7 @@ def _plot_latency(result: dict[str, Any], fig: Any) -> None:
             if r["dist"] == d and r["latency_cdf"]:
                 ax.plot([v for _, v in r["latency_cdf"]], [p / 100 for p, _ in r["latency_cdf"]], label=r["pattern"])
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("latency (ms, from creation at the source to the sink)")
         ax.set_ylabel("CDF")
         ax.set_title(f"{d} keys, I=10 s", fontsize=9)
