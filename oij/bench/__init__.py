@@ -20,6 +20,7 @@ segments) and close it before returning, also on error.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -79,6 +80,11 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
+def by_size(size: str, quick: Any, default: Any, full: Any) -> Any:
+    """The value of a parameter at ``size`` (quick, default or full)."""
+    return {"quick": quick, "default": default, "full": full}[size]
+
+
 def register(e: Experiment) -> Experiment:
     EXPERIMENTS[e.name] = e
     return e
@@ -105,8 +111,11 @@ def machine() -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         pass
-    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "platform": platform.platform()}
+    mem = None
+    with contextlib.suppress(ValueError, OSError):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_bytes": mem, "python": platform.python_version(),
+            "platform": platform.platform(), "load_avg": list(os.getloadavg())}
 
 
 def run_experiment(e: Experiment, size: str, out_dir: str, *, progress: bool = True) -> dict[str, Any]:

@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from oij.bench import Cell, Context, Experiment, Row, register
+from oij.bench import Cell, Context, Experiment, Row, by_size, register
 
 SEC = 1_000_000  # the presets' time unit is the microsecond
-
-
-def _sz(size: str, quick: Any, default: Any, full: Any) -> Any:
-    return {"quick": quick, "default": default, "full": full}[size]
 
 
 # ------------------------------------------------------------------ PPOIJ: KP, DP, HP on the process engines
@@ -64,10 +60,10 @@ PATTERNS = ("kp", "dp", "hp")
 
 
 def _keys_cells(size: str) -> list[Cell]:
-    keys = _sz(size, (1, 10), (1, 5, 10, 25, 50, 100), (1, 2, 5, 10, 25, 50, 100, 250))
-    intervals = _sz(size, (10,), (10,), (10, 30))
-    n = _sz(size, 3000, 40_000, 100_000)
-    r = _sz(size, 2, 4, 8)
+    keys = by_size(size, (1, 10), (1, 5, 10, 25, 50, 100), (1, 2, 5, 10, 25, 50, 100, 250))
+    intervals = by_size(size, (10,), (10,), (10, 30))
+    n = by_size(size, 3000, 40_000, 100_000)
+    r = by_size(size, 2, 4, 8)
     return [{"dist": d, "interval_s": i, "keys": k, "pattern": p, "replicas": r, "events": n}
             for d in ("uniform", "skewed") for i in intervals for k in keys for p in PATTERNS]
 
@@ -102,9 +98,9 @@ register(Experiment("ppoij-keys", "PPOIJ Fig. 10/11", "throughput of KP, DP, HP 
 
 
 def _split_cells(size: str) -> list[Cell]:
-    keys = _sz(size, (5, 50), (5, 10, 25, 50, 100, 250), (5, 10, 25, 50, 100, 250, 500, 1000))
-    n = _sz(size, 3000, 40_000, 100_000)
-    r = _sz(size, 2, 8, 8)
+    keys = by_size(size, (5, 50), (5, 10, 25, 50, 100, 250), (5, 10, 25, 50, 100, 250, 500, 1000))
+    n = by_size(size, 3000, 40_000, 100_000)
+    r = by_size(size, 2, 8, 8)
     return [{"dist": "skewed", "interval_s": 10, "keys": k, "pattern": p, "replicas": r, "events": n}
             for k in keys for p in PATTERNS]
 
@@ -123,10 +119,10 @@ register(Experiment("ppoij-split", "PPOIJ Fig. 12", "HP's splitting degree and e
 
 
 def _replica_cells(size: str) -> list[Cell]:
-    rs = _sz(size, (1, 2), (1, 2, 4), (1, 2, 4, 8))
-    n = _sz(size, 3000, 40_000, 100_000)
+    rs = by_size(size, (1, 2), (1, 2, 4), (1, 2, 4, 8))
+    n = by_size(size, 3000, 40_000, 100_000)
     return [{"dist": "skewed", "interval_s": i, "keys": 50, "pattern": p, "replicas": r, "events": n}
-            for i in _sz(size, (10,), (10,), (10, 30)) for r in rs for p in PATTERNS]
+            for i in by_size(size, (10,), (10,), (10, 30)) for r in rs for p in PATTERNS]
 
 
 def _plot_replicas(result: dict[str, Any], fig: Any) -> None:
@@ -146,9 +142,9 @@ register(Experiment("ppoij-replicas", "PPOIJ Fig. 13", "scalability with the num
 
 
 def _batch_cells(size: str) -> list[Cell]:
-    bs = _sz(size, (1, 32), (1, 2, 8, 32, 128), (1, 2, 4, 8, 16, 32, 64, 128))
-    n = _sz(size, 2000, 20_000, 60_000)
-    r = _sz(size, 2, 4, 8)
+    bs = by_size(size, (1, 32), (1, 2, 8, 32, 128), (1, 2, 4, 8, 16, 32, 64, 128))
+    n = by_size(size, 2000, 20_000, 60_000)
+    r = by_size(size, 2, 4, 8)
     return [{"dist": d, "interval_s": 30, "keys": 50, "pattern": p, "replicas": r, "events": n, "batch": b}
             for d in ("uniform", "skewed") for b in bs for p in PATTERNS]
 
@@ -168,8 +164,8 @@ register(Experiment("ppoij-batch", "PPOIJ Fig. 15", "throughput against the batc
 
 
 def _latency_cells(size: str) -> list[Cell]:
-    n = _sz(size, 3000, 40_000, 100_000)
-    r = _sz(size, 2, 4, 8)
+    n = by_size(size, 3000, 40_000, 100_000)
+    r = by_size(size, 2, 4, 8)
     return [{"dist": d, "interval_s": 10, "keys": 50, "pattern": p, "replicas": r, "events": n}
             for d in ("uniform", "skewed") for p in PATTERNS]
 
@@ -227,8 +223,8 @@ def _team(cell: Cell, ctx: Context) -> Row:
 
 
 def _lateness_cells(size: str) -> list[Cell]:
-    lates = _sz(size, (100, 4000), (100, 1000, 4000, 16000), (100, 1000, 4000, 16000, 64000))
-    n = _sz(size, 3000, 40_000, 100_000)
+    lates = by_size(size, (100, 4000), (100, 1000, 4000, 16000), (100, 1000, 4000, 16000, 64000))
+    n = by_size(size, 3000, 40_000, 100_000)
     return [{"lateness_us": late, "over": {"lateness": late, "delay_max": late}, "pattern": p, "replicas": 2,
              "events": n} for late in lates for p in ("key", "scale")]
 
@@ -247,9 +243,9 @@ register(Experiment("scale-lateness", "Scale-OIJ Fig. 7/11", "Key-OIJ's full sca
 
 
 def _skeys_cells(size: str) -> list[Cell]:
-    keys = _sz(size, (2, 100), (2, 5, 10, 100, 1000), (1, 2, 5, 10, 100, 1000, 10000))
-    n = _sz(size, 3000, 40_000, 100_000)
-    r = _sz(size, 2, 4, 4)
+    keys = by_size(size, (2, 100), (2, 5, 10, 100, 1000), (1, 2, 5, 10, 100, 1000, 10000))
+    n = by_size(size, 3000, 40_000, 100_000)
+    r = by_size(size, 2, 4, 4)
     return [{"keys": k, "over": {"keys": k}, "pattern": p, "replicas": r, "events": n,
              "options": {"schedule_every": 2048, "partitions": 256} if p == "scale" else {}}
             for k in keys for p in ("key", "scale")]
@@ -269,8 +265,8 @@ register(Experiment("scale-keys", "Scale-OIJ Fig. 8/13", "throughput and unbalan
 
 
 def _window_cells(size: str) -> list[Cell]:
-    wins = _sz(size, (1000, 16000), (1000, 4000, 16000, 64000), (1000, 4000, 16000, 64000, 256000))
-    n = _sz(size, 3000, 30_000, 80_000)
+    wins = by_size(size, (1000, 16000), (1000, 4000, 16000, 64000), (1000, 4000, 16000, 64000, 256000))
+    n = by_size(size, 3000, 30_000, 80_000)
     return [{"window_us": w, "over": {"lower": -w}, "pattern": "scale", "replicas": 2, "events": n,
              "incremental": inc, "options": {"incremental": inc}}
             for w in wins for inc in (True, False)] + \
@@ -294,9 +290,9 @@ register(Experiment("scale-window", "Scale-OIJ Fig. 9/16", "window size: Key-OIJ
 
 
 def _rotating_cells(size: str) -> list[Cell]:
-    n = _sz(size, 6000, 100_000, 200_000)
-    period = _sz(size, 1000, 10_000, 20_000)
-    r = _sz(size, 2, 4, 4)
+    n = by_size(size, 6000, 100_000, 200_000)
+    period = by_size(size, 1000, 10_000, 20_000)
+    r = by_size(size, 2, 4, 4)
     return [{"preset": "scale-oij-rotating", "over": {"hot_period": period}, "pattern": p, "replicas": r, "events": n,
              "options": {"sample_every": max(500, n // 20),
                          **({"schedule_every": max(500, n // 40), "partitions": 1024} if p == "scale" else {})}}

@@ -20,15 +20,11 @@ import tempfile
 import time
 from typing import Any
 
-from oij.bench import Cell, Context, Experiment, Row, register
-
-
-def _sz(size: str, quick: Any, default: Any, full: Any) -> Any:
-    return {"quick": quick, "default": default, "full": full}[size]
+from oij.bench import Cell, Context, Experiment, Row, by_size, register
 
 
 def _gen_cells(size: str) -> list[Cell]:
-    n = _sz(size, 20_000, 1_000_000, 10_000_000)
+    n = by_size(size, 20_000, 1_000_000, 10_000_000)
     return [{"preset": p, "format": f, "events": n} for p in ("scale-oij-default", "ppoij-skewed")
             for f in ("parquet", "jsonl")]
 
@@ -70,8 +66,8 @@ register(Experiment("generate", "workloads", "oij generate: rows/s, CPU and peak
 
 
 def _spark_cells(size: str) -> list[Cell]:
-    sizes = _sz(size, (1000,), (10_000, 100_000), (100_000, 1_000_000, 10_000_000))
-    methods = _sz(size, ("salted",), ("plain", "bucketed", "salted"), ("plain", "bucketed", "salted"))
+    sizes = by_size(size, (1000,), (10_000, 100_000), (100_000, 1_000_000, 10_000_000))
+    methods = by_size(size, ("salted",), ("plain", "bucketed", "salted"), ("plain", "bucketed", "salted"))
     return [{"preset": p, "per_side": n, "method": m} for p in ("scale-oij-default", "ppoij-skewed")
             for n in sizes for m in methods]
 

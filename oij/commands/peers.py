@@ -24,11 +24,9 @@ The JSON (``--out``) holds the machine, every time, the pair counts and the goal
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -189,23 +187,14 @@ def _digest(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, st
 
 
 def describe_machine() -> dict[str, Any]:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = None
-    with contextlib.suppress(ValueError, OSError):
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """:func:`oij.bench.machine` and the Java the JVM peers run on."""
+    from oij.bench import machine
+
     java = ""
     if shutil.which("java"):
         r = subprocess.run(["java", "-version"], capture_output=True, text=True)
         java = (r.stderr or r.stdout).splitlines()[0] if (r.stderr or r.stdout) else ""
-    return {"cores": os.cpu_count(), "cpu": cpu, "memory_bytes": mem, "python": platform.python_version(),
-            "platform": platform.platform(), "java": java, "load_avg": list(os.getloadavg())}
+    return {**machine(), "java": java}
 
 
 # ---------------------------------------------------------------------- the experiment
