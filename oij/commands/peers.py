@@ -24,10 +24,12 @@ The JSON (``--out``) holds the machine, every time, the pair counts and the goal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,6 +68,8 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--workloads", default="uniform,zipf", help="comma-separated: uniform, zipf")
     p.add_argument("--skip", default="", help="comma-separated system names to leave out (e.g. flink-sql)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds a system may take per run; a slower one is reported as timed out (default 900)")
     p.add_argument("--out", default="peers.json", help="where the raw numbers go (default ./peers.json)")
     p.add_argument("--docs", default=None, help="also write peers-table.rst and peers.png/.svg to this directory")
     p.set_defaults(func=run_peers)
@@ -228,12 +232,12 @@ def run_peers(args: argparse.Namespace) -> int:
                     out = d / "out"
                     argv = [str(paths[s.fmt]) if x == "{IN}" else str(out) if x == "{OUT}" else x for x in s.argv]
                     t0 = time.perf_counter()
-                    r = subprocess.run(argv, capture_output=True, text=True)
+                    rc, err = _run_timed(argv, args.timeout)
                     wall = time.perf_counter() - t0
-                    print(f"[{wname} {rep + 1}/{repeat}] {s.name}: {wall:.2f} s" + ("" if r.returncode == 0 else
-                          f" FAILED (exit {r.returncode})"), file=sys.stderr)
-                    if r.returncode != 0:
-                        failures[s.name] = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
+                    print(f"[{wname} {rep + 1}/{repeat}] {s.name}: {wall:.2f} s" + ("" if rc == 0 else
+                          f" FAILED ({err})"), file=sys.stderr)
+                    if rc != 0:
+                        failures[s.name] = err
                         continue
                     times[s.name].append(wall)
                     if rep == 0:
@@ -248,6 +252,27 @@ def run_peers(args: argparse.Namespace) -> int:
     if args.docs:
         render_docs(result, Path(args.docs))
     return 0
+
+
+def _run_timed(argv: list[str], timeout: float) -> tuple[int, str]:
+    """Run one system in its own process group; (exit code, last stderr line or the timeout).
+
+    On timeout the whole group is killed -- a JVM started by the system goes with it.
+    """
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return -1, f"timed out after {timeout:g} s"
+    finally:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    return p.returncode, (err.strip().splitlines() or ["?"])[-1][:300] if p.returncode else ""
 
 
 def _params_for(wname: str) -> Any:
@@ -318,6 +343,14 @@ def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _no_time(row: dict[str, Any]) -> str:
+    """The wall-time cell of a system with no time: a lower bound if it timed out, else failed."""
+    why = row.get("failed") or ""
+    if why.startswith("timed out after "):
+        return f"> {why.split()[3]} (timeout)"
+    return "failed"
+
+
 def format_table(result: dict[str, Any]) -> str:
     lines = []
     for wname, w in result["workloads"].items():
@@ -325,7 +358,7 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{'system':<28}{'wall s':>9}{'tuples/s':>12}{'vs fastest peer':>17}{'pairs':>11}  same")
         for r in w["rows"]:
             med = r["median_s"]
-            wall = f"{med:.2f}" if med else "failed"
+            wall = f"{med:.2f}" if med else _no_time(r)
             tps = f"{r['tuples_per_s']:,.0f}" if med else "-"
             vs = f"{r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "-"
             pairs = f"{r['pairs']:,}" if r["pairs"] is not None else "-"
@@ -363,7 +396,7 @@ def render_docs(result: dict[str, Any], d: Path) -> None:
                 "     - same pairs"]
         for r in w["rows"]:
             med = r["median_s"]
-            rst += [f"   * - {r['system']}", f"     - {med:.2f}" if med else "     - failed",
+            rst += [f"   * - {r['system']}", f"     - {med:.2f}" if med else f"     - {_no_time(r)}",
                     f"     - {r['tuples_per_s']:,.0f}" if med else "     - -",
                     f"     - {r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "     - -",
                     f"     - {r['pairs']:,}" if r["pairs"] is not None else "     - -",
