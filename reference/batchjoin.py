@@ -11,7 +11,7 @@ peers`` uses it as the *floor* every engine is compared with (sort, four ``searc
 
 Method: probes sorted by (key, ts) through the composite :math:`c = key \cdot (n+1) + rank(ts)`, where
 :math:`rank(t) = |\{j : ts_j < t\}|`; the probes in the window of a base are one contiguous run of
-:math:`c`.  O((|A| + |B|) log |B| + output).
+:math:`c`.  :math:`O((|A| + |B|) \log |B| + \mathit{output})`.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ class Comparison:
 
 
 def close(x: AggregateValue, y: AggregateValue, tol: float = TOLERANCE) -> bool:
-    """True iff two aggregate values agree: both null, equal, or within ``tol`` relative (|x-y| <= tol max(|x|,|y|))."""
+    """True iff two aggregate values agree: both null, equal, or within ``tol`` relative
+    (``|x-y| <= tol max(|x|,|y|)``)."""
     if x is None or y is None:
         return x is None and y is None
     if x == y:

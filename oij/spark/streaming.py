@@ -16,7 +16,7 @@ What is mapped, and how:
 * timestamps are shifted by :data:`SHIFT` ms before ``timestamp_millis``, so
   that Spark's initial watermark 0 (and the 0 an input without rows counts
   as) lies below every shifted timestamp and plays the part of :math:`-\\infty`;
-  |ts| must stay below :data:`TS_RANGE` (Spark timestamps end in year 9999), so
+  ``|ts|`` must stay below :data:`TS_RANGE` (Spark timestamps end in year 9999), so
   ``extreme-ts`` is absent;
 * keys are tagged strings (``i:1`` and ``s:1`` differ), so ``mixed-keys`` works;
 * bounds: ``probe.t >= base.t + lower ms`` (``>`` when exclusive), likewise upper;
@@ -53,7 +53,7 @@ SHIFT = 10**12
 """Added to every timestamp (ms), so Spark's watermark 0 is below every tuple (about year 2001)."""
 
 TS_RANGE = 10**14
-"""|ts| allowed by the adapter: shifted timestamps stay within Spark's years 1..9999."""
+"""``|ts|`` allowed by the adapter: shifted timestamps stay within Spark's years 1..9999."""
 
 FEATURES = LATENESS_FEATURES
 """The oij.testing features this adapter implements (see the module docstring for the rest)."""

@@ -75,7 +75,7 @@ def assign(counts: Sequence[Sequence[int]] | Mapping[int, float], key2r: Mapping
 
 
 def model_loads(f: Mapping[int, float], key2r: Mapping[int, Sequence[int]], n: int) -> list[float]:
-    """Alg. 1's load model: replica j gets f(k)/|S(k)| of every key k it serves."""
+    """Alg. 1's load model: replica j gets :math:`f(k)/|S(k)|` of every key k it serves."""
     loads = [0.0] * n
     for k, v in f.items():
         rs = key2r[k]

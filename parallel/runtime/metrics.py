@@ -15,7 +15,7 @@ of the state buffers, the quantity Alg. 1 balances and Scale-OIJ Eq. 3 counts):
 * ``unbalancedness`` = :math:`\frac{1}{J \bar W}\sum_j |W_j - \bar W|`
   (Scale-OIJ Eq. 2; the paper prints the sum without the absolute value,
   which is always 0 -- its text calls it a standard deviation);
-* ``avg_splitting_degree``: mean of |S(k)| over the keys seen (KP 1, DP N);
+* ``avg_splitting_degree``: mean of :math:`|S(k)|` over the keys seen (KP 1, DP N);
   ``broadcast_degree``: replicas reached per input tuple;
 * ``bytes_written`` (tuple records written into rings; a DP broadcast batch
   counts once), ``bytes_read`` (records read by collectors), ``result_bytes``.
