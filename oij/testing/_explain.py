@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from oij.testing._timeline import describe_query, event_text
 from reference.oracle import Oracle
 from spec.batch import AggregateRow, Pair, Results
 from spec.match import lower_offset, upper_offset
@@ -91,33 +92,18 @@ def _num(v: object) -> str:
 
 def _event(e: Event) -> str:
     if isinstance(e, StreamTuple):
-        name = ("a" if e.side == "base" else "b") + str(e.id)
-        key = repr(e.key) if isinstance(e.key, str) else str(e.key)
-        val = f" value={_num(e.value)}" if e.value else ""
-        ch = f" ch={e.channel}" if e.channel else ""
-        return f"{name:<4} {e.side:<5} ts={e.ts} key={key}{val}{ch}"
-    if isinstance(e, Watermark):
-        return f"watermark ts={e.ts}" + (f" ch={e.channel}" if e.channel else "")
-    return "end"
-
-
-def describe(q: Query) -> str:
-    """The query in one line."""
-    lb = "[" if q.lower_inclusive else "("
-    ub = "]" if q.upper_inclusive else ")"
-    mode = f"lateness {q.lateness}" if q.lateness is not None else f"watermarks ({q.channels} channel(s))"
-    what = f"{q.aggregate} per base" if q.aggregate else "pairs"
-    return f"b.ts in a.ts + {lb}{q.lower}, {q.upper}{ub}, same key; {q.join} join, {what}, {mode}"
+        return f"{('a' if e.side == 'base' else 'b') + str(e.id):<4} {event_text(e)}"
+    return event_text(e)
 
 
 def explain_text(q: Query, steps: Sequence[Step]) -> str:
     """The steps as a table: arrival, event, W after, late, what was emitted, tuples held."""
-    out = [f"query: {describe(q)}", f"{'#':>3}  {'event':<36} {'W after':>8}  held  emitted"]
+    out = [f"query: {describe_query(q)}", f"{'#':>3}  {'event':<44} {'W after':>8}  held  emitted"]
     for s in steps:
         what = [_pair(p) for p in s.pairs] + [_row(r) for r in s.rows]
         if s.late:
             what.insert(0, "LATE (ts < W): not joined, reported as late")
-        out.append(f"{s.index:>3}  {_event(s.event):<36} {_w(s.w):>8}  {s.held:>4}  {', '.join(what)}")
+        out.append(f"{s.index:>3}  {_event(s.event):<44} {_w(s.w):>8}  {s.held:>4}  {', '.join(what)}")
     pairs = sum(len(s.pairs) for s in steps)
     rows = sum(len(s.rows) for s in steps)
     late = sum(s.late for s in steps)
@@ -195,7 +181,7 @@ def explain_svg(q: Query, steps: Sequence[Step], got: Results | None = None, tit
     y = 22
     svg.text(8, y, title or "oij explain", font_weight="bold", font_size=14)
     y += 18
-    svg.text(8, y, describe(q), font_size=11, fill="#333")
+    svg.text(8, y, describe_query(q), font_size=11, fill="#333")
     # ---- panel 1: arrival order vs event time
     y += 26
     svg.text(8, y, "Arrival order (down) against event time (across); W after each arrival", font_size=12,
@@ -393,4 +379,4 @@ def _mark(svg: _Svg, cx: float, cy: float, t: StreamTuple, late: bool, r: float)
                 stroke=LATE_C, stroke_width=1.5)
 
 
-__all__ = ["MAX_EVENTS", "Step", "describe", "explain", "explain_svg", "explain_text", "results_of"]
+__all__ = ["MAX_EVENTS", "Step", "explain", "explain_svg", "explain_text", "results_of"]
