@@ -26,6 +26,7 @@ reproducible artefact of a real run.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -247,8 +248,6 @@ def explain_svg(q: Query, steps: Sequence[Step], got: Results | None = None, tit
     missing: list[Pair] = []
     extra: list[Pair] = []
     if got is not None:
-        from collections import Counter
-
         want_c, got_c = Counter(emitted_pairs), Counter(got.pairs)
         missing = list((want_c - got_c).elements())
         extra = list((got_c - want_c).elements())
@@ -263,7 +262,7 @@ def explain_svg(q: Query, steps: Sequence[Step], got: Results | None = None, tit
         y += 18
         svg.text(8, y + 4, f"key {k!r}" if isinstance(k, str) else f"key {k}", font_size=11, font_weight="bold")
         y += 8
-        raise_ = max(_ts_counts(bases).values(), default=1) - 1
+        raise_ = max(Counter(a.ts for a in bases).values(), default=1) - 1
         base_y = y + 10 + 20 * raise_
         pos: dict[tuple[str, int], tuple[float, float]] = {}
         bar_top = base_y + 10
@@ -357,13 +356,6 @@ def _link(svg: _Svg, pos: dict[tuple[str, int], tuple[float, float]], probe_y: f
     bx, by = pos.get(("probe", p[1]), (ax, probe_y))
     svg.add("line", x1=ax, y1=ay, x2=bx, y2=by, stroke=color, stroke_width=1.5 if dash else 1,
             opacity=1 if dash else 0.6, **style)
-
-
-def _ts_counts(ts: Sequence[StreamTuple]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for t in ts:
-        out[t.ts] = out.get(t.ts, 0) + 1
-    return out
 
 
 def _mark(svg: _Svg, cx: float, cy: float, t: StreamTuple, late: bool, r: float) -> None:
