@@ -14,7 +14,15 @@ It implements :mod:`spec.stream` event by event:
   timestamp order, so their windows slide forward and a per-key cursor keeps
   a running aggregate: add the probes that enter, subtract those that leave
   (subtract-on-evict), exactly (:mod:`reference.exact`); min/max use a
-  monotonic deque over the same sliding window.
+  monotonic deque over the same sliding window;
+* a joining condition (``q.cond``) filters the window's candidates: each
+  stored tuple keeps its cond operands (:func:`reference.cond.operands`) in
+  one more parallel list per comparison, and a window slice is filtered with
+  the comparison's operator mapped over that list (``map`` and
+  ``itertools.compress``, at C speed).  With a cond, a base's aggregate is
+  computed over its filtered window when it becomes final (the cursor would
+  have to forget probes a base rejects), and purging is unchanged: cond only
+  removes pairs, so nothing that may be dropped without it is needed with it.
 
 Why sorted lists and not ``sortedcontainers.SortedList``: a key's state is
 bounded by window + lateness and new tuples land near the end, so
@@ -31,15 +39,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable
-from itertools import repeat
+from functools import reduce
+from itertools import compress, repeat
 from typing import Any
 
+from reference.cond import operands
 from reference.exact import scaled, to_float
 from spec.batch import AggregateRow, Pair, Results
-from spec.match import lower_offset, upper_offset
+from spec.match import COMPARE, lower_offset, upper_offset
 from spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
 
 INF = 1 << 70  # above every timestamp + bound
@@ -50,6 +61,7 @@ class _KeyState:
 
     __slots__ = (
         "b0",
+        "bcv",
         "bid",
         "bts",
         "cur_dq",
@@ -58,6 +70,7 @@ class _KeyState:
         "cur_n",
         "cur_sum",
         "key",
+        "pcv",
         "pex",
         "pid",
         "pts",
@@ -66,7 +79,7 @@ class _KeyState:
         "wake",
     )
 
-    def __init__(self, key: Key, slot: int) -> None:
+    def __init__(self, key: Key, slot: int, conds: int = 0) -> None:
         self.key = key
         self.slot = slot  # unique: breaks ties in the wake heap
         self.bts: list[int] = []
@@ -76,6 +89,8 @@ class _KeyState:
         self.pid: list[int] = []
         self.pval: list[float] = []  # aggregate mode only
         self.pex: list[Any] = []  # exact scaled values (sum/avg only)
+        self.bcv: list[list[Any]] = [[] for _ in range(conds)]  # per comparison, the bases' cond operands
+        self.pcv: list[list[Any]] = [[] for _ in range(conds)]  # per comparison, the probes' cond operands
         self.wake: int | None = None
         # The aggregate cursor: a running aggregate over the stored probes with
         # cur_lo <= ts <= cur_hi (empty when cur_lo > cur_hi).
@@ -123,7 +138,10 @@ class Oracle:
         self.state_samples: list[tuple[int, int]] = []  # (W, stored tuples) after each watermark move
         self._on_base = self._base_pairs if self.agg is None else self._base_aggregate
         self._store_bases = self.left or not self.empty
-        self._fast = self.agg is None and not self.left and purge and not instrument and not self.empty
+        self.cond = q.cond
+        self._ops = [COMPARE[c.op] for c in q.cond]
+        self._fast = (self.agg is None and not self.left and purge and not instrument and not self.empty
+                      and not self.cond)
 
     # ------------------------------------------------------------------ events
 
@@ -253,25 +271,44 @@ class Oracle:
     def _key_state(self, key: Key) -> _KeyState:
         ks = self.keys.get(key)
         if ks is None:
-            ks = self.keys[key] = _KeyState(key, next(self._seq))
+            ks = self.keys[key] = _KeyState(key, next(self._seq), len(self.cond))
         return ks
+
+    def _passing(self, masks: list[Any]) -> Any:
+        """The conjunction of per-comparison boolean iterators, lazily."""
+        return reduce(lambda x, y: map(operator.and_, x, y), masks)
+
+    def _probes_passing(self, ks: _KeyState, cv: list[Any], i: int, j: int) -> list[bool]:
+        """For the stored probes i..j-1 of the key, whether cond(a, b) holds for the base with operands ``cv``."""
+        return list(self._passing([map(op, repeat(x), col[i:j])
+                                   for op, x, col in zip(self._ops, cv, ks.pcv, strict=True)]))
+
+    def _bases_passing(self, ks: _KeyState, cv: list[Any], i: int, j: int) -> Any:
+        """For the stored bases i..j-1 of the key, whether cond(a, b) holds for the probe with operands ``cv``."""
+        return self._passing([map(op, col[i:j], repeat(y)) for op, y, col in zip(self._ops, cv, ks.bcv, strict=True)])
 
     def _base_pairs(self, t: StreamTuple) -> None:
         lo = t.ts + self.lo_off
         hi = t.ts + self.hi_off
         ks = self.keys.get(t.key)
         found = 0
+        cv = operands(t, self.q) if self.cond else None
         if ks is not None and ks.pts:
             pts = ks.pts
             i = bisect_left(pts, lo)
             j = bisect_right(pts, hi, i)
             found = j - i
-            if found > 0:
-                self.pairs.extend(zip(repeat(t.id, found), ks.pid[i:j], strict=False))
             if self.instrument:
                 self.joins += 1
                 self.visited += found
                 self.in_window += found
+            if found > 0:
+                if cv is None:
+                    self.pairs.extend(zip(repeat(t.id, found), ks.pid[i:j], strict=False))
+                else:
+                    ids = list(compress(ks.pid[i:j], self._probes_passing(ks, cv, i, j)))
+                    found = len(ids)
+                    self.pairs.extend(zip(repeat(t.id, found), ids, strict=False))
         if hi < self.w:  # final on arrival: no future probe can match
             if self.left and not found:
                 self.pairs.append((t.id, None))
@@ -280,12 +317,15 @@ class Oracle:
             return
         if self.left and found:
             self.matched.add(t.id)
-        self._store_base(ks if ks is not None else self._key_state(t.key), t)
+        self._store_base(ks if ks is not None else self._key_state(t.key), t, cv)
 
-    def _store_base(self, ks: _KeyState, t: StreamTuple) -> None:
+    def _store_base(self, ks: _KeyState, t: StreamTuple, cv: list[Any] | None = None) -> None:
         i = bisect_right(ks.bts, t.ts)
         ks.bts.insert(i, t.ts)
         ks.bid.insert(i, t.id)
+        if cv is not None:
+            for col, x in zip(ks.bcv, cv, strict=True):
+                col.insert(i, x)
         self.stored += 1
         wake = t.ts + self.hi_off + 1
         if ks.wake is None or wake < ks.wake:
@@ -293,13 +333,16 @@ class Oracle:
 
     def _probe(self, t: StreamTuple) -> None:
         ks = self.keys.get(t.key)
+        cv = operands(t, self.q) if self.cond else None
         if self.agg is None and ks is not None and len(ks.bts) > ks.b0:
             bts = ks.bts
             i = bisect_left(bts, t.ts - self.hi_off, ks.b0)
             j = bisect_right(bts, t.ts - self.lo_off, i)
             if j > i:
                 ids = ks.bid[i:j]
-                self.pairs.extend(zip(ids, repeat(t.id, j - i), strict=False))
+                if cv is not None:
+                    ids = list(compress(ids, self._bases_passing(ks, cv, i, j)))
+                self.pairs.extend(zip(ids, repeat(t.id, len(ids)), strict=False))
                 if self.left:
                     self.matched.update(ids)
             if self.instrument:
@@ -321,6 +364,9 @@ class Oracle:
             ks.pval.insert(i, t.value)
             if self.agg == "sum" or self.agg == "avg":
                 ks.pex.insert(i, self._scaled(t.value))
+        if cv is not None:
+            for col, y in zip(ks.pcv, cv, strict=True):
+                col.insert(i, y)
         self.stored += 1
         if self.purge:
             wake = t.ts - self.lo_off + 1
@@ -338,14 +384,16 @@ class Oracle:
 
     def _base_aggregate(self, t: StreamTuple) -> None:
         hi = t.ts + self.hi_off
+        cv = operands(t, self.q) if self.cond else None
         if hi < self.w:  # final on arrival: every probe it can see is stored
             ks = self.keys.get(t.key)
-            self.aggregates.append(self._direct_row(ks, t.id, t.ts + self.lo_off, hi))
+            self.aggregates.append(self._direct_row(ks, t.id, t.ts + self.lo_off, hi, cv))
             return
-        self._store_base(self._key_state(t.key), t)
+        self._store_base(self._key_state(t.key), t, cv)
 
-    def _direct_row(self, ks: _KeyState | None, aid: int, lo: int, hi: int) -> AggregateRow:
-        """The aggregate over stored probes in [lo, hi], computed from scratch.  O(log n + k)."""
+    def _direct_row(self, ks: _KeyState | None, aid: int, lo: int, hi: int,
+                    cv: list[Any] | None = None) -> AggregateRow:
+        """The aggregate over stored probes in [lo, hi] passing cond (operands ``cv``), from scratch.  O(log n + k)."""
         if ks is None or lo > hi:
             return self._row(aid, 0, 0, None)
         i = bisect_left(ks.pts, lo)
@@ -354,11 +402,18 @@ class Oracle:
             self.joins += 1
             self.visited += j - i
             self.in_window += j - i
+        vals = ks.pval[i:j]
+        exact = ks.pex[i:j]
+        if cv is not None and j > i:
+            keep = self._probes_passing(ks, cv, i, j)
+            vals = list(compress(vals, keep))
+            exact = list(compress(exact, keep))
+        n = len(vals)
         if self.agg == "min":
-            return self._row(aid, j - i, 0, min(ks.pval[i:j]) if j > i else None)
+            return self._row(aid, n, 0, min(vals) if n else None)
         if self.agg == "max":
-            return self._row(aid, j - i, 0, max(ks.pval[i:j]) if j > i else None)
-        return self._row(aid, j - i, sum(ks.pex[i:j]) if ks.pex else 0, None)
+            return self._row(aid, n, 0, max(vals) if n else None)
+        return self._row(aid, n, sum(exact) if exact else 0, None)
 
     def _row(self, aid: int, n: int, total: Any, extreme: float | None) -> AggregateRow:
         agg = self.agg
@@ -448,6 +503,10 @@ class Oracle:
                 if lo_off > hi_off:
                     self.aggregates.append(self._row(ks.bid[x], 0, 0, None))
                     continue
+                if self.cond:
+                    cv = [col[x] for col in ks.bcv]
+                    self.aggregates.append(self._direct_row(ks, ks.bid[x], ts + lo_off, ts + hi_off, cv))
+                    continue
                 self._move_cursor(ks, ts + lo_off, ts + hi_off)
                 ext = ks.cur_dq[0][1] if ks.cur_dq else None
                 self.aggregates.append(self._row(ks.bid[x], ks.cur_n, ks.cur_sum, ext))
@@ -461,6 +520,8 @@ class Oracle:
         if self.purge:
             del ks.bts[:k]
             del ks.bid[:k]
+            for col in ks.bcv:
+                del col[:k]
             self.stored -= k
             ks.b0 = 0
         else:
@@ -472,7 +533,7 @@ class Oracle:
             return
         self.w = w
         heap = self.heap
-        if self.agg is None and self.purge and not self.left:
+        if self.agg is None and self.purge and not self.left and not self.cond:
             self._advance_pairs(w)
         else:
             while heap and heap[0][0] <= w:
@@ -562,6 +623,8 @@ class Oracle:
             del ks.pval[i:j]
         if ks.pex:
             del ks.pex[i:j]
+        for col in ks.pcv:
+            del col[i:j]
         self.stored -= j - i
 
     def _drop_gap_probes(self, ks: _KeyState, f: int) -> None:
@@ -613,6 +676,8 @@ class Oracle:
             assert len(ks.bts) == len(ks.bid) and len(ks.pts) == len(ks.pid)
             assert len(ks.pval) == (len(ks.pts) if self.agg is not None else 0)
             assert not ks.pex or len(ks.pex) == len(ks.pts)
+            assert len(ks.bcv) == len(ks.pcv) == len(self.cond)
+            assert all(len(col) == len(ks.bts) for col in ks.bcv) and all(len(col) == len(ks.pts) for col in ks.pcv)
             assert ks.bts or ks.pts, "an empty key state must be dropped"
             total += len(ks.bts) + len(ks.pts)
             for ts in ks.bts[ks.b0 :]:

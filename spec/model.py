@@ -34,6 +34,18 @@ AGGREGATES: Final = ("count", "sum", "avg", "min", "max")
 JoinKind: TypeAlias = Literal["inner", "left"]
 JOINS: Final = ("inner", "left")
 
+CondOp: TypeAlias = Literal["<", "<=", ">", ">=", "==", "!="]
+COND_OPS: Final = ("<", "<=", ">", ">=", "==", "!=")
+
+BUILTIN_FIELDS: Final = ("ts", "value")
+"""Tuple attributes a cond may name besides the named ``fields``."""
+
+FIELD_LIMIT: Final = 1 << 53
+r"""Bound on integer cond operands and on cond constants: :math:`|x| \le 2^{53}`.
+
+Within it every integer is exactly a double, so a field is one float64 in every
+engine, and a sum :math:`b.y + c` never overflows (see :func:`spec.match.is_cond_true`)."""
+
 TS_LIMIT: Final = (1 << 62) - 1
 r"""Bound on every timestamp and query bound: :math:`|ts|, |lower|, |upper| < 2^{62}`.
 
@@ -69,6 +81,8 @@ class StreamTuple(NamedTuple):
     :math:`|ts| < 2^{62}`; ``key`` an int or a str; ``value`` a finite float
     (default 0.0, the payload that aggregates read); ``channel`` the upstream
     channel it arrived on, :math:`0 \\le channel < q.channels`.
+    ``fields`` are the named numeric fields a :class:`Comparison` of ``q.cond``
+    may read, as ``(name, value)`` pairs sorted by name (default: none).
     """
 
     side: Side
@@ -77,6 +91,7 @@ class StreamTuple(NamedTuple):
     key: Key
     value: float = 0.0
     channel: int = 0
+    fields: tuple[tuple[str, float], ...] = ()
 
 
 class Watermark(NamedTuple):
@@ -98,6 +113,21 @@ Event: TypeAlias = StreamTuple | Watermark | End
 """An event of the arrival sequence."""
 
 
+class Comparison(NamedTuple):
+    r"""One conjunct of the joining condition: :math:`a.\mathit{left}\ \mathit{op}\ b.\mathit{right} + add`.
+
+    ``left`` names a field of the base tuple, ``right`` a field of the probe
+    tuple (a name of ``fields``, or ``ts`` or ``value``); ``op`` is one of
+    ``< <= > >= == !=``; ``add`` is a constant with :math:`|add| \le 2^{53}`.
+    The comparison is exact, over the reals (:func:`spec.match.is_cond_true`).
+    """
+
+    left: str
+    op: CondOp
+    right: str
+    add: float = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     r"""An online interval join query.
@@ -109,7 +139,8 @@ class Query:
     ``join`` is inner or left.  ``channels`` is the number N of upstream
     channels whose watermarks are combined.  ``lateness`` switches to the
     Scale-OIJ lateness mode: the watermark is ``max ts seen - lateness`` and
-    watermark events are not allowed.
+    watermark events are not allowed.  ``cond`` is PPOIJ's optional joining
+    condition (002, Eq. 1): a conjunction of :class:`Comparison` (empty: true).
     """
 
     lower: int
@@ -120,6 +151,7 @@ class Query:
     join: JoinKind = "inner"
     channels: int = 1
     lateness: int | None = None
+    cond: tuple[Comparison, ...] = ()
 
 
 def _is_int(x: object) -> bool:
@@ -141,7 +173,8 @@ def check_query(q: Query) -> Query:
 
     Valid: integer bounds within :data:`TS_LIMIT`; ``lower <= upper``; boolean
     flags; a known aggregate and join; ``channels >= 1``; ``lateness`` absent
-    or an integer in ``[0, 2^62)``.
+    or an integer in ``[0, 2^62)``; every comparison of ``cond`` as in
+    :func:`check_comparison`.
     """
     check_ts("lower", q.lower)
     check_ts("upper", q.upper)
@@ -160,14 +193,69 @@ def check_query(q: Query) -> Query:
         check_ts("lateness", q.lateness)
         if q.lateness < 0:
             raise SpecError("lateness", f"must be >= 0, got {q.lateness}")
+    if type(q.cond) is not tuple:
+        raise SpecError("cond", f"must be a list of comparisons, got {q.cond!r}")
+    for i, c in enumerate(q.cond):
+        check_comparison(f"cond[{i}]", c)
     return q
 
 
+def is_field_name(name: object) -> bool:
+    """True iff ``name`` is an identifier ``[A-Za-z_][A-Za-z0-9_]*`` (ASCII)."""
+    return type(name) is str and name.isascii() and name.isidentifier()
+
+
+def check_number(field: str, x: object) -> float:
+    r"""``x`` as a float if it is finite (an int with :math:`|x| \le 2^{53}`), else raise :class:`SpecError`."""
+    if type(x) is int:
+        if not -FIELD_LIMIT <= x <= FIELD_LIMIT:
+            raise SpecError(field, f"out of range: an integer must have |x| <= 2^53, got {x}")
+        return float(x)
+    if type(x) is not float or x != x or x in (float("inf"), float("-inf")):
+        raise SpecError(field, f"must be a finite number, got {x!r}")
+    return x
+
+
+def check_comparison(field: str, c: object) -> Comparison:
+    r"""Return ``c`` if it is a :class:`Comparison` with field names, a known op and :math:`|add| \le 2^{53}`."""
+    if not isinstance(c, Comparison):
+        raise SpecError(field, f"must be a comparison, got {c!r}")
+    for part in ("left", "right"):
+        if not is_field_name(getattr(c, part)):
+            raise SpecError(f"{field}.{part}", f"must be a field name, got {getattr(c, part)!r}")
+    if c.op not in COND_OPS:
+        raise SpecError(f"{field}.op", f"must be one of {' '.join(COND_OPS)}; got {c.op!r}")
+    add = check_number(f"{field}.add", c.add)
+    if abs(add) > FIELD_LIMIT:
+        raise SpecError(f"{field}.add", f"out of range: |add| must be <= 2^53, got {c.add!r}")
+    return c
+
+
+def cond_fields(q: Query, side: Side) -> tuple[str, ...]:
+    """The field names ``q.cond`` reads from a tuple of ``side`` (base: the lefts, probe: the rights), in order."""
+    return tuple(c.left if side == BASE else c.right for c in q.cond)
+
+
+def field_value(t: StreamTuple, name: str) -> float:
+    """The value of field ``name`` of ``t``: ``t.ts`` or ``t.value`` or the named field (KeyError if absent)."""
+    if name == "ts":
+        return float(t.ts)
+    if name == "value":
+        return t.value
+    for k, v in t.fields:
+        if k == name:
+            return v
+    raise KeyError(name)
+
+
 def check_tuple(t: StreamTuple, q: Query) -> StreamTuple:
-    """Return ``t`` if its fields are valid for ``q``, else raise :class:`SpecError`.
+    r"""Return ``t`` if its fields are valid for ``q``, else raise :class:`SpecError`.
 
     Valid: side in {base, probe}; int id; ts as in :func:`check_ts`; key an int
-    or a str (not a bool); value a finite float; ``0 <= channel < q.channels``.
+    or a str (not a bool); value a finite float; ``0 <= channel < q.channels``;
+    ``fields`` sorted (name, finite float) pairs with distinct names other than
+    ``ts`` and ``value``, including every field ``q.cond`` reads from this side
+    (and :math:`|ts| \le 2^{53}` if it reads ``ts``).
     """
     if t.side not in SIDES:
         raise SpecError("side", f"must be 'base' or 'probe', got {t.side!r}")
@@ -179,7 +267,30 @@ def check_tuple(t: StreamTuple, q: Query) -> StreamTuple:
     if type(t.value) is not float or t.value != t.value or t.value in (float("inf"), float("-inf")):
         raise SpecError("value", f"must be a finite number, got {t.value!r}")
     check_channel(t.channel, q)
+    if t.fields or q.cond:
+        check_fields(t, q)
     return t
+
+
+def check_fields(t: StreamTuple, q: Query) -> None:
+    """The ``fields`` part of :func:`check_tuple`."""
+    if type(t.fields) is not tuple:
+        raise SpecError("fields", f"must be an object of named numbers, got {t.fields!r}")
+    names = [f[0] for f in t.fields]
+    for name, v in t.fields:
+        if not is_field_name(name) or name in BUILTIN_FIELDS:
+            raise SpecError("fields", f"bad field name {name!r}: an identifier other than ts and value")
+        if type(v) is not float or check_number(f"fields.{name}", v) != v:
+            raise SpecError(f"fields.{name}", f"must be a finite float, got {v!r}")
+    if names != sorted(set(names)):
+        raise SpecError("fields", "names must be distinct and sorted")
+    for name in cond_fields(q, t.side):
+        if name == "ts":
+            if abs(t.ts) > FIELD_LIMIT:
+                raise SpecError("ts", f"out of range for cond: |ts| must be <= 2^53, got {t.ts}")
+        elif name != "value" and name not in names:
+            side = "a" if t.side == BASE else "b"
+            raise SpecError(f"fields.{name}", f"missing: the query's cond reads {side}.{name}")
 
 
 def check_channel(channel: object, q: Query) -> int:

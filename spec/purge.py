@@ -34,6 +34,15 @@ window (its row is not out yet):
 with P the non-late, non-final base tuples.  In pairs mode a pending base
 needs no stored probe: its pairs were emitted when the later tuple arrived.
 
+**A joining condition changes nothing here**: "matches" above is
+:func:`spec.match.is_window_match`, key and time only.  Whether a future tuple
+satisfies cond with a stored one depends on the future tuple's fields, which
+no operator can know, so the first disjunct of each rule is the same with a
+cond.  Only the aggregate rule could be sharpened (a probe that fails cond for
+every pending base is never read), and the spec deliberately does not: the
+state an operator holds, and the bound on it, stay a function of keys, times
+and W alone, identical with and without a cond.
+
 After End nothing is needed.
 """
 
@@ -41,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spec.match import is_match, is_window_empty, lower_offset, window_hi
+from spec.match import is_window_empty, is_window_match, lower_offset, window_hi
 from spec.model import BASE, End, Event, Query, StreamTuple
 from spec.stream import is_final, on_time_tuples
 from spec.watermark import watermark_after
@@ -60,7 +69,7 @@ def is_probe_needed(b: StreamTuple, w: int, pending: Sequence[StreamTuple], q: Q
         return False
     if b.ts - lower_offset(q) >= w:
         return True
-    return q.aggregate is not None and any(is_match(a, b, q) for a in pending)
+    return q.aggregate is not None and any(is_window_match(a, b, q) for a in pending)
 
 
 def compute_needed(prefix: Sequence[Event], q: Query) -> set[tuple[str, int]]:

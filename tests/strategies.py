@@ -9,9 +9,25 @@ watermark moves on.
 
 from __future__ import annotations
 
+from typing import cast
+
 from hypothesis import strategies as st
 
-from spec.model import BASE, PROBE, TS_LIMIT, AggregateKind, End, Event, Query, Side, StreamTuple, Watermark
+from spec.model import (
+    BASE,
+    COND_OPS,
+    PROBE,
+    TS_LIMIT,
+    AggregateKind,
+    Comparison,
+    CondOp,
+    End,
+    Event,
+    Query,
+    Side,
+    StreamTuple,
+    Watermark,
+)
 
 KEYS: list[int | str] = [0, 1, "1", "a"]
 VALUES = st.one_of(
@@ -19,11 +35,22 @@ VALUES = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=64),
 )
 ORIGINS = [0, -1000, TS_LIMIT - 400, -TS_LIMIT + 400]
+FIELD_VALUES = [0.0, 1.0, -1.0, 2.5, 1e16, 1e16 + 2, -0.0]
+
+COMPARISONS = st.builds(
+    Comparison,
+    st.sampled_from(["x", "y", "value", "ts"]),
+    st.sampled_from(cast("list[CondOp]", COND_OPS)),
+    st.sampled_from(["x", "y", "value", "ts"]),
+    st.sampled_from([0.0, 0.0, 1.0, -1.0, 0.5, -3.0, float(1 << 53)]),
+)
+"""Comparisons over the fields x and y of :func:`event_lists` and over ts and value."""
 
 
 @st.composite
-def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None) -> Query:
-    """A valid query with small bounds; ``lateness``/``aggregate`` force the mode when not None."""
+def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None,
+            cond: bool | None = None) -> Query:
+    """A valid query with small bounds; ``lateness``/``aggregate``/``cond`` force the mode when not None."""
     lower = draw(st.integers(-12, 12))
     upper = lower + draw(st.integers(0, 14))
     use_lateness = draw(st.booleans()) if lateness is None else lateness
@@ -42,6 +69,8 @@ def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | 
         join=draw(st.sampled_from(["inner", "left"])),
         channels=1 if use_lateness else draw(st.integers(1, 3)),
         lateness=draw(st.integers(0, 8)) if use_lateness else None,
+        cond=tuple(draw(st.lists(COMPARISONS, min_size=1, max_size=2)))
+        if (draw(st.integers(0, 2)) == 0 if cond is None else cond) else (),
     )
 
 
@@ -55,7 +84,8 @@ def event_lists(
     trail it (and sometimes regress), and a late tuple at exactly the last
     watermark is injected now and then.
     """
-    origin = draw(st.sampled_from(ORIGINS))
+    reads_ts = any("ts" in (c.left, c.right) for c in q.cond)
+    origin = draw(st.sampled_from(ORIGINS[:2] if reads_ts else ORIGINS))  # a cond reads ts only if |ts| <= 2^53
     n = draw(st.integers(0, max_events))
     clock = origin
     last_wm = origin - 10**6
@@ -82,6 +112,8 @@ def event_lists(
                 key=draw(st.sampled_from(KEYS)),
                 value=draw(values),
                 channel=draw(st.integers(0, q.channels - 1)),
+                fields=(("x", draw(st.sampled_from(FIELD_VALUES))), ("y", draw(st.sampled_from(FIELD_VALUES))))
+                if q.cond else (),
             )
         )
         next_id += 1

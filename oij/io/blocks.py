@@ -65,7 +65,9 @@ class EventBlock:
     ``kind`` 0 tuple / 1 watermark; ``side`` 0 base / 1 probe (-1 for a
     watermark); ``key`` an int64 array when every key of the block is an
     int that fits, else an object array of the keys as read (None for a
-    watermark); ``end``: the stream's end line follows the block's last event.
+    watermark); ``end``: the stream's end line follows the block's last event;
+    ``fields``: None when no tuple of the block has named fields, else per
+    event its ``StreamTuple.fields`` (an object array).
     """
 
     kind: npt.NDArray[np.int8]
@@ -76,6 +78,7 @@ class EventBlock:
     value: npt.NDArray[np.float64]
     channel: I64
     end: bool = False
+    fields: npt.NDArray[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -83,11 +86,12 @@ class EventBlock:
     def events(self) -> Iterator[Event]:
         """The block as event objects (and End if the stream ends here).  O(n)."""
         sides: tuple[Side, Side] = ("base", "probe")
-        for k, s, i, t, key, v, c in zip(self.kind.tolist(), self.side.tolist(), self.id.tolist(),
-                                          self.ts.tolist(), self.key.tolist(), self.value.tolist(),
-                                          self.channel.tolist(), strict=True):
+        fields = self.fields.tolist() if self.fields is not None else [()] * len(self.kind)
+        for k, s, i, t, key, v, c, f in zip(self.kind.tolist(), self.side.tolist(), self.id.tolist(),
+                                             self.ts.tolist(), self.key.tolist(), self.value.tolist(),
+                                             self.channel.tolist(), fields, strict=True):
             if k == 0:
-                yield StreamTuple(sides[s], i, t, key, v, c)
+                yield StreamTuple(sides[s], i, t, key, v, c, f)
             else:
                 yield Watermark(t, c)
         if self.end:
@@ -106,6 +110,7 @@ class EventBlock:
         val = np.zeros(n, np.float64)
         ch = np.zeros(n, np.int64)
         keys: list[Any] = [None] * n
+        fields: list[Any] = [()] * n
         big: list[tuple[int, int]] = []
         for j, e in enumerate(evs):
             if type(e) is StreamTuple:
@@ -118,6 +123,7 @@ class EventBlock:
                 keys[j] = e.key
                 val[j] = e.value
                 ch[j] = e.channel
+                fields[j] = e.fields
             else:
                 assert type(e) is Watermark
                 kind[j] = 1
@@ -128,7 +134,11 @@ class EventBlock:
             idcol = ids.astype(object)
             for j, x in big:
                 idcol[j] = x
-        return EventBlock(kind, side, idcol, ts, _key_array(keys, kind), val, ch, end)
+        fcol: npt.NDArray[Any] | None = None
+        if any(fields):
+            fcol = np.empty(n, dtype=object)
+            fcol[:] = fields
+        return EventBlock(kind, side, idcol, ts, _key_array(keys, kind), val, ch, end, fcol)
 
 
 def _key_array(keys: list[Any], kind: npt.NDArray[np.int8]) -> npt.NDArray[Any]:
@@ -186,7 +196,7 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     q = p.q
     n = tb.num_rows
     typ = _col(tb, "type")
-    if typ.null_count:
+    if typ.null_count or q.cond:
         raise _Doubt
     is_t = pc.equal(typ, "tuple").to_numpy(zero_copy_only=False)
     is_w = pc.equal(typ, "watermark").to_numpy(zero_copy_only=False)
@@ -304,7 +314,7 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int) -> I
 
 
 def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.DataType]) -> EventBlock | None:
-    if p.ended or refuse_text(chunk):
+    if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
     # every line ends with "}" or "}\r" (the last one may lack its newline)
     a = np.frombuffer(chunk, dtype=np.uint8)

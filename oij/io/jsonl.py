@@ -3,12 +3,18 @@
 Input::
 
     {"type":"query","lower":-1000,"upper":0,"lower_inclusive":true,"upper_inclusive":true,
-     "aggregate":null,"channels":1}                       (first line; optional "join", "lateness")
+     "aggregate":null,"channels":1}                       (first line; optional "join", "lateness", "cond")
     {"type":"tuple","side":"base","id":1,"ts":100,"key":"u1","value":2.5,"channel":0}
+    {"type":"tuple","side":"probe","id":2,"ts":90,"key":"u1","fields":{"power":3000,"cool":12.5}}
     {"type":"watermark","ts":90,"channel":0}
     {"type":"end"}                                          (last line)
 
-"value" and "channel" are optional (0.0 and 0).  Output lines, in canonical order::
+"value" and "channel" are optional (0.0 and 0), and so are "fields" (format 1.1)
+and the query's "cond", a list of comparisons ``a.<a> <op> b.<b> + <add>``::
+
+    "cond":[{"a":"power","op":"<","b":"power"},{"a":"cool","op":">","b":"cool","add":-2}]
+
+Output lines, in canonical order::
 
     {"type":"pair","base":1,"probe":7}        ("probe":null: unmatched base of a left join)
     {"type":"aggregate","base":1,"count":3,"value":7.5}
@@ -38,21 +44,27 @@ from spec.aggregate import AggregateValue
 from spec.batch import Results
 from spec.model import (
     AGGREGATES,
+    COND_OPS,
     JOINS,
     TS_LIMIT,
+    Comparison,
     End,
     Event,
     Query,
     SpecError,
     StreamTuple,
     Watermark,
+    check_fields,
+    check_number,
     check_query,
 )
 
 QUERY_FIELDS = frozenset(
-    {"type", "lower", "upper", "lower_inclusive", "upper_inclusive", "aggregate", "join", "channels", "lateness"}
+    {"type", "lower", "upper", "lower_inclusive", "upper_inclusive", "aggregate", "join", "channels", "lateness",
+     "cond"}
 )
-TUPLE_FIELDS = frozenset({"type", "side", "id", "ts", "key", "value", "channel"})
+TUPLE_FIELDS = frozenset({"type", "side", "id", "ts", "key", "value", "channel", "fields"})
+COMPARISON_FIELDS = frozenset({"a", "op", "b", "add"})
 WATERMARK_FIELDS = frozenset({"type", "ts", "channel"})
 
 
@@ -116,11 +128,40 @@ def parse_query(obj: dict[str, Any], where: tuple[str, int]) -> Query:
         join=join,
         channels=obj.get("channels", 1),
         lateness=obj.get("lateness"),
+        cond=parse_cond(obj.get("cond", []), where),
     )
     try:
         return check_query(q)
     except SpecError as e:
         raise InputError(*where, e.field, e.message) from None
+
+
+def parse_cond(obj: Any, where: tuple[str, int]) -> tuple[Comparison, ...]:
+    """The comparisons of a query's ``"cond"`` list (data, never code).  Raises InputError naming ``cond[i].part``."""
+    if not isinstance(obj, list):
+        raise InputError(*where, "cond", f"must be a list of comparisons, got {obj!r}")
+    out = []
+    for i, c in enumerate(obj):
+        name = f"cond[{i}]"
+        if not isinstance(c, dict):
+            raise InputError(*where, name, f'must be an object {{"a":..,"op":..,"b":..}}, got {c!r}')
+        extra = sorted(set(c) - COMPARISON_FIELDS)
+        if extra:
+            raise InputError(*where, f"{name}.{extra[0]}", "unknown field (allowed: a, add, b, op)")
+        for part in ("a", "op", "b"):
+            if part not in c:
+                raise InputError(*where, f"{name}.{part}", "missing")
+        if c["op"] not in COND_OPS:
+            raise InputError(*where, f"{name}.op", f"must be one of {' '.join(COND_OPS)}; got {c['op']!r}")
+        try:
+            add = check_number(f"{name}.add", c.get("add", 0))
+        except SpecError as e:
+            raise InputError(*where, e.field, e.message) from None
+        out.append(Comparison(c["a"], c["op"], c["b"], add))
+    try:
+        return check_query(Query(0, 0, cond=tuple(out))).cond
+    except SpecError as e:
+        raise InputError(*where, e.field.replace(".left", ".a").replace(".right", ".b"), e.message) from None
 
 
 class EventParser:
@@ -136,7 +177,8 @@ class EventParser:
         self.ids = IdSet()
         self.ended = False
 
-    def tuple_(self, side: Any, id_: Any, ts: Any, key: Any, value: Any, channel: Any, line: int) -> StreamTuple:
+    def tuple_(self, side: Any, id_: Any, ts: Any, key: Any, value: Any, channel: Any, line: int,
+               fields: Any = None) -> StreamTuple:
         """Build a validated tuple.  O(1)."""
         if side != "base" and side != "probe":
             raise InputError(self.path, line, "side", f"must be 'base' or 'probe', got {side!r}")
@@ -164,7 +206,27 @@ class EventParser:
             )
         if not self.ids.add(id_):
             raise InputError(self.path, line, "id", f"duplicate id {id_}")
-        return StreamTuple(side, id_, ts, key, value, channel)
+        t = StreamTuple(side, id_, ts, key, value, channel)
+        return self.with_fields(t, fields, line) if fields is not None or self.q.cond else t
+
+    def with_fields(self, t: StreamTuple, fields: Any, line: int) -> StreamTuple:
+        """``t`` with the named fields of a decoded ``"fields"`` object (None: absent), checked for the cond.  O(F)."""
+        items: tuple[tuple[str, float], ...] = ()
+        if fields is not None:
+            if not isinstance(fields, dict):
+                raise InputError(self.path, line, "fields", f"must be an object of named numbers, got {fields!r}")
+            try:
+                items = tuple(sorted((k, check_number(f"fields.{k}", v)) for k, v in fields.items()))
+                t = t._replace(fields=items)
+                check_fields(t, self.q)
+            except SpecError as e:
+                raise InputError(self.path, line, e.field, e.message) from None
+            return t
+        try:
+            check_fields(t, self.q)
+        except SpecError as e:
+            raise InputError(self.path, line, e.field, e.message) from None
+        return t
 
     def watermark(self, ts: Any, channel: Any, line: int) -> Watermark:
         """Build a validated watermark.  O(1)."""
@@ -211,6 +273,7 @@ class _TupleLine(msgspec.Struct, tag_field="type", tag="tuple", forbid_unknown_f
     key: int | str
     value: float = 0.0
     channel: Annotated[int, msgspec.Meta(ge=0)] = 0
+    fields: dict[str, int | float] | None = None
 
 
 class _WatermarkLine(msgspec.Struct, tag_field="type", tag="watermark", forbid_unknown_fields=True):
@@ -248,6 +311,7 @@ def line_events(stream: Iterable[bytes], line: int, p: EventParser) -> Generator
     add_id = p.ids.add
     channels = q.channels
     watermarks_ok = q.lateness is None
+    cond = bool(q.cond)
     for raw in stream:
         line += 1
         if p.ended:
@@ -263,7 +327,8 @@ def line_events(stream: Iterable[bytes], line: int, p: EventParser) -> Generator
             continue
         if type(m) is _TupleLine:
             if m.channel < channels and add_id(m.id):
-                yield StreamTuple(m.side, m.id, m.ts, m.key, m.value, m.channel)
+                t = StreamTuple(m.side, m.id, m.ts, m.key, m.value, m.channel)
+                yield p.with_fields(t, m.fields, line) if m.fields is not None or cond else t
                 continue
         elif type(m) is _WatermarkLine:
             if watermarks_ok and m.channel < channels:
@@ -298,7 +363,8 @@ def _slow_line(raw: bytes, line: int, p: EventParser) -> Event | None:
             if name not in obj:
                 raise InputError(path, line, name, "missing")
         return p.tuple_(
-            obj["side"], obj["id"], obj["ts"], obj["key"], obj.get("value", 0.0), obj.get("channel", 0), line
+            obj["side"], obj["id"], obj["ts"], obj["key"], obj.get("value", 0.0), obj.get("channel", 0), line,
+            obj.get("fields"),
         )
     if typ == "watermark":
         _unknown(obj, WATERMARK_FIELDS, (path, line))
@@ -333,17 +399,28 @@ def format_query(q: Query) -> str:
         d["join"] = q.join
     if q.lateness is not None:
         d["lateness"] = q.lateness
+    if q.cond:
+        d["cond"] = [{"a": c.left, "op": c.op, "b": c.right, **({"add": _number(c.add)} if c.add else {})}
+                     for c in q.cond]
     return orjson.dumps(d).decode()
+
+
+def _number(v: float) -> int | float:
+    """An integral float as an int (``3000`` rather than ``3000.0``), other floats as they are."""
+    return int(v) if v.is_integer() and abs(v) <= 1 << 53 else v
 
 
 def format_event(e: Event) -> str:
     """One input line for an event (no newline)."""
     if isinstance(e, StreamTuple):
         key = e.key if type(e.key) is int else orjson.dumps(e.key).decode()
-        return (
+        line = (
             f'{{"type":"tuple","side":"{e.side}","id":{e.id},"ts":{e.ts},"key":{key},'
             f'"value":{format_float(e.value)},"channel":{e.channel}}}'
         )
+        if e.fields:
+            line = line[:-1] + ',"fields":' + orjson.dumps({k: _number(v) for k, v in e.fields}).decode() + "}"
+        return line
     if isinstance(e, Watermark):
         return f'{{"type":"watermark","ts":{e.ts},"channel":{e.channel}}}'
     return '{"type":"end"}'

@@ -8,6 +8,11 @@ key-value metadata under ``oij.query``; command-line flags can supply or
 override it.  Errors name the file, the row (1-based, like a line number:
 row r is the event on line r+1 of the equivalent oij-jsonl) and the field.
 
+Named fields (format 1.1): one float64 column ``fields.<name>`` per field the
+query's cond reads (other than ``ts`` and ``value``), null where a row has
+none.  A tuple with a field the cond does not read cannot be written (no data
+is silently dropped: use oij-jsonl for it).
+
 Data flow: the writer buffers rows column-wise and writes a row group every
 ``rows_per_group`` events, so memory is constant in the stream length.
 """
@@ -23,7 +28,7 @@ import pyarrow.parquet as pq
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, format_query, parse_query
-from spec.model import End, Event, Query, StreamTuple, Watermark
+from spec.model import BUILTIN_FIELDS, End, Event, Query, StreamTuple, Watermark
 
 META_KEY = b"oij.query"
 
@@ -31,17 +36,37 @@ META_KEY = b"oij.query"
 COLUMNS = ("type", "side", "id", "ts", "key", "value", "channel")
 
 
-def event_row(e: Event) -> tuple[Any, ...]:
-    """The row of an event, in ``COLUMNS`` order (None where the event has no such field)."""
+FIELD_PREFIX = "fields."
+
+
+def field_names(q: Query) -> tuple[str, ...]:
+    """The named fields ``q.cond`` reads (``ts`` and ``value`` excluded), sorted: the file's field columns."""
+    return tuple(sorted({n for c in q.cond for n in (c.left, c.right)} - set(BUILTIN_FIELDS)))
+
+
+def event_row(e: Event, fields: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    """The row of an event, in ``COLUMNS`` order then ``fields`` (None where the event has no such field).
+
+    Raises ValueError for a tuple field not in ``fields``.
+    """
     if isinstance(e, StreamTuple):
-        return ("tuple", e.side, e.id, e.ts, e.key, e.value, e.channel)
+        extra: tuple[Any, ...] = ()
+        if fields or e.fields:
+            have = dict(e.fields)
+            unknown = sorted(set(have) - set(fields))
+            if unknown:
+                raise ValueError(f"tuple {e.id} has field {unknown[0]!r}, which the query's cond does not read; "
+                                 "Parquet keeps only the fields the cond reads: use oij-jsonl")
+            extra = tuple(have.get(n) for n in fields)
+        return ("tuple", e.side, e.id, e.ts, e.key, e.value, e.channel, *extra)
+    none = (None,) * len(fields)
     if isinstance(e, Watermark):
-        return ("watermark", None, None, e.ts, None, None, e.channel)
-    return ("end", None, None, None, None, None, None)
+        return ("watermark", None, None, e.ts, None, None, e.channel, *none)
+    return ("end", None, None, None, None, None, None, *none)
 
 
-def schema(key_type: pa.DataType) -> pa.Schema:
-    """The Parquet schema of an event file whose keys have ``key_type`` (int64 or string)."""
+def schema(key_type: pa.DataType, fields: tuple[str, ...] = ()) -> pa.Schema:
+    """The Parquet schema of an event file whose keys have ``key_type`` (int64 or string), with ``fields``."""
     return pa.schema(
         [
             ("type", pa.string()),
@@ -51,6 +76,7 @@ def schema(key_type: pa.DataType) -> pa.Schema:
             ("key", key_type),
             ("value", pa.float64()),
             ("channel", pa.int32()),
+            *((FIELD_PREFIX + n, pa.float64()) for n in fields),
         ]
     )
 
@@ -71,7 +97,8 @@ class ParquetEventWriter:
         faster for bulk writing than dictionary-encoding the unique ``id``/``ts`` columns (same schema)."""
         self.path = path
         self.key_is_int = key_type == "int"
-        sch = schema(pa.int64() if self.key_is_int else pa.string())
+        self.fields = field_names(q)
+        sch = schema(pa.int64() if self.key_is_int else pa.string(), self.fields)
         self.schema = sch.with_metadata({META_KEY: format_query(q).encode()})
         self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", use_dictionary=use_dictionary)
         self.rows_per_group = rows_per_group
@@ -85,7 +112,7 @@ class ParquetEventWriter:
         c = self.cols
         if isinstance(e, StreamTuple) and (type(e.key) is int) != self.key_is_int:
             raise ValueError(f"key {e.key!r} does not fit this file's key type; use oij-jsonl for mixed keys")
-        for name, v in zip(COLUMNS, event_row(e), strict=True):
+        for name, v in zip(self.schema.names, event_row(e, self.fields), strict=True):
             c[name].append(v)
         if len(c["type"]) >= self.rows_per_group:
             self.flush()
@@ -165,6 +192,8 @@ def row_events(batch: pa.RecordBatch, row: int, p: EventParser, path: str) -> It
     }
     types, sides, ids, tss = col["type"], col["side"], col["id"], col["ts"]
     keys, vals, chans = col["key"], col["value"], col["channel"]
+    fcols = [(name[len(FIELD_PREFIX):], batch.column(name).to_pylist()) for name in batch.schema.names
+             if name.startswith(FIELD_PREFIX)]
     for r in range(n):
         row += 1
         if p.ended:
@@ -173,7 +202,9 @@ def row_events(batch: pa.RecordBatch, row: int, p: EventParser, path: str) -> It
         if typ == "tuple":
             v = vals[r]
             ch = chans[r]
-            yield p.tuple_(sides[r], ids[r], tss[r], keys[r], 0.0 if v is None else v, 0 if ch is None else ch, row)
+            fv = {name: c[r] for name, c in fcols if c[r] is not None} if fcols else None
+            yield p.tuple_(sides[r], ids[r], tss[r], keys[r], 0.0 if v is None else v, 0 if ch is None else ch, row,
+                           fv)
         elif typ == "watermark":
             ch = chans[r]
             yield p.watermark(tss[r], 0 if ch is None else ch, row)

@@ -14,14 +14,27 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from hypothesis import strategies as st
 
 from oij.io.jsonl import read_jsonl, write_events
 from spec.match import lower_offset, upper_offset
-from spec.model import TS_LIMIT, AggregateKind, End, Event, JoinKind, Query, Side, StreamTuple, Watermark
+from spec.model import (
+    COND_OPS,
+    TS_LIMIT,
+    AggregateKind,
+    Comparison,
+    CondOp,
+    End,
+    Event,
+    JoinKind,
+    Query,
+    Side,
+    StreamTuple,
+    Watermark,
+)
 
 FEATURES: dict[str, str] = {
     "left": "left joins: (a, null) rows for bases that match nothing",
@@ -35,11 +48,15 @@ FEATURES: dict[str, str] = {
     "mixed-keys": "int and str keys that print alike (1 and \"1\")",
     "extreme-ts": "timestamps near +/-2^62",
     "negative-ts": "negative timestamps",
+    "cond": "a joining condition: comparisons of named fields, ts and value (format 1.1)",
 }
 """Every feature a case can exercise; ``oij conform --features`` restricts generation to a subset."""
 
 KINDS: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
 VALUES = (0.0, 1.0, -2.5, 3.0, 0.5, 1e16, -1e16)
+FIELD_VALUES = (0.0, 1.0, -1.0, 2.0, 0.5, 1e16, 1e16 + 2)
+"""Values of the named fields x and y: ties, halves, and a pair where ``b.y + 1`` rounds in doubles."""
+COND_ADDS = (0.0, 0.0, 1.0, -1.0, 0.5, 2.0)
 
 
 @dataclass(frozen=True)
@@ -134,14 +151,25 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
     if "extreme-ts" in f:
         origins += [TS_LIMIT - 60, -TS_LIMIT + 60] if "negative-ts" in f else [TS_LIMIT - 60]
     origin = draw(st.sampled_from(origins))
+    if "cond" in f and draw(st.integers(0, 3)) > 0:
+        names = ["x", "y", "value"] + (["ts"] if origin == 0 or origin == -20 else [])
+        comparison = st.builds(Comparison, st.sampled_from(names), st.sampled_from(cast("list[CondOp]", COND_OPS)),
+                               st.sampled_from(names), st.sampled_from(COND_ADDS))
+        q = replace(q, cond=tuple(draw(st.lists(comparison, min_size=1, max_size=2))))
     keys: list[int | str] = [1, "1", 2, "k"] if "mixed-keys" in f else [1, 2, 3, 4]
     empty = draw(st.integers(0, 15)) == 0
     specs = [] if empty else draw(st.lists(_SPEC, min_size=1, max_size=max_events))
-    return Case(q, tuple(layout(q, specs, origin, keys, "regressions" in f)))
+    fields = None
+    if "cond" in f:
+        idx = st.integers(0, len(FIELD_VALUES) - 1)
+        fields = [(("x", FIELD_VALUES[i]), ("y", FIELD_VALUES[j]))
+                  for i, j in draw(st.lists(st.tuples(idx, idx), min_size=len(specs), max_size=len(specs)))]
+    return Case(q, tuple(layout(q, specs, origin, keys, "regressions" in f, fields)))
 
 
 def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], origin: int,
-           keys: Sequence[int | str], regressions: bool) -> list[Event]:
+           keys: Sequence[int | str], regressions: bool,
+           fields: Sequence[tuple[tuple[str, float], ...]] | None = None) -> list[Event]:
     """Turn drawn event specs into an arrival sequence (ids 1, 2, ... in arrival order), ending with End.
 
     A spec's ``n`` is a step on a time grid that starts at ``origin``: the
@@ -150,6 +178,7 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
     tick inside, one tick outside, or 0: a tie), and a watermark by -1, 0 or
     +1.  So a base and a probe drawn with the same ``n`` meet exactly at a
     corner, and deleting an event moves no other: cases shrink well.
+    ``fields[i]``, if given, are the named fields of the i-th spec's tuple.
     """
     lo, hi = lower_offset(q), upper_offset(q)
     corners = (0, lo, lo - 1, lo + 1, hi, hi + 1, hi - 1, 0)
@@ -157,7 +186,7 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
     wmax: list[int | None] = [None] * q.channels
     ids = 0
     pos = origin
-    for kind, side, how, n, k, v, c in specs:
+    for i, (kind, side, how, n, k, v, c) in enumerate(specs):
         pos = max(-TS_LIMIT, min(TS_LIMIT, pos + n))
         channel = c % q.channels
         if kind == "watermark" and q.lateness is None:
@@ -171,7 +200,8 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
         ts = pos + (corners[how] if side == "probe" else 0)
         ts = max(-TS_LIMIT, min(TS_LIMIT, ts))
         ids += 1
-        out.append(StreamTuple(cast("Side", side), ids, ts, keys[k % len(keys)], VALUES[v], channel))
+        out.append(StreamTuple(cast("Side", side), ids, ts, keys[k % len(keys)], VALUES[v], channel,
+                               fields[i] if fields is not None else ()))
     out.append(End())
     return out
 
@@ -197,6 +227,8 @@ def exercised(case: Case, expected: Any) -> set[str]:
         tags.add("exclusive bound")
     if q.channels > 1:
         tags.add("several channels")
+    if q.cond:
+        tags.add("joining condition")
     if upper_offset(q) < 0 or lower_offset(q) > 0:
         tags.add("window wholly in the past or future")
     if not ts:

@@ -1,0 +1,104 @@
+r"""The joining condition in doubles, exactly: :func:`spec.match.is_cond_true` without fractions.
+
+A comparison :math:`a.x\ op\ b.y + c` needs the sum :math:`y + c`, which a
+double may round (``1e16 + 1 == 1e16``).  Knuth's TwoSum gives it without
+loss as two doubles, :math:`y + c = s + e` exactly, with :math:`s = \mathrm{fl}(y + c)`
+(:func:`split_sum`).  Then, for doubles x and s:
+
+* if :math:`x < s` then :math:`x < y + c`: x is at most the double below s, and
+  :math:`y + c` is nearer to s than that double (s is the nearest double);
+* symmetrically if :math:`x > s`;
+* if :math:`x = s` then :math:`x - (y + c) = -e`, so :math:`x\ op\ y + c \iff 0\ op\ e`.
+
+So :math:`x\ op\ y + c \iff (x, 0)\ op\ (s, e)` compared lexicographically
+(:func:`compare_split`), which is what Python does for tuples.  With
+:math:`|c| \le 2^{53}` (:data:`spec.model.FIELD_LIMIT`) the sum never
+overflows to infinity, so TwoSum is exact for every finite y.
+
+A tuple's *operands* are computed once, when it arrives: for a base the x of
+every comparison, for a probe the (s, e) of every comparison.  When a
+comparison adds nothing, e = 0 and s = y, and the oracle keeps plain floats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from spec.match import COMPARE
+from spec.model import BASE, CondOp, Query, StreamTuple, field_value
+
+F64 = npt.NDArray[np.float64]
+
+
+def split_sum(y: float, c: float) -> tuple[float, float]:
+    r"""TwoSum: ``(s, e)`` with :math:`s = \mathrm{fl}(y + c)` and :math:`s + e = y + c` exactly.  O(1)."""
+    s = y + c
+    yy = s - c
+    cc = s - yy
+    return s, (y - yy) + (c - cc)
+
+
+def split_sum_array(y: F64, c: float) -> tuple[F64, F64]:
+    """:func:`split_sum` over an array (elementwise, the same six operations)."""
+    s = y + c
+    yy = s - c
+    cc = s - yy
+    return s, (y - yy) + (c - cc)
+
+
+def compare_split(x: Any, op: CondOp, s: Any, e: Any) -> Any:
+    r"""``x op s + e`` for doubles (or float64 arrays, elementwise), exactly, given (s, e) from :func:`split_sum`."""
+    if op == "<" or op == "<=":
+        return (x < s) | ((x == s) & COMPARE[op](0.0, e))
+    if op == ">" or op == ">=":
+        return (x > s) | ((x == s) & COMPARE[op](0.0, e))
+    if op == "==":
+        return (x == s) & (e == 0.0)
+    return (x != s) | (e != 0.0)
+
+
+def operands(t: StreamTuple, q: Query) -> list[Any]:
+    """The tuple's operand for every comparison of ``q.cond``, in the form :class:`reference.oracle.Oracle` keeps.
+
+    A base: x, or ``(x, 0.0)`` when the comparison adds a constant; a probe: y,
+    or ``(s, e)`` = :func:`split_sum` (y, add).  Comparing the two with the
+    comparison's Python operator is :func:`spec.match.is_comparison_true`.  O(|cond|).
+    """
+    out: list[Any] = []
+    for c in q.cond:
+        if t.side == BASE:
+            x = field_value(t, c.left)
+            out.append((x, 0.0) if c.add else x)
+        else:
+            y = field_value(t, c.right)
+            out.append(split_sum(y, c.add) if c.add else y)
+    return out
+
+
+def operand_columns(side: str, fields: dict[str, F64], q: Query) -> tuple[F64, F64]:
+    """Per comparison, the float64 operand columns of a batch of tuples: (x, 0) for bases, (s, e) for probes.
+
+    ``fields`` maps each field name the cond reads (``ts`` and ``value``
+    included) to its column.  Returns two (n, |cond|) arrays.  O(n |cond|).
+    """
+    n = len(next(iter(fields.values()))) if fields else 0
+    k = len(q.cond)
+    hi = np.zeros((n, k))
+    lo = np.zeros((n, k))
+    for i, c in enumerate(q.cond):
+        if side == BASE:
+            hi[:, i] = fields[c.left]
+        else:
+            hi[:, i], lo[:, i] = split_sum_array(np.asarray(fields[c.right], dtype=np.float64), c.add)
+    return hi, lo
+
+
+def cond_mask(q: Query, a_x: F64, b_s: F64, b_e: F64) -> npt.NDArray[np.bool_]:
+    """Row-wise cond over aligned operand rows: a's x (n, k) against b's (s, e) (n, k).  O(n |cond|)."""
+    m = np.ones(len(a_x), dtype=np.bool_)
+    for i, c in enumerate(q.cond):
+        m &= compare_split(a_x[:, i], c.op, b_s[:, i], b_e[:, i])
+    return m
