@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from spec.match import COMPARE
-from spec.model import BASE, CondOp, Query, StreamTuple, field_value
+from spec.model import BASE, CondOp, End, Event, Query, StreamTuple, field_value
 
 F64 = npt.NDArray[np.float64]
 
@@ -78,21 +78,21 @@ def operands(t: StreamTuple, q: Query) -> list[Any]:
     return out
 
 
-def operand_columns(side: str, fields: dict[str, F64], q: Query) -> tuple[F64, F64]:
-    """Per comparison, the float64 operand columns of a batch of tuples: (x, 0) for bases, (s, e) for probes.
-
-    ``fields`` maps each field name the cond reads (``ts`` and ``value``
-    included) to its column.  Returns two (n, |cond|) arrays.  O(n |cond|).
-    """
-    n = len(next(iter(fields.values()))) if fields else 0
+def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
+    """Per event (End skipped), its operands as two (n, |cond|) rows: a base's (x, 0), a probe's (s, e) of
+    :func:`split_sum`; zeros for a watermark.  O(n |cond|)."""
+    evs = [e for e in events if type(e) is not End]
     k = len(q.cond)
-    hi = np.zeros((n, k))
-    lo = np.zeros((n, k))
-    for i, c in enumerate(q.cond):
-        if side == BASE:
-            hi[:, i] = fields[c.left]
-        else:
-            hi[:, i], lo[:, i] = split_sum_array(np.asarray(fields[c.right], dtype=np.float64), c.add)
+    hi = np.zeros((len(evs), k))
+    lo = np.zeros((len(evs), k))
+    for r, e in enumerate(evs):
+        if type(e) is not StreamTuple:
+            continue
+        for i, c in enumerate(q.cond):
+            if e.side == BASE:
+                hi[r, i] = field_value(e, c.left)
+            else:
+                hi[r, i], lo[r, i] = split_sum(field_value(e, c.right), c.add)
     return hi, lo
 
 

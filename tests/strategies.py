@@ -46,6 +46,9 @@ COMPARISONS = st.builds(
 )
 """Comparisons over the fields x and y of :func:`event_lists` and over ts and value."""
 
+EXACT_VALUES_COND = st.integers(-8, 8).map(lambda k: k / 4)
+"""Values whose float sums are exact in any order (engines sum in batches), few enough for ties in a cond."""
+
 
 @st.composite
 def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | None = None,
@@ -129,7 +132,8 @@ def workloads(
     aggregate: bool | None = None,
     max_events: int = 40,
     values: st.SearchStrategy[float] = VALUES,
+    cond: bool | None = None,
 ) -> tuple[Query, list[Event]]:
     """A query and an arrival sequence for it."""
-    q = draw(queries(lateness=lateness, aggregate=aggregate))
+    q = draw(queries(lateness=lateness, aggregate=aggregate, cond=cond))
     return q, draw(event_lists(q, max_events=max_events, values=values))

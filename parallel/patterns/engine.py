@@ -71,7 +71,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 def run_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
     """The registry's engine callable for ``pattern``."""
     opt = job_options(pattern, options)
-    chunks = chunks_from_events(events, epoch_size(opt))
+    chunks = chunks_from_events(events, epoch_size(opt), q=q)
     n = sum(1 for e in events if type(e) is StreamTuple)
     res, metrics = run_chunks(pattern, q, chunks, n, opt, options.extra.get("runtime"),
                               options.extra.get("start_method", "spawn"))

@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from parallel.runtime.emitter import Chunk, Router, order_channels
 from parallel.runtime.replica import replica_main
-from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform
+from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform, ring_dtype
 from parallel.runtime.sink import Sink
 from spec.batch import Results
 from spec.match import lower_offset, upper_offset
@@ -291,7 +291,7 @@ class Runtime:
             nring = router.rings()
             readers = n if opt.pattern == "dp" else 1
             for i in range(nring):
-                rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, readers, "tuple"))
+                rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, readers, ring_dtype(q)))
             results = [Ring.create(f"{prefix}-r{r}", opt.slots, opt.result_width, 1, "result") for r in range(n)]
             rings.extend(results)
             inputs = rings[:nring]
@@ -310,6 +310,7 @@ class Runtime:
                     "pairs": q.aggregate is None,
                     "partial": q.aggregate is not None or q.join == "left",
                     "keybased": opt.pattern == "hp",
+                    "cond": q.cond,
                     "seed": opt.seed,
                     "trace": opt.trace,
                     "fail_after": opt.fail_after.get(r),

@@ -39,8 +39,9 @@ import numpy as np
 import numpy.typing as npt
 
 from oij.io.blocks import EventBlock
-from parallel.runtime.ring import TUPLE
+from parallel.runtime.ring import tuple_dtype
 from parallel.runtime.store import NEG
+from reference.cond import operand_rows
 from spec.match import lower_offset, upper_offset
 from spec.model import End, Event, Key, Query, StreamTuple, Watermark
 
@@ -63,13 +64,16 @@ class Chunk:
     key: I64
     value: npt.NDArray[np.float64]
     channel: npt.NDArray[np.int64]
+    ch: npt.NDArray[np.float64] | None = None  # (n, |cond|) cond operands, see tuple_dtype (None: no cond)
+    cl: npt.NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
 
     def slice(self, a: int, b: int) -> Chunk:
         return Chunk(self.kind[a:b], self.side[a:b], self.id[a:b], self.ts[a:b], self.key[a:b],
-                     self.value[a:b], self.channel[a:b])
+                     self.value[a:b], self.channel[a:b], None if self.ch is None else self.ch[a:b],
+                     None if self.cl is None else self.cl[a:b])
 
 
 class KeyCodes:
@@ -98,21 +102,31 @@ class KeyCodes:
         return out
 
 
-def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | None = None) -> Iterator[Chunk]:
-    """Cut an event sequence into chunks of ``size`` events (End stops the input)."""
+def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | None = None,
+                       q: Query | None = None) -> Iterator[Chunk]:
+    """Cut an event sequence into chunks of ``size`` events (End stops the input); with ``q.cond``, with the
+    tuples' cond operands."""
     codes = codes or KeyCodes()
     cols: list[list[Any]] = [[], [], [], [], [], [], []]
     kind, side, ids, ts, key, val, ch = cols
+    conds = len(q.cond) if q is not None else 0
+    rows: list[Event] = []
 
     def flush() -> Chunk:
         c = Chunk(np.array(kind, np.int8), np.array(side, np.int8), np.array(ids, np.int64),
                   np.array(ts, np.int64), np.array(key, np.int64), np.array(val, np.float64),
                   np.array(ch, np.int64))
+        if conds:
+            assert q is not None
+            c.ch, c.cl = operand_rows(rows, q)
+            rows.clear()
         for x in cols:
             x.clear()
         return c
 
     for e in events:
+        if conds and type(e) is not End:
+            rows.append(e)
         if type(e) is StreamTuple:
             kind.append(0)
             side.append(0 if e.side == "base" else 1)
@@ -138,7 +152,7 @@ def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | Non
 
 
 def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: KeyCodes | None = None,
-                             counter: list[int] | None = None) -> Iterator[Chunk]:
+                             counter: list[int] | None = None, q: Query | None = None) -> Iterator[Chunk]:
     """Chunks of ``size`` events from the reader's column blocks (:mod:`oij.io.blocks`); stops at the end.
 
     ``counter[0]`` is increased by the number of tuples read.
@@ -150,6 +164,8 @@ def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: Key
             counter[0] += int(np.count_nonzero(tup))
         key = codes.codes_of(b.key, tup)
         c = Chunk(b.kind, b.side, np.asarray(b.id, dtype=np.int64), b.ts, key, b.value, b.channel)
+        if q is not None and q.cond:
+            c.ch, c.cl = operand_rows(list(b.events()), q)
         for a in range(0, len(c), size):
             yield c.slice(a, a + size)
         if b.end:
@@ -187,6 +203,7 @@ class Router:
 
     def __init__(self, q: Query, pattern: str, replicas: int, emitters: int, batch: int) -> None:
         self.q = q
+        self.dtype = tuple_dtype(len(q.cond))
         self.pattern = pattern
         self.n = replicas
         self.m = emitters
@@ -242,7 +259,10 @@ class Router:
         t = len(idx)
         if t == 0:
             return Routed(late, [], w_end, 0, 0)
-        recs = np.empty(t, dtype=TUPLE)
+        recs = np.empty(t, dtype=self.dtype)
+        if c.ch is not None and c.cl is not None:
+            recs["ch"] = c.ch[idx]
+            recs["cl"] = c.cl[idx]
         recs["id"] = c.id[idx]
         recs["ts"] = c.ts[idx]
         recs["key"] = c.key[idx]

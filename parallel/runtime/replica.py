@@ -74,7 +74,8 @@ class _Job:
             self.col = RoundRobinCollector(inputs, spec["order"])
         else:
             self.col = NaiveCollector(inputs, spec["seed"] * 7919 + me)
-        self.js = JoinState(me, spec["lo"], spec["hi"], pairs=spec["pairs"], partial=spec["partial"])
+        self.js = JoinState(me, spec["lo"], spec["hi"], pairs=spec["pairs"], partial=spec["partial"],
+                            cond=spec.get("cond", ()))
         self.js.trace_on = spec["trace"]
         c = len(inputs)
         self.wc = np.full(c, NEG, dtype=np.int64)  # per channel max W (KP/DP), punctuations (HP)

@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from spec.model import Query
+
 TUPLE = np.dtype(
     [
         ("id", np.int64),
@@ -58,6 +60,15 @@ TUPLE = np.dtype(
     ]
 )
 """A tuple record (40 bytes + 4 one-byte fields)."""
+
+
+def tuple_dtype(conds: int = 0) -> np.dtype[Any]:
+    """The tuple record of a query with ``conds`` comparisons: :data:`TUPLE`, plus, when ``conds > 0``, the
+    cond operands ``ch``/``cl`` (``conds`` float64 each: a base's x and 0, a probe's s and e,
+    :func:`reference.cond.operand_rows`)."""
+    if conds == 0:
+        return TUPLE
+    return np.dtype([*TUPLE.descr, ("ch", np.float64, (conds,)), ("cl", np.float64, (conds,))])
 
 RESULT = np.dtype(
     [
@@ -81,6 +92,11 @@ KIND_END = 2  # end of the stream on this channel
 _LINE = 8  # int64 words per cache line
 
 
+def ring_dtype(q: Query) -> str:
+    """The ring dtype name of the tuple rings of query ``q``: ``"tuple"``, or ``"tuple:<conds>"`` with a cond."""
+    return f"tuple:{len(q.cond)}" if q.cond else "tuple"
+
+
 def check_platform() -> None:
     """Raise RuntimeError on a CPU whose memory model this ring does not support (see the module docstring)."""
     m = platform.machine().lower()
@@ -96,7 +112,7 @@ class RingSpec:
     slots: int
     width: int
     readers: int
-    dtype: str  # "tuple" | "result"
+    dtype: str  # "tuple" | "tuple:<conds>" | "result"
 
 
 @dataclass
@@ -110,7 +126,9 @@ class Batch:
 
 
 def _dtype(name: str) -> np.dtype[Any]:
-    return TUPLE if name == "tuple" else RESULT
+    if name.startswith("tuple"):
+        return tuple_dtype(int(name[6:] or 0))
+    return RESULT
 
 
 class Ring:

@@ -27,6 +27,12 @@ entries y with ``y.seq < x.seq``; a tuple is stored only by its ``owner``
 replica.  So the pair (x, y), y delivered first, is made by the replica that
 stores y, once, provided that replica also receives x after y (the ordering
 rules of :mod:`spec.ordering`).
+
+A joining condition (``cond``) filters the candidates of every range search
+before they make pairs or enter a partial aggregate: each stored entry keeps
+its cond operands (``ch``/``cl``, :func:`reference.cond.operand_rows`) and a
+candidate (x, y) passes iff :func:`reference.cond.cond_mask` holds for it.
+Purging and finality are unchanged (they depend on keys, times and W only).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from parallel.runtime.ring import RESULT
+from reference.cond import cond_mask
+from spec.model import Comparison, Query
 
 NEG = np.iinfo(np.int64).min
 """The watermark before any watermark (-inf): below every valid timestamp."""
@@ -50,7 +58,8 @@ MIN_DELTA = 512
 
 
 def _empty(spec: dict[str, Any]) -> Cols:
-    return {k: np.empty(0, dtype=v) for k, v in spec.items()}
+    return {k: np.empty((0, *v[1]), dtype=v[0]) if isinstance(v, tuple) else np.empty(0, dtype=v)
+            for k, v in spec.items()}
 
 
 def _sorted(cols: Cols) -> Cols:
@@ -164,14 +173,18 @@ class JoinState:
     ``pairs``: emit pair records (pairs mode).
     """
 
-    def __init__(self, me: int, lo: int, hi: int, *, pairs: bool, partial: bool) -> None:
+    def __init__(self, me: int, lo: int, hi: int, *, pairs: bool, partial: bool,
+                 cond: tuple[Comparison, ...] = ()) -> None:
         self.me = me
         self.lo = lo
         self.hi = hi
         self.pairs = pairs
         self.partial = partial
-        self.bases = Store(BASE_COLS)
-        self.probes = Store(PROBE_COLS)
+        self.cond = Query(0, 0, cond=cond)
+        k = len(cond)
+        extra = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
+        self.bases = Store({**BASE_COLS, **extra})
+        self.probes = Store({**PROBE_COLS, **extra})
         self.seq = 0
         self.received = 0
         self.stored = 0
@@ -203,7 +216,7 @@ class JoinState:
         if pm.any():
             p = recs[pm]
             self.probes.insert({"id": p["id"], "ts": p["ts"], "key": p["key"], "value": p["value"],
-                                "born": p["born"], "seq": seq[pm]})
+                                "born": p["born"], "seq": seq[pm], **self._operands(p)})
         # b. bases query the stored probes
         bi = np.flatnonzero(isb)
         if len(bi):
@@ -215,19 +228,37 @@ class JoinState:
         self.state_max = max(self.state_max, len(self.bases) + len(self.probes))
         return out
 
+    def _operands(self, r: npt.NDArray[Any]) -> Cols:
+        return {"ch": r["ch"], "cl": r["cl"]} if self.cond.cond else {}
+
+    def _passing(self, hits: list[tuple[Tier, I64, I64]], q: npt.NDArray[Any],
+                 probe_query: bool) -> list[tuple[Tier, I64, I64]]:
+        """The candidates of ``hits`` that satisfy cond (all of them without one); counts every candidate."""
+        out = []
+        for t, qi, ei in hits:
+            self.comparisons += len(qi)
+            if self.cond.cond:
+                c = t.cols
+                if probe_query:  # q are probes, the tier holds bases
+                    keep = cond_mask(self.cond, c["ch"][ei], q["ch"][qi], q["cl"][qi])
+                else:
+                    keep = cond_mask(self.cond, q["ch"][qi], c["ch"][ei], c["cl"][ei])
+                qi, ei = qi[keep], ei[keep]
+            out.append((t, qi, ei))
+        return out
+
     def _bases(self, recs: npt.NDArray[Any], bi: I64, seq: I64, mine: npt.NDArray[np.bool_]) -> list[Any]:
         out: list[Any] = []
         b = recs[bi]
         qk, qts, qseq = b["key"], b["ts"], seq[bi]
         m = len(bi)
-        hits = self.probes.match(qk, qts + self.lo, qts + self.hi, qseq)
+        hits = self._passing(self.probes.match(qk, qts + self.lo, qts + self.hi, qseq), b, False)
         cnt = np.zeros(m, dtype=np.int64)
         ssum = np.zeros(m)
         mn = np.full(m, np.inf)
         mx = np.full(m, -np.inf)
         bmax = b["born"].copy()
         for t, qi, ei in hits:
-            self.comparisons += len(qi)
             pc = t.cols
             if self.pairs:
                 r = np.empty(len(qi), dtype=RESULT)
@@ -249,7 +280,8 @@ class JoinState:
             self.bases.insert({"id": b["id"][bm], "ts": qts[bm], "key": qk[bm], "born": b["born"][bm],
                                "seq": qseq[bm], "fan": b["fan"][bm].astype(np.int32), "n": cnt[bm],
                                "s": ssum[bm], "mn": mn[bm], "mx": mx[bm], "bmax": bmax[bm],
-                               "done": np.zeros(int(bm.sum()), dtype=np.bool_)})
+                               "done": np.zeros(int(bm.sum()), dtype=np.bool_),
+                               **{k: v[bm] for k, v in self._operands(b).items()}})
         if self.partial and not bm.all():
             nm = ~bm
             out.append(self._rows(b["id"][nm], cnt[nm], ssum[nm], mn[nm], mx[nm], bmax[nm], b["fan"][nm]))
@@ -259,9 +291,8 @@ class JoinState:
         out: list[Any] = []
         p = recs[pi]
         pts = p["ts"]
-        hits = self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi])
+        hits = self._passing(self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi]), p, True)
         for t, qi, ei in hits:
-            self.comparisons += len(qi)
             bc = t.cols
             if self.pairs:
                 r = np.empty(len(qi), dtype=RESULT)

@@ -23,6 +23,10 @@ lateness mode W = max ts - l, so the buffer spans about :math:`|w| + l` of
 event time and the scan's *effectiveness* (Eq. 1: in-window / visited) is
 about :math:`|w| / (|w| + l)` -- the Fig. 7 effect.
 
+A joining condition filters the scan's in-window entries
+(:func:`reference.cond.cond_mask` on the operands each entry keeps) before
+they make pairs or enter an aggregate; expiration is unchanged.
+
 Sums are exact (:mod:`parallel.shared.aggr`).  A row's latency is measured from
 the base tuple's creation (``born``).
 
@@ -44,7 +48,8 @@ from parallel.runtime.replica import _Job
 from parallel.runtime.ring import RESULT
 from parallel.runtime.store import NEG
 from parallel.shared.aggr import Acc
-from spec.model import Event, Query
+from reference.cond import cond_mask
+from spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -57,7 +62,8 @@ class _Buf:
     __slots__ = ("cols", "n")
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.cols = {k: np.empty(8, dtype=t) for k, t in spec.items()}
+        self.cols = {k: np.empty((8, *t[1]), dtype=t[0]) if isinstance(t, tuple) else np.empty(8, dtype=t)
+                     for k, t in spec.items()}
         self.n = 0
 
     def append(self, new: dict[str, npt.NDArray[Any]]) -> None:
@@ -67,7 +73,7 @@ class _Buf:
         if need > cap:
             cap = max(need, 2 * cap)
             for name, a in self.cols.items():
-                b = np.empty(cap, dtype=a.dtype)
+                b = np.empty((cap, *a.shape[1:]), dtype=a.dtype)
                 b[: self.n] = a[: self.n]
                 self.cols[name] = b
         for name, a in self.cols.items():
@@ -121,8 +127,12 @@ class KeyJoinState:
     """Key-OIJ's state and join of one joiner (module docstring); the interface of
     :class:`parallel.runtime.store.JoinState`."""
 
-    def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None) -> None:
+    def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None,
+                 cond: tuple[Comparison, ...] = ()) -> None:
         self.lo, self.hi = lo, hi
+        self.cond = Query(0, 0, cond=cond)
+        k = len(cond)
+        self.extra: dict[str, Any] = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
         self.pairs, self.partial, self.kind = emit_pairs, partial, kind
         self.probe: dict[int, _Buf] = {}
         self.base: dict[int, _Buf] = {}
@@ -165,15 +175,19 @@ class KeyJoinState:
         for part in np.split(r, cut):
             k = int(part["key"][0])
             if part["side"][0] == 0:
-                buf = self.base.get(k) or self.base.setdefault(k, _Buf(B_SPEC))
-                buf.append({"ts": part["ts"], "id": part["id"], "born": part["born"]})
+                buf = self.base.get(k) or self.base.setdefault(k, _Buf({**B_SPEC, **self.extra}))
+                buf.append({"ts": part["ts"], "id": part["id"], "born": part["born"], **self._operands(part)})
                 self.bmin[k] = min(int(self.bmin[k]), int(part["ts"].min()))
             else:
-                buf = self.probe.get(k) or self.probe.setdefault(k, _Buf(P_SPEC))
-                buf.append({"ts": part["ts"], "value": part["value"], "id": part["id"], "born": part["born"]})
+                buf = self.probe.get(k) or self.probe.setdefault(k, _Buf({**P_SPEC, **self.extra}))
+                buf.append({"ts": part["ts"], "value": part["value"], "id": part["id"], "born": part["born"],
+                            **self._operands(part)})
                 self.pmin[k] = min(int(self.pmin[k]), int(part["ts"].min()))
         self.state_max = max(self.state_max, self.size)
         return []
+
+    def _operands(self, r: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
+        return {"ch": r["ch"], "cl": r["cl"]} if self.extra else {}
 
     def advance(self, w: Any, force: bool = False) -> list[npt.NDArray[Any]]:
         """Evaluate the bases that became final (one full scan each), then expire probes."""
@@ -205,6 +219,7 @@ class KeyJoinState:
         bts = bb.view("ts")
         fin = np.ones(bb.n, dtype=np.bool_) if thr is None else bts < thr
         f_ts, f_id, f_born = bts[fin], bb.view("id")[fin], bb.view("born")[fin]
+        f_ch = bb.view("ch")[fin] if self.extra else None
         m = len(f_ts)
         self.lookups += m
         pb = self.probe.get(k)
@@ -224,6 +239,10 @@ class KeyJoinState:
                 self.in_window += len(fi)
                 self.ratio_sum += float((hits / np_).sum())
                 self.ratio_n += len(t)
+                if f_ch is not None and len(fi):
+                    assert pb is not None
+                    keep = cond_mask(self.cond, f_ch[a:][fi], pb.view("ch")[pj], pb.view("cl")[pj])
+                    fi, pj = fi[keep], pj[keep]
                 if self.pairs and len(fi):
                     assert pb is not None
                     out.append(pairs(f_id[a:][fi], pb.view("id")[pj],
@@ -262,7 +281,7 @@ class KeyJob(_Job):
                  ppid: int) -> None:
         super().__init__(me, spec, ctl, up, abort, ppid)
         self.kjs = KeyJoinState(spec["lo"], spec["hi"], emit_pairs=spec["pairs"], partial=spec["partial"],
-                                kind=spec["aggregate"])
+                                kind=spec["aggregate"], cond=spec.get("cond", ()))
         # _Job.run drives self.js only through process/advance/trace_on, which KeyJoinState has too;
         # its JoinState-specific statistics are read in our own run() from self.kjs instead.
         self.js = self.kjs  # type: ignore[assignment]

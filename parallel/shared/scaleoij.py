@@ -44,6 +44,13 @@ bounds the ts of every base j may still evaluate (pending, in flight:
 >= prog_j, or future).  Same-key pairs are thus made exactly once, whatever
 the interleaving; the same rule makes a's aggregate final.
 
+A joining condition filters each window's entries before they make pairs
+or enter an aggregate (:func:`reference.cond.cond_mask`; every entry of the
+index keeps its cond operands, :mod:`parallel.shared.swmr`).  With a cond the
+aggregate folds the passing entries one by one instead of sliding over the
+run (the two-stack window cannot skip the entries a base rejects).  Readiness
+and eviction are unchanged: they depend on times and W only.
+
 Negative controls (``rule``): ``self`` waits for the evaluating joiner's
 own progress only (the hazard: a lagging team member's probes are missed);
 ``arrival`` evaluates bases on arrival.  Both must fail the differential
@@ -72,6 +79,7 @@ from parallel.shared.aggr import Acc
 from parallel.shared.keyoij import _Buf, pairs, rows
 from parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
 from parallel.shared.teams import TeamMap, members, partition_of
+from reference.cond import cond_mask
 from spec.model import Event, Query
 
 I64 = npt.NDArray[np.int64]
@@ -150,7 +158,9 @@ class ScaleJob(_Job):
         self.emit_pairs = bool(spec["pairs"])
         self.partial = bool(spec["partial"])
         self.kind = spec["aggregate"] if self.partial else None
-        self.pend = _Buf(PEND)
+        self.cond = Query(0, 0, cond=tuple(spec.get("cond", ())))
+        k = len(self.cond.cond)
+        self.pend = _Buf({**PEND, "ch": (np.float64, (k,))} if k else PEND)
         self.received = self.inserted = self.evaluated = 0
         self.emitted_pairs = self.emitted_rows = 0
         self.in_window = self.search_steps = self.ratio_n = 0
@@ -167,6 +177,9 @@ class ScaleJob(_Job):
         if self.team is not None:
             self.team.close()
             self.team = None
+
+    def _operands(self, p: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
+        return {"ch": p["ch"], "cl": p["cl"]} if self.cond.cond else {}
 
     def _quiesce(self) -> None:
         for ix in self.idx:
@@ -209,7 +222,7 @@ class ScaleJob(_Job):
                             if isb.any():
                                 rb = r[isb]
                                 self.pend.append({"ts": rb["ts"], "id": rb["id"], "born": rb["born"],
-                                                  "key": rb["key"]})
+                                                  "key": rb["key"], **({"ch": rb["ch"]} if self.cond.cond else {})})
                             if b.wm > self.wc[i]:
                                 self.wc[i] = b.wm
                         elif b.kind == KIND_CLOSE and b.wm > self.wc[i]:
@@ -221,7 +234,7 @@ class ScaleJob(_Job):
                             time.sleep(lag)
                         p = np.concatenate(probes)
                         self.own.append({"ts": p["ts"], "key": p["key"], "value": p["value"], "id": p["id"],
-                                         "born": p["born"]}, self.wait)
+                                         "born": p["born"], **self._operands(p)}, self.wait)
                         self.inserted += len(p)
                     # the runs are published; now the progress they cover
                     self.own.put(PROG, self._global_w() if not self.col.finished() else I64MAX)
@@ -294,14 +307,17 @@ class ScaleJob(_Job):
         out: list[npt.NDArray[Any]] = []
         r_ts, r_id, r_born, r_key, r_mask = pts[order], self.pend.view("id")[order], \
             self.pend.view("born")[order], pk[order], mk[order]
+        r_ch = self.pend.view("ch")[order] if self.cond.cond else None
         for u in np.unique(r_mask).tolist():
             g = np.flatnonzero(r_mask == u)
-            out.extend(self._join(r_key[g], r_ts[g], r_id[g], r_born[g], members(u)))
+            out.extend(self._join(r_key[g], r_ts[g], r_id[g], r_born[g], members(u),
+                                  None if r_ch is None else r_ch[g]))
         self.evaluated += len(order)
         self.pend.keep(~ready)
         return out
 
-    def _join(self, qk: I64, qts: I64, qid: I64, qborn: I64, team: list[int]) -> list[npt.NDArray[Any]]:
+    def _join(self, qk: I64, qts: I64, qid: I64, qborn: I64, team: list[int],
+              qch: npt.NDArray[np.float64] | None = None) -> list[npt.NDArray[Any]]:
         m = len(qk)
         qlo, qhi = qts + self.lo, qts + self.hi
         acc = Acc(m, self.kind) if self.partial else None
@@ -315,6 +331,16 @@ class ScaleJob(_Job):
                 cnt = e - s
                 hit += cnt
                 self.search_steps += 4 * m * max(1, math.ceil(math.log2(n + 1)))
+                if qch is not None:
+                    qi, ei = expand(s, e)
+                    keep = cond_mask(self.cond, qch[qi], cols["ch"][ei], cols["cl"][ei])
+                    qi, ei = qi[keep], ei[keep]
+                    if self.emit_pairs and len(qi):
+                        out.append(pairs(qid[qi], cols["id"][ei], np.maximum(qborn[qi], cols["born"][ei])))
+                        self.emitted_pairs += len(qi)
+                    if acc is not None:
+                        acc.add_values(qi, cols["value"][ei])
+                    continue
                 if self.emit_pairs and cnt.any():
                     qi, ei = expand(s, e)
                     out.append(pairs(qid[qi], cols["id"][ei], np.maximum(qborn[qi], cols["born"][ei])))

@@ -18,7 +18,10 @@ index is its only writer, every joiner of a virtual team reads it)::
     line 3  live       entries in the current directory (metrics)
     line r+4  qs[r]    reader r's last quiescent generation (I64MAX: reader offline)
     D directory slots: [n_runs, (offset, n) x RUNCAP]
-    arena: runs, each [n | sts n | comp n | ts n | value n | id n | born n]
+    arena: runs, each [n | sts n | comp n | ts n | value n | id n | born n | (ch n, cl n) x conds]
+
+(``conds`` = the query's cond comparisons: each entry's cond operands, one
+float64 column per comparison for ``ch`` and for ``cl``, :func:`reference.cond.operand_rows`.)
 
 Publication protocol (what is written first):
 
@@ -95,8 +98,12 @@ def build_run(cols: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
     key = cols["key"][order]
     sts = np.sort(ts)
     comp = key * (n + 1) + np.searchsorted(sts, ts, "left")
-    return {"sts": sts, "comp": comp, "ts": ts, "key": key, "value": cols["value"][order], "id": cols["id"][order],
-            "born": cols["born"][order]}
+    run = {"sts": sts, "comp": comp, "ts": ts, "key": key, "value": cols["value"][order], "id": cols["id"][order],
+           "born": cols["born"][order]}
+    if "ch" in cols:
+        run["ch"] = cols["ch"][order]
+        run["cl"] = cols["cl"][order]
+    return run
 
 class ArenaFull(RuntimeError):
     """The index's arena has no room even after reclaiming everything the readers released."""
@@ -111,6 +118,12 @@ class IndexSpec:
     arena: int  # words
     runcap: int = 64  # runs per directory slot
     dslots: int = 4
+    conds: int = 0  # cond comparisons: 2 more float64 words per entry for each
+
+    @property
+    def width(self) -> int:
+        """Words per entry in a run."""
+        return 6 + 2 * self.conds
 
     @property
     def dir0(self) -> int:
@@ -196,9 +209,14 @@ class Index:
     def columns(self, off: int, n: int) -> dict[str, npt.NDArray[Any]]:
         """Zero-copy views of one published run."""
         o = off + 1
-        return {"sts": self.w[o: o + n], "comp": self.w[o + n: o + 2 * n], "ts": self.w[o + 2 * n: o + 3 * n],
+        cols = {"sts": self.w[o: o + n], "comp": self.w[o + n: o + 2 * n], "ts": self.w[o + 2 * n: o + 3 * n],
                 "value": self.f[o + 3 * n: o + 4 * n], "id": self.w[o + 4 * n: o + 5 * n],
                 "born": self.w[o + 5 * n: o + 6 * n]}
+        k = self.spec.conds
+        if k:
+            cols["ch"] = self.f[o + 6 * n: o + (6 + k) * n].reshape(k, n).T
+            cols["cl"] = self.f[o + (6 + k) * n: o + (6 + 2 * k) * n].reshape(k, n).T
+        return cols
 
     def quiesce(self) -> None:
         """A quiescent point of reader ``me``: it holds no reference into this index."""
@@ -264,7 +282,8 @@ class Index:
         """Sort by (key, ts), build the composite index, write into free space; (offset, n)."""
         run = build_run(cols)
         n = len(run["ts"])
-        off = self._alloc(1 + 6 * n, wait)
+        k = self.spec.conds
+        off = self._alloc(1 + self.spec.width * n, wait)
         o = off + 1
         self.w[off] = n
         self.w[o: o + n] = run["sts"]
@@ -273,12 +292,19 @@ class Index:
         self.f[o + 3 * n: o + 4 * n] = run["value"]
         self.w[o + 4 * n: o + 5 * n] = run["id"]
         self.w[o + 5 * n: o + 6 * n] = run["born"]
+        if k:
+            self.f[o + 6 * n: o + (6 + k) * n] = run["ch"].T.ravel()
+            self.f[o + (6 + k) * n: o + (6 + 2 * k) * n] = run["cl"].T.ravel()
         return off, n
 
     def _read_run(self, off: int, n: int) -> dict[str, npt.NDArray[Any]]:
         c = self.columns(off, n)
-        return {"ts": c["ts"].copy(), "key": c["comp"] // (n + 1), "value": c["value"].copy(),
-                "id": c["id"].copy(), "born": c["born"].copy()}
+        out = {"ts": c["ts"].copy(), "key": c["comp"] // (n + 1), "value": c["value"].copy(),
+               "id": c["id"].copy(), "born": c["born"].copy()}
+        if self.spec.conds:
+            out["ch"] = c["ch"].copy()
+            out["cl"] = c["cl"].copy()
+        return out
 
     def append(self, cols: dict[str, npt.NDArray[Any]], wait: Callable[[], None]) -> None:
         """Insert a batch of entries (columns ts, key, value, id, born) as one new run, then publish it."""
@@ -350,7 +376,7 @@ class Index:
         self.w[base] = len(new)
         self.w[LIVE] = sum(n for _, n in new)
         self.w[GEN] = g + 1  # publication of the new generation
-        self.retired.append((g + 1, [(o, 1 + 6 * n) for o, n in runs[k:]]))
+        self.retired.append((g + 1, [(o, 1 + s.width * n) for o, n in runs[k:]]))
         self.runs = new
         self.merges += 1
         return True

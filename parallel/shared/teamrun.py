@@ -34,7 +34,7 @@ from parallel.registry import EngineOptions, EngineRun
 from parallel.runtime.driver import EngineFailure, Pump, Runtime
 from parallel.runtime.emitter import EPOCH_MIN, Chunk, Router, chunks_from_events, key_hash, order_channels
 from parallel.runtime.metrics import balance, compute_metrics
-from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring
+from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
 from parallel.runtime.sink import Sink
 from parallel.shared.schedule import alg3, loads, unbalancedness
 from parallel.shared.swmr import Index, IndexSpec
@@ -164,7 +164,7 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
     team: TeamMap | None = None
     try:
         for i in range(2 * m * n):
-            rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, 1, "tuple"))
+            rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, 1, ring_dtype(q)))
         results = [Ring.create(f"{prefix}-r{r}", opt.slots, opt.result_width, 1, "result") for r in range(n)]
         rings.extend(results)
         inputs = rings[: 2 * m * n]
@@ -172,7 +172,7 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
         if scale:
             team = TeamMap.create(f"{prefix}-teams", masks)
             for r in range(n):
-                s = IndexSpec(f"{prefix}-x{r}", n, opt.arena)
+                s = IndexSpec(f"{prefix}-x{r}", n, opt.arena, conds=len(q.cond))
                 indexes.append(Index.create(s, n))
                 ispecs.append(s)
         for r in range(n):
@@ -187,6 +187,7 @@ def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
                 "pairs": q.aggregate is None,
                 "partial": q.aggregate is not None or q.join == "left",
                 "aggregate": q.aggregate,
+                "cond": q.cond,
                 "keybased": False,
                 "seed": opt.seed,
                 "trace": False,
@@ -378,7 +379,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 def run_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
     """The registry's engine callable for ``key`` and ``scale``."""
     opt = team_options(pattern, options)
-    chunks = chunks_from_events(events, epoch_size(opt))
+    chunks = chunks_from_events(events, epoch_size(opt), q=q)
     n = sum(1 for e in events if type(e) is StreamTuple)
     res, metrics = run_chunks(pattern, q, chunks, n, opt, options.extra.get("runtime"),
                               options.extra.get("start_method", "spawn"))
