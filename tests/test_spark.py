@@ -106,6 +106,14 @@ def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]
     assert_same(got, run_events(events, q))
 
 
+@given(workloads(max_events=30, values=EXACT_VALUES, cond=True), st.sampled_from(METHODS))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_spark_oracle_pushes_the_cond_into_the_join(spark: Any, wl: tuple[Query, list[Event]], method: Any) -> None:
+    q, events = wl
+    got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, replicas=2))
+    assert_same(got, run_events(events, q))
+
+
 def _skewed(n: int, hot_share: float, q: Query) -> list[Event]:
     """n tuples, keys 0..9 with key 0 holding ``hot_share`` of them, in ts order, one watermark per 50."""
     out: list[Event] = []
@@ -122,7 +130,7 @@ def _skewed(n: int, hot_share: float, q: Query) -> list[Event]:
 def test_salting_splits_the_hot_group_and_keeps_the_result(spark: Any, agg: Any) -> None:
     q = Query(-2000, 0, aggregate=agg, join="left")  # one bucket per key: key 0 is one hot group
     events = _skewed(600, 0.7, q)
-    res = spark_oracle(spark, q, events_frame(spark, events), SparkOracleOptions(method="salted", replicas=4))
+    res = spark_oracle(spark, q, events_frame(spark, events, q), SparkOracleOptions(method="salted", replicas=4))
     try:
         assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2
         assert res.plan["load_balance_factor"] <= 1.2

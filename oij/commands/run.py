@@ -171,9 +171,9 @@ def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Resu
         return q, res, metrics
     with input_blocks(args.file, args) as (q, fblocks):
         counted = [0]
-        res, metrics = _runner(args, opt)(args.pattern, q, chunks_from_event_blocks(fblocks, ep, counter=counted, q=q), 0,
-                                          _team(args, opt), start_method=args.start_method, cdf_points=cdf,
-                                          stream=stream, columns=True)
+        chunks_in = chunks_from_event_blocks(fblocks, ep, counter=counted, q=q)
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks_in, 0, _team(args, opt),
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream, columns=True)
         for _rest in fblocks:  # the engines stop at the end row: the reader must still see what follows
             pass
     metrics["events"] = counted[0]

@@ -44,17 +44,18 @@ def field_names(q: Query) -> tuple[str, ...]:
     return tuple(sorted({n for c in q.cond for n in (c.left, c.right)} - set(BUILTIN_FIELDS)))
 
 
-def event_row(e: Event, fields: tuple[str, ...] = ()) -> tuple[Any, ...]:
+def event_row(e: Event, fields: tuple[str, ...] = (), strict: bool = True) -> tuple[Any, ...]:
     """The row of an event, in ``COLUMNS`` order then ``fields`` (None where the event has no such field).
 
-    Raises ValueError for a tuple field not in ``fields``.
+    Raises ValueError for a tuple field not in ``fields`` if ``strict`` (a file must not lose data; a
+    frame that only computes the join may leave out the fields the cond does not read).
     """
     if isinstance(e, StreamTuple):
         extra: tuple[Any, ...] = ()
         if fields or e.fields:
             have = dict(e.fields)
             unknown = sorted(set(have) - set(fields))
-            if unknown:
+            if unknown and strict:
                 raise ValueError(f"tuple {e.id} has field {unknown[0]!r}, which the query's cond does not read; "
                                  "Parquet keeps only the fields the cond reads: use oij-jsonl")
             extra = tuple(have.get(n) for n in fields)

@@ -10,6 +10,7 @@ format plus the arrival position::
     key long|string int keys as int64, str keys as strings; a stream that mixes
                     both uses tagged strings "i:<int>" / "s:<str>" so that 1 != "1"
     value double, channel int
+    fields.<name>   double, one per named field the query's cond reads (null: absent)
 
 Sources:
 
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 from oij.io.errors import InputError
 from oij.io.jsonl import format_query
 from oij.io.keys import tag_key
-from oij.io.parquet import COLUMNS, META_KEY, event_row, parquet_query
+from oij.io.parquet import COLUMNS, FIELD_PREFIX, META_KEY, event_row, field_names, parquet_query
 from spec.model import TS_LIMIT, Event, Query, StreamTuple
 
 KEYS_META = b"oij.keys"
@@ -74,17 +75,19 @@ def _key_array(keys: list[Any], mode: str) -> pa.Array:
     return pa.array([None if k is None else tag_key(k) for k in keys], pa.string())
 
 
-def events_table(events: Iterable[Event], start: int = 0, mode: str | None = None) -> pa.Table:
-    """An Arrow table of ``events`` in the event-frame layout, positions from ``start``.
+def events_table(events: Iterable[Event], start: int = 0, mode: str | None = None,
+                 fields: tuple[str, ...] = ()) -> pa.Table:
+    """An Arrow table of ``events`` in the event-frame layout, positions from ``start``, with ``fields``.
 
     ``mode`` is the key encoding (:func:`key_mode` of the tuples' keys when None).
     """
-    cols: dict[str, list[Any]] = {n: [] for n in ("pos", "type", "side", "id", "ts", "key", "value", "channel")}
+    names = (*COLUMNS, *(FIELD_PREFIX + f for f in fields))
+    cols: dict[str, list[Any]] = {n: [] for n in ("pos", *names)}
     pos = start
     for e in events:
         cols["pos"].append(pos)
         pos += 1
-        for name, v in zip(COLUMNS, event_row(e), strict=True):
+        for name, v in zip(names, event_row(e, fields, strict=False), strict=True):
             cols[name].append(v)
     if mode is None:
         mode = key_mode(k for k in cols["key"] if k is not None)
@@ -98,13 +101,14 @@ def events_table(events: Iterable[Event], start: int = 0, mode: str | None = Non
             "key": _key_array(cols["key"], mode),
             "value": pa.array(cols["value"], pa.float64()),
             "channel": pa.array(cols["channel"], pa.int32()),
+            **{FIELD_PREFIX + f: pa.array(cols[FIELD_PREFIX + f], pa.float64()) for f in fields},
         }
     )
 
 
-def events_frame(spark: Any, events: Sequence[Event]) -> Any:
+def events_frame(spark: Any, events: Sequence[Event], q: Query | None = None) -> Any:
     """The event frame of in-memory events (already valid, e.g. from ``oij.io.open_events``)."""
-    return spark.createDataFrame(events_table(events))
+    return spark.createDataFrame(events_table(events, fields=field_names(q) if q is not None else ()))
 
 
 def materialize(
@@ -127,7 +131,7 @@ def materialize(
         nonlocal writer, buf
         if not buf:
             return
-        t = events_table(buf, n - len(buf), "tagged")
+        t = events_table(buf, n - len(buf), "tagged", field_names(q))
         if writer is None:
             writer = pq.ParquetWriter(path, t.schema.with_metadata({**meta, KEYS_META: b"tagged"}), compression="zstd")
         writer.write_table(t)
@@ -145,7 +149,7 @@ def materialize(
             flush()
     if writer is None:
         mode = key_mode(e.key for e in kept if isinstance(e, StreamTuple))
-        t = events_table(kept, 0, mode)
+        t = events_table(kept, 0, mode, field_names(q))
         pq.write_table(t.replace_schema_metadata({**meta, KEYS_META: mode.encode()}), path, compression="zstd")
         return kept, n
     flush()
@@ -210,6 +214,8 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
         col("key", key_t).alias("key"),
         col("value", "double").alias("value"),
         col("channel", "int").alias("channel"),
+        *((F.col(f"`{FIELD_PREFIX}{f}`") if FIELD_PREFIX + f in names else F.lit(None)).cast("double")
+          .alias(FIELD_PREFIX + f) for f in field_names(query)),
     )
     return query, frame
 
@@ -246,6 +252,17 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
     ]
     if q.lateness is not None:
         rules.append(("type", "watermark events are not allowed when the query sets lateness", is_wm))
+    for c in q.cond:
+        for side, name in (("base", c.left), ("probe", c.right)):
+            if name == "ts":
+                bad = F.abs(F.col("ts")) > (1 << 53)
+                rules.append(("ts", "out of range for cond: |ts| must be <= 2^53",
+                              is_tuple & (F.col("side") == side) & bad))
+            elif name != "value":
+                v = F.col(f"`{FIELD_PREFIX}{name}`")
+                bad = v.isNull() | F.isnan(v) | (F.abs(v) == float("inf"))
+                rules.append((FIELD_PREFIX + name, "missing or not finite: the query's cond reads it",
+                              is_tuple & (F.col("side") == side) & bad))
     aggs = [F.min(F.when(cond, F.col("pos"))).alias(f"r{i}") for i, (_, _, cond) in enumerate(rules)]
     aggs += [F.count(F.lit(1)).alias("n"), F.min(F.when(t == "end", F.col("pos"))).alias("end")]
     row = frame.agg(*aggs).collect()[0]

@@ -42,6 +42,14 @@ an unspecified order, so sum and avg agree with the exact spec to about 1e-9
 relative (bit for bit when all partial sums are exact, e.g. values with few
 significant bits); :mod:`oij.spark.compare` compares with that tolerance.
 
+**Joining condition.**  ``q.cond`` is pushed into the join condition: every
+comparison :math:`a.x\ op\ b.y + c` becomes a Spark SQL predicate on doubles
+that is exact, with Knuth's TwoSum computed by Spark per probe,
+:math:`s = y + c`, :math:`e = (y - (s - c)) + (c - (s - (s - c)))`, and
+:math:`x\ op\ y + c \iff x\ op'\ s \lor (x = s \land 0\ op\ e)`
+(:mod:`reference.cond`).  IEEE doubles round the same in the JVM as in numpy,
+so the predicate is bit-for-bit the one the oracle and the engines evaluate.
+
 Arithmetic: ``ts + offset`` is computed in 64-bit integers when
 :math:`|offset| \le 2^{61}` (no overflow: :math:`|ts| \le 2^{62}`) and in
 decimals otherwise, so the result is exact for every valid input.
@@ -53,6 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from oij.io.parquet import FIELD_PREFIX
 from oij.spark.salting import split_degrees
 from spec.batch import Results
 from spec.match import lower_offset, upper_offset
@@ -207,7 +216,8 @@ def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
         for m in ms[1:]:
             any_null = any_null | m.isNull()
         w = F.when(any_null, F.lit(None).cast("long")).otherwise(F.least(*ms))
-    out = g.select("pos", "side", "id", "ts", "key", "value", w.alias("W"))
+    fields = [F.col(f"`{c}`") for c in g.columns if c.startswith(FIELD_PREFIX)]
+    out = g.select("pos", "side", "id", "ts", "key", "value", *fields, w.alias("W"))
     return out.withColumn("late", F.coalesce(F.col("ts") < F.col("W"), F.lit(False)))
 
 
@@ -226,7 +236,7 @@ def _range_filter(q: Query) -> Any:
     from pyspark.sql import functions as F
 
     lo, hi = lower_offset(q), upper_offset(q)
-    return F.expr(f"b_ts >= {_shift('a_ts', lo)} AND b_ts <= {_shift('a_ts', hi)}")
+    return F.expr(f"b_ts >= {_shift('a_ts', lo)} AND b_ts <= {_shift('a_ts', hi)} AND {_cond_filter(q)}")
 
 
 def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, Any]) -> tuple[Any, Any, list[str]]:
@@ -276,6 +286,46 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
     return a2.drop("s"), b2.drop("s"), ["key", "bucket", "salt"]
 
 
+def _operand(name: str) -> str:
+    """The SQL double of a cond operand column of the event frame."""
+    return "CAST(ts AS DOUBLE)" if name == "ts" else "value" if name == "value" else f"`{FIELD_PREFIX}{name}`"
+
+
+def _cond_columns(q: Query, side: str) -> list[Any]:
+    """The cond operand columns of one side: ``x<i>`` for bases, TwoSum ``s<i>``/``e<i>`` for probes."""
+    from pyspark.sql import functions as F
+
+    out = []
+    for i, c in enumerate(q.cond):
+        if side == "base":
+            out.append(F.expr(_operand(c.left)).alias(f"x{i}"))
+        else:
+            y, add = _operand(c.right), repr(float(c.add))
+            s = f"({y} + CAST({add} AS DOUBLE))"
+            yy = f"({s} - CAST({add} AS DOUBLE))"
+            cc = f"({s} - {yy})"
+            out.append(F.expr(s).alias(f"s{i}"))
+            out.append(F.expr(f"(({y} - {yy}) + (CAST({add} AS DOUBLE) - {cc}))").alias(f"e{i}"))
+    return out
+
+
+def _cond_filter(q: Query) -> str:
+    """The cond as a Spark SQL predicate over (x<i>, s<i>, e<i>): exact, see the module docstring."""
+    terms = []
+    for i, c in enumerate(q.cond):
+        x, s, e = f"x{i}", f"s{i}", f"e{i}"
+        op = "=" if c.op == "==" else c.op
+        if c.op in ("<", "<="):
+            terms.append(f"({x} < {s} OR ({x} = {s} AND 0D {op} {e}))")
+        elif c.op in (">", ">="):
+            terms.append(f"({x} > {s} OR ({x} = {s} AND 0D {op} {e}))")
+        elif c.op == "==":
+            terms.append(f"({x} = {s} AND {e} = 0D)")
+        else:
+            terms.append(f"({x} != {s} OR {e} != 0D)")
+    return " AND ".join(terms) if terms else "true"
+
+
 def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any]) -> Any:
     """All matching pairs as a frame (a_id, b_id, b_value).
 
@@ -309,10 +359,11 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
     bases = ontime.where(F.col("side") == "base").select(
-        F.col("id").alias("a_id"), F.col("ts").alias("a_ts"), "key"
+        F.col("id").alias("a_id"), F.col("ts").alias("a_ts"), "key", *_cond_columns(q, "base")
     )
     probes = ontime.where(F.col("side") == "probe").select(
-        F.col("id").alias("b_id"), F.col("ts").alias("b_ts"), "key", F.col("value").alias("b_value")
+        F.col("id").alias("b_id"), F.col("ts").alias("b_ts"), "key", F.col("value").alias("b_value"),
+        *_cond_columns(q, "probe")
     )
     plan: dict[str, Any] = {}
     joined = join_pairs(spark, bases, probes, q, opts, plan)
@@ -352,7 +403,7 @@ def run_spark_oracle(
     """The Spark oracle over in-memory events, collected: must equal :func:`reference.oracle.run_events`."""
     from oij.spark.frames import events_frame
 
-    res = spark_oracle(spark, q, events_frame(spark, events), opts)
+    res = spark_oracle(spark, q, events_frame(spark, events, q), opts)
     try:
         return res.collect()
     finally:
