@@ -161,7 +161,7 @@ def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Resu
             params = with_overrides(resolve(args.preset), over)
             n_events = args.events if args.events is not None else params.events
             q, blocks = generate_blocks(params, n_events, args.seed)
-            chunks = list(chunks_from_blocks(blocks, ep))  # generated before the clock starts
+            chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
         except (ParamError, KeyError) as e:
             raise UsageError(str(e).strip("'\"")) from None
         res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),

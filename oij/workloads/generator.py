@@ -73,6 +73,7 @@ class Block:
     channel: npt.NDArray[np.int32]
     delay: I64
     on_time: npt.NDArray[np.bool_]
+    fields: dict[str, npt.NDArray[np.float64]] | None = None  # the named fields (0.0 for watermarks)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -102,6 +103,8 @@ class WorkloadGenerator:
             raise ParamError("seed", f"must be an integer in [0, 2^64), got {seed!r}")
         self.seed = seed
         ss = np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, 0x0171])
+        self.field_names = self.p.field_names()
+        self.rng_fields = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed & 0xFFFFFFFF, 0xF1E1D])))
         rt, rs, rk, rv, rc, rd, rg = (np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(7))
         self.rng_time, self.rng_side, self.rng_value, self.rng_chan = rt, rs, rv, rc
         self.rng_delay, self.rng_strag = rd, rg
@@ -187,7 +190,9 @@ class WorkloadGenerator:
             ids = np.arange(next_id, next_id + m, dtype=np.int64)
             next_id += m
             done += m
+            extra = {f"f:{name}": col for name, col in zip(self.field_names, self._fields(m), strict=True)}
             yield {
+                **extra,
                 "side": side,
                 "id": ids,
                 "ts": ts,
@@ -199,12 +204,26 @@ class WorkloadGenerator:
                 "arrival": arrival,
             }
 
+    def _fields(self, n: int) -> list[npt.NDArray[np.float64]]:
+        """The named fields of n tuples: integers in [0, field_range), correlated by field_correlation."""
+        p = self.p
+        if not self.field_names:
+            return []
+        rho = p.field_correlation
+        z = self.rng_fields.random(n)
+        out = []
+        for j, _name in enumerate(self.field_names):
+            zj = 1.0 - z if rho < 0 and j % 2 == 1 else z
+            v = abs(rho) * zj + (1.0 - abs(rho)) * self.rng_fields.random(n)
+            out.append(np.minimum(np.floor(v * p.field_range), p.field_range - 1).astype(np.float64))
+        return out
+
     def blocks(self, total: int) -> Iterator[Block]:
         """The ``total`` tuples in arrival order with the watermarks, as :class:`Block` s (End not included)."""
         pending: dict[str, npt.NDArray[Any]] | None = None
         wm = _WatermarkState(self.p)
         for gen in self.generated(total):
-            cols = gen if pending is None else {k: np.concatenate((pending[k], gen[k])) for k in _COLS}
+            cols = gen if pending is None else {k: np.concatenate((pending[k], gen[k])) for k in gen}
             frontier = int(gen["ts"][-1])
             release = cols["arrival"] <= frontier
             if release.all():
@@ -239,7 +258,7 @@ class _WatermarkState:
         else:
             return Block(
                 np.zeros(n, np.int8), c["side"], c["id"], c["ts"], c["key"], c["value"],
-                c["channel"], c["delay"], c["on_time"],
+                c["channel"], c["delay"], c["on_time"], _block_fields(c, None),
             )  # fmt: skip
         w = len(after)
         order = np.argsort(after * p.channels + wch, kind="stable")
@@ -265,6 +284,7 @@ class _WatermarkState:
             channel=fill(c["channel"], wch.astype(np.int32)),
             delay=fill(c["delay"], -1),
             on_time=fill(c["on_time"], True),
+            fields=_block_fields(c, lambda col: fill(col, 0.0)),
         )
 
     def _by_channel(self, ch: npt.NDArray[Any]) -> Iterator[tuple[int, I64]]:
@@ -356,6 +376,12 @@ class _WatermarkState:
 # ------------------------------------------------------------------ events
 
 
+def _block_fields(c: dict[str, npt.NDArray[Any]], fill: Any) -> dict[str, npt.NDArray[np.float64]] | None:
+    """The named-field columns of generated columns ``c`` (keys ``f:<name>``), through ``fill`` if given."""
+    out = {k[2:]: (v if fill is None else fill(v)) for k, v in c.items() if k.startswith("f:")}
+    return out or None
+
+
 def block_events(block: Block, p: WorkloadParams) -> Iterator[StreamTuple | Watermark]:
     """The events of a block as :class:`~spec.model.StreamTuple` / :class:`~spec.model.Watermark` objects.  O(n)."""
     kinds = block.kind.tolist()
@@ -366,10 +392,13 @@ def block_events(block: Block, p: WorkloadParams) -> Iterator[StreamTuple | Wate
     vals = block.value.tolist()
     chans = block.channel.tolist()
     str_keys = p.key_type == "str"
+    names = sorted(block.fields) if block.fields else []
+    fcols = [block.fields[n].tolist() for n in names] if block.fields else []
     for i in range(len(kinds)):
         if kinds[i] == KIND_TUPLE:
             k = keys[i]
-            yield StreamTuple(SIDE_NAMES[sides[i]], ids[i], tss[i], f"k{k}" if str_keys else k, vals[i], chans[i])
+            f = tuple((n, c[i]) for n, c in zip(names, fcols, strict=True))
+            yield StreamTuple(SIDE_NAMES[sides[i]], ids[i], tss[i], f"k{k}" if str_keys else k, vals[i], chans[i], f)
         else:
             yield Watermark(tss[i], chans[i])
 

@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from spec.model import TS_LIMIT, AggregateKind, JoinKind, Query, SpecError, check_query
+from spec.model import COND_OPS, TS_LIMIT, AggregateKind, Comparison, CondOp, JoinKind, Query, SpecError, check_query
+
+_COMPARISON = re.compile(r"^a\.(\w+)\s*(<=|>=|==|!=|<|>)\s*b\.(\w+)\s*(?:([+-])\s*([0-9][0-9_.eE+-]*))?$")
+
+
+def parse_cond_text(text: str) -> tuple[Comparison, ...]:
+    """``a.x<b.y+5,a.z>=b.z`` as comparisons (a regular expression, never ``eval``).  Raises ParamError."""
+    out = []
+    for i, part in enumerate(x.strip() for x in text.split(",")):
+        m = _COMPARISON.match(part)
+        if m is None:
+            raise ParamError("cond", f"comparison {i + 1} ({part!r}) is not a.<field> OP b.<field> [+|- number] "
+                                     f"with OP in {' '.join(COND_OPS)}")
+        left, op, right, sign, num = m.groups()
+        try:
+            add = float(num.replace("_", "")) if num else 0.0
+        except ValueError:
+            raise ParamError("cond", f"comparison {i + 1}: bad constant {num!r}") from None
+        out.append(Comparison(left, cast("CondOp", op), right, -add if sign == "-" else add))
+    return tuple(out)
 
 KEY_DISTS = ("uniform", "zipf", "self-similar", "rotating")
 ARRIVALS = ("poisson", "regular")
@@ -81,6 +101,22 @@ class WorkloadParams:
       ``lower``, ``upper`` (us, relative to the base tuple's ts), the two
       inclusive flags, ``aggregate`` (None = pairs), ``join``.
 
+    Joining condition (PPOIJ's cond, SPO-Join's Q1 shape)
+      ``cond`` comparisons ``a.<f> OP b.<g> [+c]`` separated by commas, e.g.
+      ``a.power<b.power,a.cool>b.cool`` (:func:`parse_cond_text`; data, never
+      evaluated).  Every tuple gets every named field the cond reads, an
+      integer in [0, ``field_range``).  ``field_correlation`` rho in [-1, 1]
+      correlates a tuple's fields: field j is ``|rho| z_j' + (1 - |rho|) u_j``
+      scaled, with z a uniform shared by the tuple's fields, ``z_j' = z``
+      (rho >= 0, or j even) or ``1 - z`` (rho < 0, j odd: anti-correlated),
+      and u_j independent uniforms.  ``cond_selectivity`` s: if set, the
+      constant of every ``<``/``<=``/``>``/``>=`` comparison is replaced so
+      that it alone holds for a fraction :math:`s^{1/k}` (k comparisons) of
+      candidate pairs with independent uniform fields (x - y is triangular
+      on (-R, R)), so the whole cond holds for about s of them when
+      rho = 0; correlation moves the joint selectivity away from s
+      (``oij generate --describe`` does not measure it; the benchmark does).
+
     Guarantee (tested): a tuple with delay <= l is never late; the observable
     disorder max_{i<j}(ts_i - ts_j) is at most the largest delay given.
     """
@@ -124,6 +160,11 @@ class WorkloadParams:
     upper_inclusive: bool = True
     aggregate: str | None = None
     join: str = "inner"
+    # joining condition
+    cond: str | None = None
+    field_range: int = 1000
+    field_correlation: float = 0.0
+    cond_selectivity: float | None = None
     # metadata
     arrival_rate: float | None = None
     events: int = 1_000_000
@@ -145,7 +186,33 @@ class WorkloadParams:
             join=cast("JoinKind", self.join),
             channels=self.channels,
             lateness=self.lateness if self.watermark == "lateness" else None,
+            cond=self.comparisons(),
         )
+
+    def comparisons(self) -> tuple[Comparison, ...]:
+        """The cond's comparisons, their constants set for ``cond_selectivity`` if given."""
+        cs = parse_cond_text(self.cond) if self.cond else ()
+        s = self.cond_selectivity
+        if s is None or not cs:
+            return cs
+        per = s ** (1.0 / len(cs))
+        r = float(self.field_range)
+
+        def below(p: float) -> float:  # c with P(x - y < c) = p, x, y ~ U(0, r)
+            return r * math.sqrt(2 * p) - r if p <= 0.5 else r - r * math.sqrt(2 * (1 - p))
+
+        out = []
+        for c in cs:
+            if c.op in ("<", "<="):
+                c = c._replace(add=float(round(below(per))))
+            elif c.op in (">", ">="):
+                c = c._replace(add=float(round(below(1.0 - per))))
+            out.append(c)
+        return tuple(out)
+
+    def field_names(self) -> tuple[str, ...]:
+        """The named fields every generated tuple carries (those the cond reads, ts and value excluded), sorted."""
+        return tuple(sorted({n for c in self.comparisons() for n in (c.left, c.right)} - {"ts", "value"}))
 
     def key_label(self, i: int) -> int | str:
         """The key with index ``i``: ``i`` or ``"k<i>"``."""
@@ -214,6 +281,11 @@ def check_params(p: WorkloadParams) -> WorkloadParams:
     need(_int(p.base_channels) and 1 <= p.base_channels <= 1024, "base_channels", "must be an integer in [1, 1024]")
     need(_int(p.probe_channels) and 1 <= p.probe_channels <= 1024, "probe_channels", "must be an integer in [1, 1024]")
     need(_int(p.events) and p.events >= 0, "events", "must be an integer >= 0")
+    need(p.cond is None or isinstance(p.cond, str), "cond", "must be text like a.x<b.y,a.z>b.z or none")
+    need(_int(p.field_range) and 1 <= p.field_range <= 1 << 53, "field_range", "must be an integer in [1, 2^53]")
+    need(_num(p.field_correlation) and -1 <= p.field_correlation <= 1, "field_correlation", "must be in [-1, 1]")
+    sel_ok = p.cond_selectivity is None or (_num(p.cond_selectivity) and 0 < p.cond_selectivity <= 1)
+    need(sel_ok, "cond_selectivity", "must be in (0, 1] or none")
     try:
         check_query(p.query())
     except SpecError as e:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from oij.io.atomic import atomic_path
 from oij.io.jsonl import format_query
-from oij.io.parquet import ParquetEventWriter
+from oij.io.parquet import FIELD_PREFIX, ParquetEventWriter
 from oij.workloads.generator import KIND_WATERMARK, Block, WorkloadGenerator
 from oij.workloads.params import ParamError, WorkloadParams
 from oij.workloads.presets import resolve
@@ -59,7 +59,20 @@ def block_columns(block: Block, p: WorkloadParams) -> dict[str, pa.Array]:
         "key": key,
         "value": pa.array(block.value, pa.float64(), mask=mask),
         "channel": pa.array(block.channel.astype(np.int32), pa.int32()),
+        **{FIELD_PREFIX + n: pa.array(v, pa.float64(), mask=mask) for n, v in sorted((block.fields or {}).items())},
     }
+
+
+def _field_parts(block: Block, tsel: npt.NDArray[np.bool_]) -> list[Any]:
+    """The ``,"fields":{"x":1,...}`` pieces of the tuple lines (fields are integers, written as such)."""
+    if not block.fields:
+        return []
+    parts: list[Any] = []
+    for j, (name, v) in enumerate(sorted(block.fields.items())):
+        parts.append((',"fields":{' if j == 0 else ",") + f'"{name}":')
+        parts.append(pc.cast(pa.array(v[tsel].astype(np.int64)), pa.string()))
+    parts.append("}")
+    return parts
 
 
 def block_jsonl(block: Block, p: WorkloadParams) -> memoryview:
@@ -90,6 +103,7 @@ def block_jsonl(block: Block, p: WorkloadParams) -> memoryview:
         s(pa.array(block.value[tsel].astype(np.int64)), st),
         '.0,"channel":',
         s(pa.array(block.channel[tsel]), st),
+        *_field_parts(block, tsel),
         "}\n",
         "",
     )

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from oij.io.blocks import EventBlock
 from parallel.runtime.ring import tuple_dtype
 from parallel.runtime.store import NEG
-from reference.cond import operand_rows
+from reference.cond import operand_rows, split_sum_array
 from spec.match import lower_offset, upper_offset
 from spec.model import End, Event, Key, Query, StreamTuple, Watermark
 
@@ -172,13 +172,35 @@ def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: Key
             return
 
 
-def chunks_from_blocks(blocks: Iterable[Any], size: int) -> Iterator[Chunk]:
+def chunks_from_blocks(blocks: Iterable[Any], size: int, q: Query | None = None) -> Iterator[Chunk]:
     """Chunks from :func:`oij.workloads.generate_blocks` blocks (key indexes are already dense codes)."""
     for b in blocks:
         c = Chunk(b.kind.astype(np.int8), b.side.astype(np.int8), b.id, b.ts, b.key, b.value,
                   b.channel.astype(np.int64))
+        if q is not None and q.cond:
+            c.ch, c.cl = _block_operands(b, q)
         for a in range(0, len(c), size):
             yield c.slice(a, a + size)
+
+
+def _block_operands(b: Any, q: Query) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The cond operands of a generated block, vectorised (:func:`reference.cond.operand_rows` row by row)."""
+    n = len(b.kind)
+    hi = np.zeros((n, len(q.cond)))
+    lo = np.zeros((n, len(q.cond)))
+    isb = b.side == 0
+
+    def col(name: str) -> npt.NDArray[np.float64]:
+        if name == "ts":
+            return np.asarray(b.ts, dtype=np.float64)
+        return np.asarray(b.value if name == "value" else b.fields[name], dtype=np.float64)
+
+    for i, c in enumerate(q.cond):
+        x = col(c.left)
+        s, e = split_sum_array(col(c.right), c.add)
+        hi[:, i] = np.where(isb, x, s)
+        lo[:, i] = np.where(isb, 0.0, e)
+    return hi, lo
 
 
 def key_hash(k: npt.NDArray[np.int64] | int, n: int) -> Any:
