@@ -68,11 +68,19 @@ def errors(x: Any, s: dict[str, Any], path: str = "") -> list[str]:
         for name in s.get("required", []):
             if name not in x:
                 out.append(f"{name}: missing")
-        if s.get("additionalProperties") is False:
+        extra = s.get("additionalProperties")
+        if extra is False:
             out += [f"{k}: unknown field" for k in x if k not in props]
+        elif isinstance(extra, dict):
+            for k in x:
+                if k not in props:
+                    out += errors(x[k], extra, f"{path}.{k}" if path else k)
         for k, sub in props.items():
             if k in x:
                 out += errors(x[k], sub, k)
+    if type(x) is list and "items" in s:
+        for i, item in enumerate(x):
+            out += errors(item, s["items"], f"{where}[{i}]")
     return out
 
 
