@@ -78,6 +78,16 @@ def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys:
     assert rc == 0, out
 
 
+def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """``all`` leaves the format-1.1 cond out (a 1.0 implementation still conforms); ``all,cond`` tests it: oij's
+    own join passes, and the toy, which knows no cond, is caught (the negative control)."""
+    assert "cond" not in parse_features("all") and "cond" in parse_features("all,cond")
+    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", *OIJ, "join", "-")
+    assert rc == 0 and "joining condition" in out, out
+    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", *toy())
+    assert rc == 1, out
+
+
 def test_parallel_cases_with_jobs(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = conform(capsys, "-j", "2", "--max-examples", "40", "--", *toy("late-le"))
     assert rc == 1 and "behaves like late-le" in out
@@ -138,7 +148,7 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_features_restrict_the_cases() -> None:
     feats = parse_features("all,-aggregates,-left,-channels,-lateness")
-    assert feats == frozenset(FEATURES) - {"aggregates", "left", "channels", "lateness"}
+    assert feats == frozenset(FEATURES) - {"aggregates", "left", "channels", "lateness", "cond"}
 
     @settings(max_examples=100, database=None)
     @given(cases(feats))

@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--epoch", type=int, default=None,
                    help="events per epoch (default max(8192, 4 x batch x replicas x M))")
     p.add_argument("--rate", type=float, default=None, help="pace the source at this many tuples/s (latency runs)")
+    p.add_argument("--cond-index", action="store_true",
+                   help="kp/dp/hp with a cond: answer window AND cond from the SPO-Join style cond index instead of "
+                   "filtering the window (docs/cond.rst)")
     g = p.add_argument_group("Scale-OIJ (--pattern scale)")
     g.add_argument("--partitions", type=int, default=64, help="key partitions (hash ranges) of the team map")
     g.add_argument("--delta", type=float, default=0.01, help="Alg. 3: minimum unbalancedness decrease (delta)")
@@ -89,6 +92,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-split must be >= 1, got {args.max_split}")
     if args.rate is not None and args.rate <= 0:
         raise UsageError(f"--rate must be > 0, got {args.rate}")
+    if args.cond_index and args.pattern not in ("kp", "dp", "hp"):
+        raise UsageError(f"--cond-index is an option of kp, dp and hp, not of {args.pattern}")
     if args.events is not None and args.events < 0:
         raise UsageError(f"--events must be >= 0, got {args.events}")
 
@@ -101,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
     opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
                      collector=args.collector, theta=args.theta, max_split=args.max_split,
-                     calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed)
+                     calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed,
+                     cond_index=args.cond_index)
     ep = epoch_size(opt)
     t_setup = time.perf_counter()
     streamed = args.no_output or args.order == "arrival"

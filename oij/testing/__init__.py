@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from oij.testing._cases import FEATURES, Case, cases
+from oij.testing._cases import DEFAULT_FEATURES, FEATURES, Case, cases
 from oij.testing._protocol import expected_output as _expected
 from oij.testing._runner import Impl, judge, run_impl
 from spec.batch import Results
@@ -54,7 +54,7 @@ def assert_conforms(impl: Impl, case: Case, *, profile: str = "canonical", featu
     all); without ``late-report`` late lines are not compared.  ``timeout``
     bounds a command's run in seconds.
     """
-    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    feats = DEFAULT_FEATURES if features is None else frozenset(features)
     failure = judge(case, run_impl(impl, case, timeout), get_profile(profile), feats)
     if failure is not None:
         raise AssertionError("\n" + failure.report)

@@ -23,7 +23,7 @@ from hypothesis import seed as hyp_seed
 from hypothesis.errors import Flaky
 
 from oij.io.jsonl import result_lines
-from oij.testing._cases import FEATURES, Case, cases, exercised
+from oij.testing._cases import DEFAULT_FEATURES, Case, cases, exercised
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from oij.testing._timeline import render
 from spec.batch import Results
@@ -128,7 +128,7 @@ class _Found(Exception):
 def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
            max_examples: int = 200, seed: int = 0, timeout: float = 10.0) -> SearchResult:
     """Run ``impl`` on up to ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
-    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    feats = DEFAULT_FEATURES if features is None else frozenset(features)
     result = SearchResult()
     failures: list[Failure] = []
 
@@ -207,7 +207,7 @@ def _shard(args: tuple[Impl, frozenset[str], Profile, int, int, float]) -> Searc
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
                     max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1) -> SearchResult:
     """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins."""
-    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    feats = DEFAULT_FEATURES if features is None else frozenset(features)
     if jobs <= 1:
         return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout)
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]

@@ -24,7 +24,7 @@ from spec.batch import Results
 from spec.model import Event, Query, StreamTuple
 
 _JOB_FIELDS = ("collector", "slots", "result_width", "theta", "max_split", "calibration", "sync_map", "epoch",
-               "rate", "seed", "trace", "fail_after", "stall")
+               "rate", "seed", "trace", "fail_after", "stall", "cond_index")
 
 
 def job_options(pattern: str, options: EngineOptions) -> JobOptions:

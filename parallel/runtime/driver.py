@@ -128,6 +128,7 @@ class JobOptions:
     trace: bool = False
     fail_after: dict[int, int] = field(default_factory=dict)  # test hook: replica -> batches before it raises
     stall: tuple[int, ...] = ()  # test hook: replicas that stop consuming
+    cond_index: bool = False  # with a cond: the SPO-Join style cond index (parallel.runtime.store)
 
 
 def _signame(code: int) -> str:
@@ -311,6 +312,7 @@ class Runtime:
                     "partial": q.aggregate is not None or q.join == "left",
                     "keybased": opt.pattern == "hp",
                     "cond": q.cond,
+                    "cond_index": opt.cond_index,
                     "seed": opt.seed,
                     "trace": opt.trace,
                     "fail_after": opt.fail_after.get(r),

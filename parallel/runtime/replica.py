@@ -75,7 +75,7 @@ class _Job:
         else:
             self.col = NaiveCollector(inputs, spec["seed"] * 7919 + me)
         self.js = JoinState(me, spec["lo"], spec["hi"], pairs=spec["pairs"], partial=spec["partial"],
-                            cond=spec.get("cond", ()))
+                            cond=spec.get("cond", ()), cond_index=bool(spec.get("cond_index", False)))
         self.js.trace_on = spec["trace"]
         c = len(inputs)
         self.wc = np.full(c, NEG, dtype=np.int64)  # per channel max W (KP/DP), punctuations (HP)

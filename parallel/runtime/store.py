@@ -33,6 +33,25 @@ before they make pairs or enter a partial aggregate: each stored entry keeps
 its cond operands (``ch``/``cl``, :func:`reference.cond.operand_rows`) and a
 candidate (x, y) passes iff :func:`reference.cond.cond_mask` holds for it.
 Purging and finality are unchanged (they depend on keys, times and W only).
+
+The cond index (``cond_index=True``: SPO-Join's idea, 004 §3, in this
+store's terms).  Filtering visits every candidate of the window; with a 1 %
+selective cond, 99 % of those visits are wasted.  With the index every tier
+also keeps, per indexable comparison i (``< <= > >= ==``), its entries
+ordered by (key, operand) -- the composite :math:`ocomp_i = key (n+1) +
+rank(h_i)` over the operand's high part h, and the *permutation* ``perm_i``
+from that order to the tier's (key, ts) order (IE-Join's permutation array).
+A query then has, per tier, three runs: its time window in (key, ts) order,
+and for each comparison the entries whose h can pass (an inequality passes a
+prefix or a suffix of the operand order: :math:`h \ge h_q` or
+:math:`h \le h_q`, a superset of the exact answer that adds only the ties).
+It walks the *shortest* run; a comparison run is intersected with the window
+by position (``ws <= perm_i[j] < we``: no timestamp is read), and every
+survivor gets the exact check (:func:`reference.cond.cond_mask`), so the
+answer is exactly the window's passing candidates.  The two tiers are
+SPO-Join's: the small mutable ``delta`` (rebuilt on insert) and the
+immutable ``main`` (rebuilt on merge), each with its own permutations.
+``Store.visited`` counts the entries walked (the hardware-independent cost).
 """
 
 from __future__ import annotations
@@ -70,16 +89,24 @@ def _sorted(cols: Cols) -> Cols:
 
 
 class Tier:
-    """Entries sorted by (key, ts) with the rank-compressed composite index (module docstring)."""
+    """Entries sorted by (key, ts) with the rank-compressed composite index (module docstring); with
+    ``index``, also the cond index of those comparisons: (comparison, sorted h, ocomp in order, perm)."""
 
-    __slots__ = ("cols", "comp", "n", "sts")
+    __slots__ = ("cidx", "cols", "comp", "n", "sts")
 
-    def __init__(self, cols: Cols) -> None:
+    def __init__(self, cols: Cols, index: tuple[int, ...] = ()) -> None:
         self.cols = cols
         self.n = n = len(cols["ts"])
         self.sts: I64 = np.sort(cols["ts"])
         rank = np.searchsorted(self.sts, cols["ts"], "left")
         self.comp: I64 = cols["key"] * (n + 1) + rank
+        self.cidx: list[tuple[int, npt.NDArray[np.float64], I64, I64]] = []
+        for i in index if n else ():
+            h = cols["ch"][:, i]
+            shi = np.sort(h)
+            oc = cols["key"] * (n + 1) + np.searchsorted(shi, h, "left")
+            perm = np.argsort(oc, kind="stable")
+            self.cidx.append((i, shi, oc[perm], perm))
 
     def ranges(self, qk: I64, qlo: I64, qhi: I64) -> tuple[I64, I64]:
         """Per query i, the index run [s_i, e_i) of entries with key qk_i and ts in [qlo_i, qhi_i]."""
@@ -105,15 +132,57 @@ def expand(s: I64, e: I64) -> tuple[I64, I64]:
     return qi, ei
 
 
-class Store:
-    """One side's two-tier state buffer."""
+def _indexed(t: Tier, qk: I64, s: I64, e: I64, qh: npt.NDArray[np.float64],
+             dirs: tuple[str, ...]) -> tuple[I64, I64, int]:
+    """(query idx, entry idx, entries walked): the window runs [s, e) of the queries, each walked through its
+    shortest run, window or cond index (module docstring).  ``dirs[j]``: "ge" | "le" | "eq" for ``t.cidx[j]``."""
+    n = t.n
+    m = len(qk)
+    best = e - s
+    choice = np.full(m, -1, dtype=np.int64)
+    base = qk * (n + 1)
+    runs = []
+    for j, (i, shi, ocs, _perm) in enumerate(t.cidx):
+        h = qh[:, i]
+        d = dirs[j]
+        rlo = np.searchsorted(shi, h, "left") if d != "le" else np.zeros(m, dtype=np.int64)
+        rhi = np.searchsorted(shi, h, "right") if d != "ge" else np.full(m, n, dtype=np.int64)
+        cs = np.searchsorted(ocs, base + rlo, "left")
+        ce = np.searchsorted(ocs, base + np.maximum(rhi, rlo), "left")
+        better = ce - cs < best
+        choice[better] = j
+        best = np.minimum(best, ce - cs)
+        runs.append((cs, ce))
+    w = choice == -1
+    qi, ei = expand(np.where(w, s, 0), np.where(w, e, 0))
+    walked = len(qi)
+    qis, eis = [qi], [ei]
+    for j, (cs, ce) in enumerate(runs):
+        c = choice == j
+        if not c.any():
+            continue
+        qc, pc = expand(np.where(c, cs, 0), np.where(c, ce, 0))
+        walked += len(qc)
+        pos = t.cidx[j][3][pc]
+        keep = (pos >= s[qc]) & (pos < e[qc])
+        qis.append(qc[keep])
+        eis.append(pos[keep])
+    if len(qis) == 1:
+        return qi, ei, walked
+    return np.concatenate(qis), np.concatenate(eis), walked
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+
+class Store:
+    """One side's two-tier state buffer (with ``index``: the cond index of those comparisons, module docstring)."""
+
+    def __init__(self, spec: dict[str, Any], index: tuple[int, ...] = ()) -> None:
         self.spec = spec
+        self.index = index
         self.main = Tier(_empty(spec))
         self.delta = Tier(_empty(spec))
         self.dead = 0  # flagged (final / expired) entries not yet dropped
         self.merges = 0
+        self.visited = 0  # entries walked by match()
 
     def __len__(self) -> int:
         return self.main.n + self.delta.n
@@ -123,15 +192,26 @@ class Store:
 
     def insert(self, cols: Cols) -> None:
         d = self.delta.cols
-        self.delta = Tier(_sorted({k: np.concatenate((d[k], cols[k])) for k in self.spec}))
+        self.delta = Tier(_sorted({k: np.concatenate((d[k], cols[k])) for k in self.spec}), self.index)
 
-    def match(self, qk: I64, qlo: I64, qhi: I64, qseq: I64) -> list[tuple[Tier, I64, I64]]:
-        """Per tier, (tier, query idx, entry idx) of the stored entries in range delivered before the query."""
+    def match(self, qk: I64, qlo: I64, qhi: I64, qseq: I64, qh: npt.NDArray[np.float64] | None = None,
+              dirs: tuple[str, ...] = ()) -> list[tuple[Tier, I64, I64]]:
+        """Per tier, (tier, query idx, entry idx) of the stored entries in range delivered before the query.
+
+        With the cond index and the queries' operands ``qh``, the result is the window's entries whose
+        operands can pass (a superset of the cond's answer that :func:`reference.cond.cond_mask` narrows).
+        """
         out = []
         for t in (self.main, self.delta):
             if t.n == 0:
                 continue
-            qi, ei = expand(*t.ranges(qk, qlo, qhi))
+            if t.cidx and qh is not None:
+                s, e = t.ranges(qk, qlo, qhi)
+                qi, ei, walked = _indexed(t, qk, s, e, qh, dirs)
+                self.visited += walked
+            else:
+                qi, ei = expand(*t.ranges(qk, qlo, qhi))
+                self.visited += len(qi)
             if len(qi):
                 keep = t.cols["seq"][ei] < qseq[qi]
                 if not keep.all():
@@ -151,10 +231,22 @@ class Store:
         keep = live(cols)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
-        self.main = Tier(_sorted(cols))
+        self.main = Tier(_sorted(cols), self.index)
         self.delta = Tier(_empty(self.spec))
         self.dead = 0
         self.merges += 1
+
+
+def _direction(op: str, stored_left: bool) -> str:
+    """Which operand run of a stored entry can pass ``op``: "ge" (h >= the query's), "le" or "eq".
+
+    Stored on the left (a base, ``k op q``): ``<``/``<=`` need k <= q.  Stored on the right (a probe,
+    ``q op k``): ``<``/``<=`` need k >= q.  Comparing high parts only keeps the ties for the exact check.
+    """
+    if op == "==":
+        return "eq"
+    small = op in ("<", "<=")
+    return ("le" if small else "ge") if stored_left else ("ge" if small else "le")
 
 
 PROBE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "value": np.float64, "born": np.int64,
@@ -174,7 +266,7 @@ class JoinState:
     """
 
     def __init__(self, me: int, lo: int, hi: int, *, pairs: bool, partial: bool,
-                 cond: tuple[Comparison, ...] = ()) -> None:
+                 cond: tuple[Comparison, ...] = (), cond_index: bool = False) -> None:
         self.me = me
         self.lo = lo
         self.hi = hi
@@ -183,8 +275,12 @@ class JoinState:
         self.cond = Query(0, 0, cond=cond)
         k = len(cond)
         extra = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
-        self.bases = Store({**BASE_COLS, **extra})
-        self.probes = Store({**PROBE_COLS, **extra})
+        idx = tuple(i for i, c in enumerate(cond) if c.op != "!=") if cond_index else ()
+        # stored probes answer bases (x op k: k >= or <= x); stored bases answer probes (k op y)
+        self.probe_dirs = tuple(_direction(cond[i].op, stored_left=False) for i in idx)
+        self.base_dirs = tuple(_direction(cond[i].op, stored_left=True) for i in idx)
+        self.bases = Store({**BASE_COLS, **extra}, idx)
+        self.probes = Store({**PROBE_COLS, **extra}, idx)
         self.seq = 0
         self.received = 0
         self.stored = 0
@@ -252,7 +348,9 @@ class JoinState:
         b = recs[bi]
         qk, qts, qseq = b["key"], b["ts"], seq[bi]
         m = len(bi)
-        hits = self._passing(self.probes.match(qk, qts + self.lo, qts + self.hi, qseq), b, False)
+        qh = b["ch"] if self.probes.index else None
+        hits = self._passing(self.probes.match(qk, qts + self.lo, qts + self.hi, qseq, qh, self.probe_dirs), b,
+                             False)
         cnt = np.zeros(m, dtype=np.int64)
         ssum = np.zeros(m)
         mn = np.full(m, np.inf)
@@ -291,7 +389,9 @@ class JoinState:
         out: list[Any] = []
         p = recs[pi]
         pts = p["ts"]
-        hits = self._passing(self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi]), p, True)
+        qh = p["ch"] if self.bases.index else None
+        hits = self._passing(self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi], qh, self.base_dirs),
+                             p, True)
         for t, qi, ei in hits:
             bc = t.cols
             if self.pairs:
