@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from spec.match import COMPARE
-from spec.model import BASE, CondOp, End, Event, Query, StreamTuple, field_value
+from spec.model import BASE, Comparison, CondOp, End, Event, Query, StreamTuple, field_value
 
 F64 = npt.NDArray[np.float64]
 
@@ -60,22 +60,22 @@ def compare_split(x: Any, op: CondOp, s: Any, e: Any) -> Any:
     return (x != s) | (e != 0.0)
 
 
+def operand(t: StreamTuple, c: Comparison) -> tuple[float, float]:
+    """The tuple's operand of comparison ``c`` as a pair: a base's ``(x, 0.0)``, a probe's ``(s, e)`` =
+    :func:`split_sum` (y, add).  Pairs compare lexicographically as the reals they stand for.  O(1)."""
+    if t.side == BASE:
+        return field_value(t, c.left), 0.0
+    return split_sum(field_value(t, c.right), c.add)
+
+
 def operands(t: StreamTuple, q: Query) -> list[Any]:
     """The tuple's operand for every comparison of ``q.cond``, in the form :class:`reference.oracle.Oracle` keeps.
 
-    A base: x, or ``(x, 0.0)`` when the comparison adds a constant; a probe: y,
-    or ``(s, e)`` = :func:`split_sum` (y, add).  Comparing the two with the
-    comparison's Python operator is :func:`spec.match.is_comparison_true`.  O(|cond|).
+    :func:`operand`, or its first element alone when the comparison adds nothing (then the second is 0).
+    Comparing a base's and a probe's with the comparison's Python operator is
+    :func:`spec.match.is_comparison_true`.  O(|cond|).
     """
-    out: list[Any] = []
-    for c in q.cond:
-        if t.side == BASE:
-            x = field_value(t, c.left)
-            out.append((x, 0.0) if c.add else x)
-        else:
-            y = field_value(t, c.right)
-            out.append(split_sum(y, c.add) if c.add else y)
-    return out
+    return [operand(t, c) if c.add else operand(t, c)[0] for c in q.cond]
 
 
 def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
@@ -89,11 +89,13 @@ def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
         if type(e) is not StreamTuple:
             continue
         for i, c in enumerate(q.cond):
-            if e.side == BASE:
-                hi[r, i] = field_value(e, c.left)
-            else:
-                hi[r, i], lo[r, i] = split_sum(field_value(e, c.right), c.add)
+            hi[r, i], lo[r, i] = operand(e, c)
     return hi, lo
+
+
+def operand_columns(recs: npt.NDArray[Any], q: Query) -> dict[str, npt.NDArray[Any]]:
+    """The ``ch``/``cl`` operand columns of tuple records, to store beside them (none without a cond)."""
+    return {"ch": recs["ch"], "cl": recs["cl"]} if q.cond else {}
 
 
 def cond_mask(q: Query, a_x: F64, b_s: F64, b_e: F64) -> npt.NDArray[np.bool_]:

@@ -82,7 +82,7 @@ def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     """``all`` leaves the format-1.1 cond out (a 1.0 implementation still conforms); ``all,cond`` tests it: oij's
     own join passes, and the toy, which knows no cond, is caught (the negative control)."""
     assert "cond" not in parse_features("all") and "cond" in parse_features("all,cond")
-    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", *OIJ, "join", "-")
+    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "25", "--", *OIJ, "join", "-")
     assert rc == 0 and "joining condition" in out, out
     rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", *toy())
     assert rc == 1, out

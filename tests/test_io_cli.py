@@ -44,8 +44,13 @@ def test_jsonl_round_trip(w: tuple[Query, list[Event]]) -> None:
 @given(workloads())
 def test_parquet_round_trip(tmp_path_factory: pytest.TempPathFactory, w: tuple[Query, list[Event]]) -> None:
     q, events = w
-    # Parquet holds one key type per file: keep the str keys (ints become strs of another value space).
-    events = [e._replace(key=f"s{e.key}") if isinstance(e, StreamTuple) else e for e in events]
+    # Parquet holds one key type per file: keep the str keys (ints become strs of another value space);
+    # and only the fields the cond reads (a tuple with another field is refused, tested below).
+    from oij.io.parquet import field_names
+
+    keep = set(field_names(q))
+    events = [e._replace(key=f"s{e.key}", fields=tuple(f for f in e.fields if f[0] in keep))
+              if isinstance(e, StreamTuple) else e for e in events]
     path = str(tmp_path_factory.mktemp("pq") / "w.parquet")
     write_parquet(path, q, events)
     q2, it = read_parquet(path)
@@ -60,6 +65,13 @@ def test_result_lines_round_trip(w: tuple[Query, list[Event]]) -> None:
     res = run_events(events, q)
     back = parse_result_lines(list(result_lines(res)))
     assert back.canonical() == res
+
+
+def test_parquet_refuses_a_field_it_would_drop(tmp_path: Path) -> None:
+    """No data is silently dropped: a field no cond reads has no column, so writing it is an error."""
+    q = Query(-1, 0)
+    with pytest.raises(ValueError, match="field 'power'"):
+        write_parquet(str(tmp_path / "x.parquet"), q, [StreamTuple("base", 1, 0, "k", fields=(("power", 1.0),)), End()])
 
 
 def test_join_cli_matches_oracle_in_both_orders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

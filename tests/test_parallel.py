@@ -184,7 +184,7 @@ def test_exception_in_a_replica_fails_fast_and_cleans_up() -> None:
     pids = r.pids()
     t = time.monotonic()
     with pytest.raises(EngineFailure, match=r"replica 1 raised RuntimeError: injected failure after 3 batches"):
-        run_chunks("kp", q, chunks_from_events(events, 64), 0,
+        run_chunks("kp", q, chunks_from_events(events, 64, q=q), 0,
                    JobOptions("kp", replicas=2, batch=4, fail_after={1: 3}), r)
     assert time.monotonic() - t < 10
     assert r.closed
@@ -199,7 +199,7 @@ def test_killed_replica_fails_fast_and_cleans_up() -> None:
     threading.Timer(0.5, os.kill, (pids[2], signal.SIGKILL)).start()
     t = time.monotonic()
     with pytest.raises(EngineFailure, match=r"replica 2 killed by SIGKILL"):
-        run_chunks("dp", q, chunks_from_events(events, 64), 0,
+        run_chunks("dp", q, chunks_from_events(events, 64, q=q), 0,
                    JobOptions("dp", replicas=3, batch=4, stall=(2,)), r)
     assert time.monotonic() - t < 10
     assert not any(alive(p) for p in pids)
@@ -216,7 +216,7 @@ def test_ctrl_c_in_the_driver_cleans_up() -> None:
     try:
         threading.Timer(0.5, _thread.interrupt_main).start()
         with pytest.raises(KeyboardInterrupt):
-            run_chunks("hp", q, chunks_from_events(events, 64), 0,
+            run_chunks("hp", q, chunks_from_events(events, 64, q=q), 0,
                        JobOptions("hp", replicas=2, batch=4, stall=(0,)), r)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -271,7 +271,7 @@ def test_streamed_results_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Eve
         got.aggregates += r.aggregates
         got.late += r.late
 
-    chunks = chunks_from_events(events, 16)
+    chunks = chunks_from_events(events, 16, q=q)
     if pattern in ("kp", "dp", "hp"):
         opt = JobOptions(pattern=pattern, replicas=replicas, batch=batch, calibration=10, theta=1.0)
         res, metrics = run_chunks(pattern, q, chunks, 0, opt, runtime=rt, stream=stream)

@@ -232,7 +232,7 @@ def test_exception_in_a_joiner_fails_fast_and_cleans_up(pattern: str) -> None:
     r = Runtime(2, "spawn")
     pids = r.pids()
     with pytest.raises(EngineFailure, match=r"replica 1 raised RuntimeError: injected failure after 3 batches"):
-        run_chunks(pattern, q, chunks_from_events(events, 64), 0,
+        run_chunks(pattern, q, chunks_from_events(events, 64, q=q), 0,
                    TeamOptions(pattern, replicas=2, batch=4, fail_after={1: 3}), r)
     assert r.closed and not any(alive(p) for p in pids)
     assert not {s for s in segments() if s.startswith(r.tag)}
@@ -245,7 +245,7 @@ def test_killed_joiner_fails_fast_and_cleans_up() -> None:
     threading.Timer(0.5, os.kill, (pids[2], signal.SIGKILL)).start()
     t = time.monotonic()
     with pytest.raises(EngineFailure, match=r"replica 2 killed by SIGKILL"):
-        run_chunks("scale", q, chunks_from_events(events, 64), 0,
+        run_chunks("scale", q, chunks_from_events(events, 64, q=q), 0,
                    TeamOptions("scale", replicas=3, batch=4, stall=(2,)), r)
     assert time.monotonic() - t < 10
     assert not any(alive(p) for p in pids)

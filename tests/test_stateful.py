@@ -28,7 +28,7 @@ from spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
 from spec.purge import compute_needed
 from spec.stream import compute_emitted
 
-from .strategies import KEYS, VALUES, queries
+from .strategies import FIELD_VALUES, KEYS, VALUES, queries
 
 _SHARED: dict[str, Any] = {}
 
@@ -73,12 +73,14 @@ class Lockstep(RuleBasedStateMachine):
 
     @precondition(lambda self: not self.ended)
     @rule(side=st.sampled_from([BASE, PROBE]), back=st.integers(0, 10), step=st.integers(0, 3),
-          key=st.sampled_from(KEYS), value=VALUES, channel=st.integers(0, 2))
-    def tuple_(self, side: str, back: int, step: int, key: int | str, value: float, channel: int) -> None:
+          key=st.sampled_from(KEYS), value=VALUES, channel=st.integers(0, 2), x=st.sampled_from(FIELD_VALUES),
+          y=st.sampled_from(FIELD_VALUES))
+    def tuple_(self, side: str, back: int, step: int, key: int | str, value: float, channel: int, x: float,
+               y: float) -> None:
         self.clock += step
         self.next_id += 1
         self._apply(StreamTuple(BASE if side == BASE else PROBE, self.next_id, self.clock - back, key, value,
-                                channel % self.q.channels))
+                                channel % self.q.channels, (("x", x), ("y", y))))
 
     @precondition(lambda self: not self.ended and self.q.lateness is None)
     @rule(lag=st.integers(-2, 12), channel=st.integers(0, 2))
@@ -89,7 +91,8 @@ class Lockstep(RuleBasedStateMachine):
     @rule(side=st.sampled_from([BASE, PROBE]), key=st.sampled_from(KEYS))
     def tuple_at_exactly_w(self, side: str, key: int | str) -> None:
         self.next_id += 1
-        self._apply(StreamTuple(BASE if side == BASE else PROBE, self.next_id, self.oracle.w, key))
+        self._apply(StreamTuple(BASE if side == BASE else PROBE, self.next_id, self.oracle.w, key,
+                                fields=(("x", 1.0), ("y", 0.0))))
 
     @precondition(lambda self: not self.ended and len(self.events) >= 3)
     @rule()

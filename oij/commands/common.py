@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -72,8 +73,9 @@ def input_events(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, I
 
 @contextlib.contextmanager
 def input_blocks(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[EventBlock]]]:
-    """Like :func:`input_events`, with the events in column blocks (:func:`oij.io.open_blocks`)."""
-    with _input(path, args, open_blocks) as got:
+    """Like :func:`input_events`, with the events in column blocks (:func:`oij.io.open_blocks`) for the parallel
+    engines: ids must fit in 64 bits."""
+    with _input(path, args, functools.partial(open_blocks, int64_ids=True)) as got:
         yield got
 
 

@@ -39,8 +39,11 @@ def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Even
     return query, events, f
 
 
-def open_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock], IO[bytes] | None]:
+def open_blocks(path: str, q: Query | None = None,
+                int64_ids: bool = False) -> tuple[Query, Iterator[EventBlock], IO[bytes] | None]:
     """Like :func:`open_events`, but the events come in column blocks (:mod:`oij.io.blocks`).
+
+    ``int64_ids``: an id beyond 64 bits is an input error naming its line (Parquet ids are int64 anyway).
 
     Files are read in large blocks through the columnar fast path; stdin line by line (a pipe may be
     interactive), grouped into blocks of at most :data:`STDIN_BLOCK` events.
@@ -54,10 +57,10 @@ def open_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[Even
         query, blocks = read_parquet_blocks(path, q)
         return query, blocks, None
     if path == "-":
-        query, events = read_jsonl(sys.stdin.buffer, "<stdin>")
+        query, events = read_jsonl(sys.stdin.buffer, "<stdin>", int64_ids)
         return query, _group(events, Block), None
     f = _open_file(path)
-    query, blocks = read_jsonl_blocks(f, path)
+    query, blocks = read_jsonl_blocks(f, path, int64_ids=int64_ids)
     return query, blocks, f
 
 

@@ -275,15 +275,18 @@ _SCHEMAS = {
 }
 
 
-def read_jsonl_blocks(stream: IO[bytes], path: str,
-                      block_bytes: int = BLOCK_BYTES) -> tuple[Query, Iterator[EventBlock]]:
-    """Read the query line now; return it and a lazy iterator of event blocks (module docstring)."""
+def read_jsonl_blocks(stream: IO[bytes], path: str, block_bytes: int = BLOCK_BYTES,
+                      int64_ids: bool = False) -> tuple[Query, Iterator[EventBlock]]:
+    """Read the query line now; return it and a lazy iterator of event blocks (module docstring).
+
+    ``int64_ids``: refuse, naming the line, an id beyond 64 bits (the parallel engines' reader)."""
     q = read_query_line(stream, path)
-    return q, _jsonl_blocks(stream, path, q, block_bytes)
+    return q, _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
 
 
-def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int) -> Iterator[EventBlock]:
-    p = EventParser(q, path)
+def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
+                  int64_ids: bool = False) -> Iterator[EventBlock]:
+    p = EventParser(q, path, int64_ids)
     line = 1  # the last line read so far
     rest = b""
     key_types = [pa.int64(), pa.string()]

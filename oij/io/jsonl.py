@@ -171,9 +171,10 @@ class EventParser:
     (nothing may follow it).
     """
 
-    def __init__(self, q: Query, path: str) -> None:
+    def __init__(self, q: Query, path: str, int64_ids: bool = False) -> None:
         self.q = q
         self.path = path
+        self.int64_ids = int64_ids  # the parallel engines hold ids in int64: refuse the others by line
         self.ids = IdSet()
         self.ended = False
 
@@ -204,6 +205,9 @@ class EventParser:
             raise InputError(
                 self.path, line, "channel", f"must be an integer in [0, {self.q.channels}), got {channel!r}"
             )
+        if self.int64_ids and not -(1 << 63) <= id_ < 1 << 63:
+            raise InputError(self.path, line, "id", f"out of range for the parallel engines: ids must fit in 64 "
+                             f"bits, got {id_} (oij join takes any integer)")
         if not self.ids.add(id_):
             raise InputError(self.path, line, "id", f"duplicate id {id_}")
         t = StreamTuple(side, id_, ts, key, value, channel)
@@ -243,14 +247,14 @@ class EventParser:
         return Watermark(ts, channel)
 
 
-def read_jsonl(stream: IO[bytes], path: str) -> tuple[Query, Iterator[Event]]:
+def read_jsonl(stream: IO[bytes], path: str, int64_ids: bool = False) -> tuple[Query, Iterator[Event]]:
     """Read the query line now; return it and a lazy iterator of the events that follow.
 
     The iterator raises :class:`~oij.io.errors.InputError` at the first bad line (after
     yielding every event before it), including a missing or early ``end``.
     """
     q = read_query_line(stream, path)
-    return q, _events(stream, path, q)
+    return q, _events(stream, path, q, int64_ids)
 
 
 def read_query_line(stream: IO[bytes], path: str) -> Query:
@@ -288,9 +292,9 @@ class _EndLine(msgspec.Struct, tag_field="type", tag="end", forbid_unknown_field
 _DECODER = msgspec.json.Decoder(_TupleLine | _WatermarkLine | _EndLine)
 
 
-def _events(stream: IO[bytes], path: str, q: Query) -> Iterator[Event]:
+def _events(stream: IO[bytes], path: str, q: Query, int64_ids: bool = False) -> Iterator[Event]:
     """The events after the query line (:func:`line_events`), then the check that the end line came."""
-    p = EventParser(q, path)
+    p = EventParser(q, path, int64_ids)
     line = yield from line_events(stream, 1, p)
     if not p.ended:
         raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
@@ -312,6 +316,7 @@ def line_events(stream: Iterable[bytes], line: int, p: EventParser) -> Generator
     channels = q.channels
     watermarks_ok = q.lateness is None
     cond = bool(q.cond)
+    wide = not p.int64_ids  # any integer id (the oracle); else int64 only (the parallel engines)
     for raw in stream:
         line += 1
         if p.ended:
@@ -326,7 +331,7 @@ def line_events(stream: Iterable[bytes], line: int, p: EventParser) -> Generator
                 yield e
             continue
         if type(m) is _TupleLine:
-            if m.channel < channels and add_id(m.id):
+            if m.channel < channels and (wide or -(1 << 63) <= m.id < 1 << 63) and add_id(m.id):
                 t = StreamTuple(m.side, m.id, m.ts, m.key, m.value, m.channel)
                 yield p.with_fields(t, m.fields, line) if m.fields is not None or cond else t
                 continue

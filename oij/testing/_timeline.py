@@ -17,8 +17,15 @@ def describe_query(q: Query) -> str:
     ub = "]" if q.upper_inclusive else ")"
     mode = f"lateness {q.lateness}" if q.lateness is not None else f"watermarks, {q.channels} channel(s)"
     what = f"aggregate {q.aggregate}" if q.aggregate else "pairs"
+    cond = "".join(f", a.{c.left} {c.op} b.{c.right}" + (f" {'+' if c.add >= 0 else '-'} {_num(abs(c.add))}"
+                                                          if c.add else "") for c in q.cond)
     return (f"window a.ts + {lb}{q.lower}, {q.upper}{ub} (inclusive offsets {lower_offset(q)}..{upper_offset(q)}), "
-            f"{q.join} join, {what}, {mode}")
+            f"{q.join} join, {what}, {mode}" + (f", cond{cond[1:]}" if cond else ""))
+
+
+def _num(v: float) -> str:
+    """A field or constant exactly: ``3`` for 3.0, the shortest round-trip repr otherwise."""
+    return str(int(v)) if v.is_integer() and abs(v) <= 1 << 53 else repr(v)
 
 
 def _w(w: int) -> str:
@@ -31,7 +38,8 @@ def event_text(e: Event) -> str:
         key = repr(e.key) if isinstance(e.key, str) else str(e.key)
         extra = f" value={e.value}" if e.value else ""
         ch = f" ch={e.channel}" if e.channel else ""
-        return f"{e.side:<5} id={e.id} ts={e.ts} key={key}{extra}{ch}"
+        fields = "".join(f" {k}={_num(v)}" for k, v in e.fields)
+        return f"{e.side:<5} id={e.id} ts={e.ts} key={key}{extra}{ch}{fields}"
     if isinstance(e, Watermark):
         ch = f" ch={e.channel}" if e.channel else ""
         return f"watermark ts={e.ts}{ch}"

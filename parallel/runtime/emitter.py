@@ -282,6 +282,8 @@ class Router:
         if t == 0:
             return Routed(late, [], w_end, 0, 0)
         recs = np.empty(t, dtype=self.dtype)
+        if self.q.cond and (c.ch is None or c.cl is None):
+            raise ValueError("a query with a cond needs chunks with its operands (chunks_from_events(..., q=q))")
         if c.ch is not None and c.cl is not None:
             recs["ch"] = c.ch[idx]
             recs["cl"] = c.cl[idx]

@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from parallel.runtime.ring import RESULT
-from reference.cond import cond_mask
+from reference.cond import cond_mask, operand_columns
 from spec.model import Comparison, Query
 
 NEG = np.iinfo(np.int64).min
@@ -312,7 +312,7 @@ class JoinState:
         if pm.any():
             p = recs[pm]
             self.probes.insert({"id": p["id"], "ts": p["ts"], "key": p["key"], "value": p["value"],
-                                "born": p["born"], "seq": seq[pm], **self._operands(p)})
+                                "born": p["born"], "seq": seq[pm], **operand_columns(p, self.cond)})
         # b. bases query the stored probes
         bi = np.flatnonzero(isb)
         if len(bi):
@@ -323,9 +323,6 @@ class JoinState:
             out.extend(self._probes(recs, pi, seq))
         self.state_max = max(self.state_max, len(self.bases) + len(self.probes))
         return out
-
-    def _operands(self, r: npt.NDArray[Any]) -> Cols:
-        return {"ch": r["ch"], "cl": r["cl"]} if self.cond.cond else {}
 
     def _passing(self, hits: list[tuple[Tier, I64, I64]], q: npt.NDArray[Any],
                  probe_query: bool) -> list[tuple[Tier, I64, I64]]:
@@ -379,7 +376,7 @@ class JoinState:
                                "seq": qseq[bm], "fan": b["fan"][bm].astype(np.int32), "n": cnt[bm],
                                "s": ssum[bm], "mn": mn[bm], "mx": mx[bm], "bmax": bmax[bm],
                                "done": np.zeros(int(bm.sum()), dtype=np.bool_),
-                               **{k: v[bm] for k, v in self._operands(b).items()}})
+                               **{k: v[bm] for k, v in operand_columns(b, self.cond).items()}})
         if self.partial and not bm.all():
             nm = ~bm
             out.append(self._rows(b["id"][nm], cnt[nm], ssum[nm], mn[nm], mx[nm], bmax[nm], b["fan"][nm]))

@@ -48,7 +48,7 @@ from parallel.runtime.replica import _Job
 from parallel.runtime.ring import RESULT
 from parallel.runtime.store import NEG
 from parallel.shared.aggr import Acc
-from reference.cond import cond_mask
+from reference.cond import cond_mask, operand_columns
 from spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
@@ -176,18 +176,16 @@ class KeyJoinState:
             k = int(part["key"][0])
             if part["side"][0] == 0:
                 buf = self.base.get(k) or self.base.setdefault(k, _Buf({**B_SPEC, **self.extra}))
-                buf.append({"ts": part["ts"], "id": part["id"], "born": part["born"], **self._operands(part)})
+                buf.append({"ts": part["ts"], "id": part["id"], "born": part["born"],
+                            **operand_columns(part, self.cond)})
                 self.bmin[k] = min(int(self.bmin[k]), int(part["ts"].min()))
             else:
                 buf = self.probe.get(k) or self.probe.setdefault(k, _Buf({**P_SPEC, **self.extra}))
                 buf.append({"ts": part["ts"], "value": part["value"], "id": part["id"], "born": part["born"],
-                            **self._operands(part)})
+                            **operand_columns(part, self.cond)})
                 self.pmin[k] = min(int(self.pmin[k]), int(part["ts"].min()))
         self.state_max = max(self.state_max, self.size)
         return []
-
-    def _operands(self, r: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
-        return {"ch": r["ch"], "cl": r["cl"]} if self.extra else {}
 
     def advance(self, w: Any, force: bool = False) -> list[npt.NDArray[Any]]:
         """Evaluate the bases that became final (one full scan each), then expire probes."""

@@ -79,7 +79,7 @@ from parallel.shared.aggr import Acc
 from parallel.shared.keyoij import _Buf, pairs, rows
 from parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
 from parallel.shared.teams import TeamMap, members, partition_of
-from reference.cond import cond_mask
+from reference.cond import cond_mask, operand_columns
 from spec.model import Event, Query
 
 I64 = npt.NDArray[np.int64]
@@ -178,9 +178,6 @@ class ScaleJob(_Job):
             self.team.close()
             self.team = None
 
-    def _operands(self, p: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
-        return {"ch": p["ch"], "cl": p["cl"]} if self.cond.cond else {}
-
     def _quiesce(self) -> None:
         for ix in self.idx:
             ix.quiesce()
@@ -234,7 +231,7 @@ class ScaleJob(_Job):
                             time.sleep(lag)
                         p = np.concatenate(probes)
                         self.own.append({"ts": p["ts"], "key": p["key"], "value": p["value"], "id": p["id"],
-                                         "born": p["born"], **self._operands(p)}, self.wait)
+                                         "born": p["born"], **operand_columns(p, self.cond)}, self.wait)
                         self.inserted += len(p)
                     # the runs are published; now the progress they cover
                     self.own.put(PROG, self._global_w() if not self.col.finished() else I64MAX)
