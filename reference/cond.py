@@ -22,6 +22,7 @@ comparison adds nothing, e = 0 and s = y, and the oracle keeps plain floats.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -73,24 +74,33 @@ def operands(t: StreamTuple, q: Query) -> list[Any]:
 
     :func:`operand`, or its first element alone when the comparison adds nothing (then the second is 0).
     Comparing a base's and a probe's with the comparison's Python operator is
-    :func:`spec.match.is_comparison_true`.  O(|cond|).
+    :func:`spec.match.is_comparison_true`.  O(len(cond)).
     """
     return [operand(t, c) if c.add else operand(t, c)[0] for c in q.cond]
 
 
-def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
-    """Per event (End skipped), its operands as two (n, |cond|) rows: a base's (x, 0), a probe's (s, e) of
-    :func:`split_sum`; zeros for a watermark.  O(n |cond|)."""
-    evs = [e for e in events if type(e) is not End]
-    k = len(q.cond)
-    hi = np.zeros((len(evs), k))
-    lo = np.zeros((len(evs), k))
-    for r, e in enumerate(evs):
-        if type(e) is not StreamTuple:
-            continue
-        for i, c in enumerate(q.cond):
-            hi[r, i], lo[r, i] = operand(e, c)
+def operand_matrix(is_base: npt.NDArray[np.bool_], column: Callable[[str], F64], q: Query) -> tuple[F64, F64]:
+    """The operands of n rows as two (n, len(cond)) arrays: a base's (x, 0), any other row's (s, e) of
+    :func:`split_sum_array`.  ``column(name)`` is the n values of field ``name`` (``ts`` and ``value`` included;
+    anything for rows that are not tuples).  O(n len(cond)), vectorised."""
+    n = len(is_base)
+    hi = np.zeros((n, len(q.cond)))
+    lo = np.zeros((n, len(q.cond)))
+    for i, c in enumerate(q.cond):
+        s, e = split_sum_array(column(c.right), c.add)
+        hi[:, i] = np.where(is_base, column(c.left), s)
+        lo[:, i] = np.where(is_base, 0.0, e)
     return hi, lo
+
+
+def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
+    """:func:`operand_matrix` of events (End skipped; zeros for a watermark's fields).  O(n len(cond))."""
+    evs = [e for e in events if type(e) is not End]
+    tuples = [e if type(e) is StreamTuple else None for e in evs]
+    names = {n for c in q.cond for n in (c.left, c.right)}
+    cols = {n: np.array([0.0 if t is None else field_value(t, n) for t in tuples]) for n in names}
+    is_base = np.array([t is not None and t.side == BASE for t in tuples], dtype=np.bool_)
+    return operand_matrix(is_base, cols.__getitem__, q)
 
 
 def operand_columns(recs: npt.NDArray[Any], q: Query) -> dict[str, npt.NDArray[Any]]:
@@ -99,7 +109,7 @@ def operand_columns(recs: npt.NDArray[Any], q: Query) -> dict[str, npt.NDArray[A
 
 
 def cond_mask(q: Query, a_x: F64, b_s: F64, b_e: F64) -> npt.NDArray[np.bool_]:
-    """Row-wise cond over aligned operand rows: a's x (n, k) against b's (s, e) (n, k).  O(n |cond|)."""
+    """Row-wise cond over aligned operand rows: a's x (n, k) against b's (s, e) (n, k).  O(n len(cond))."""
     m = np.ones(len(a_x), dtype=np.bool_)
     for i, c in enumerate(q.cond):
         m &= compare_split(a_x[:, i], c.op, b_s[:, i], b_e[:, i])

@@ -188,6 +188,6 @@ def _cond(cell: Cell, ctx: Context) -> Row:
             "selectivity": round(pairs / max(1, window), 4)}
 
 
-register(Experiment("cond", "PPOIJ Eq. 1 cond (SPO-Join Q1)", "a two-inequality cond at 100 % and 1 % selectivity "
+register(Experiment("cond", "PPOIJ Eq. 1 cond (SPO-Join Q1)", "a two-inequality cond at 100 and 1 percent selectivity "
                     "against none: the oracle, one replica's state filtering its window, and with the cond index",
                     _cond_cells, _cond, None))

@@ -44,7 +44,7 @@ RESULT_SCHEMA = pa.schema(
 
 
 @dataclass
-class Comparison:
+class ResultComparison:
     """How one engine's output differs from the reference.
 
     ``missing``/``extra`` count rows of every kind (pairs, aggregate rows,
@@ -119,9 +119,9 @@ def _diff(kind: str, issue: str, n: int, base: Any = None, probe: Any = None, id
             "got": got}
 
 
-def compare_results(ref: Results, got: Results, tol: float = TOLERANCE, first: int = 10) -> Comparison:
+def compare_results(ref: Results, got: Results, tol: float = TOLERANCE, first: int = 10) -> ResultComparison:
     """Compare in Python (see the module docstring); ``differences`` holds the first ``first`` in sorted order."""
-    c = Comparison()
+    c = ResultComparison()
     diffs: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     rp: Counter[Pair] = Counter(ref.pairs)
     gp: Counter[Pair] = Counter(got.pairs)
@@ -237,20 +237,20 @@ def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
 
 def compare_frames(
     spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
-) -> dict[str, Comparison]:
+) -> dict[str, ResultComparison]:
     """Compare every engine's partition of the dataset at ``results_dir`` with ``reference``, in Spark."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     res = spark.read.parquet(os.path.abspath(results_dir))
     ref = res.where(F.col("engine") == reference).persist(StorageLevel.MEMORY_AND_DISK)
-    out: dict[str, Comparison] = {}
+    out: dict[str, ResultComparison] = {}
     try:
         for name in engines:
             eng = res.where(F.col("engine") == name)
             diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                c = Comparison()
+                c = ResultComparison()
                 for r in diffs.groupBy("kind", "issue").agg(F.sum("n").alias("n")).collect():
                     c.add(r["kind"], r["issue"], int(r["n"]))
                 if not c.agrees:

@@ -103,7 +103,7 @@ class WorkloadParams:
 
     Joining condition (PPOIJ's cond, SPO-Join's Q1 shape)
       ``cond`` comparisons ``a.<f> OP b.<g> [+c]`` separated by commas, e.g.
-      ``a.power<b.power,a.cool>b.cool`` (:func:`parse_cond_text`; data, never
+      ``a.power<b.power,a.cool>b.cool`` (``parse_cond_text``; data, never
       evaluated).  Every tuple gets every named field the cond reads, an
       integer in [0, ``field_range``).  ``field_correlation`` rho in [-1, 1]
       correlates a tuple's fields: field j is ``|rho| z_j' + (1 - |rho|) u_j``

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from oij.io.blocks import EventBlock
 from parallel.runtime.ring import tuple_dtype
 from parallel.runtime.store import NEG
-from reference.cond import operand_rows, split_sum_array
+from reference.cond import operand_matrix, operand_rows
 from spec.match import lower_offset, upper_offset
 from spec.model import End, Event, Key, Query, StreamTuple, Watermark
 
@@ -64,7 +64,7 @@ class Chunk:
     key: I64
     value: npt.NDArray[np.float64]
     channel: npt.NDArray[np.int64]
-    ch: npt.NDArray[np.float64] | None = None  # (n, |cond|) cond operands, see tuple_dtype (None: no cond)
+    ch: npt.NDArray[np.float64] | None = None  # (n, len(cond)) cond operands, see tuple_dtype (None: no cond)
     cl: npt.NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
@@ -184,23 +184,14 @@ def chunks_from_blocks(blocks: Iterable[Any], size: int, q: Query | None = None)
 
 
 def _block_operands(b: Any, q: Query) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The cond operands of a generated block, vectorised (:func:`reference.cond.operand_rows` row by row)."""
-    n = len(b.kind)
-    hi = np.zeros((n, len(q.cond)))
-    lo = np.zeros((n, len(q.cond)))
-    isb = b.side == 0
+    """The cond operands of a generated block (:func:`reference.cond.operand_matrix` over its columns)."""
 
     def col(name: str) -> npt.NDArray[np.float64]:
         if name == "ts":
             return np.asarray(b.ts, dtype=np.float64)
         return np.asarray(b.value if name == "value" else b.fields[name], dtype=np.float64)
 
-    for i, c in enumerate(q.cond):
-        x = col(c.left)
-        s, e = split_sum_array(col(c.right), c.add)
-        hi[:, i] = np.where(isb, x, s)
-        lo[:, i] = np.where(isb, 0.0, e)
-    return hi, lo
+    return operand_matrix(b.side == 0, col, q)
 
 
 def key_hash(k: npt.NDArray[np.int64] | int, n: int) -> Any:

@@ -76,9 +76,13 @@ MERGE_RATIO = 0.25
 MIN_DELTA = 512
 
 
+def empty_column(t: Any, n: int) -> npt.NDArray[Any]:
+    """An uninitialised column of n rows of column type ``t``: a dtype, or (dtype, shape) for a row of that shape."""
+    return np.empty((n, *t[1]), dtype=t[0]) if isinstance(t, tuple) else np.empty(n, dtype=t)
+
+
 def _empty(spec: dict[str, Any]) -> Cols:
-    return {k: np.empty((0, *v[1]), dtype=v[0]) if isinstance(v, tuple) else np.empty(0, dtype=v)
-            for k, v in spec.items()}
+    return {k: empty_column(v, 0) for k, v in spec.items()}
 
 
 def _sorted(cols: Cols) -> Cols:

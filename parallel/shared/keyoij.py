@@ -46,7 +46,7 @@ import numpy.typing as npt
 from parallel.registry import EngineOptions, EngineRun, register
 from parallel.runtime.replica import _Job
 from parallel.runtime.ring import RESULT
-from parallel.runtime.store import NEG
+from parallel.runtime.store import NEG, empty_column
 from parallel.shared.aggr import Acc
 from reference.cond import cond_mask, operand_columns
 from spec.model import Comparison, Event, Query
@@ -62,8 +62,7 @@ class _Buf:
     __slots__ = ("cols", "n")
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.cols = {k: np.empty((8, *t[1]), dtype=t[0]) if isinstance(t, tuple) else np.empty(8, dtype=t)
-                     for k, t in spec.items()}
+        self.cols = {k: empty_column(t, 8) for k, t in spec.items()}
         self.n = 0
 
     def append(self, new: dict[str, npt.NDArray[Any]]) -> None:
