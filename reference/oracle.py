@@ -274,18 +274,12 @@ class Oracle:
             ks = self.keys[key] = _KeyState(key, next(self._seq), len(self.cond))
         return ks
 
-    def _passing(self, masks: list[Any]) -> Any:
-        """The conjunction of per-comparison boolean iterators, lazily."""
+    def _passing(self, cols: list[list[Any]], cv: list[Any], i: int, j: int, stored_bases: bool) -> Any:
+        """Lazily, for the stored entries i..j-1 (operand lists ``cols``), whether cond holds with the arriving
+        tuple (operands ``cv``): ``a op b`` with a stored base, or with the arriving one.  O(j - i) at C speed."""
+        masks = [map(op, col[i:j], repeat(v)) if stored_bases else map(op, repeat(v), col[i:j])
+                 for op, v, col in zip(self._ops, cv, cols, strict=True)]
         return reduce(lambda x, y: map(operator.and_, x, y), masks)
-
-    def _probes_passing(self, ks: _KeyState, cv: list[Any], i: int, j: int) -> list[bool]:
-        """For the stored probes i..j-1 of the key, whether cond(a, b) holds for the base with operands ``cv``."""
-        return list(self._passing([map(op, repeat(x), col[i:j])
-                                   for op, x, col in zip(self._ops, cv, ks.pcv, strict=True)]))
-
-    def _bases_passing(self, ks: _KeyState, cv: list[Any], i: int, j: int) -> Any:
-        """For the stored bases i..j-1 of the key, whether cond(a, b) holds for the probe with operands ``cv``."""
-        return self._passing([map(op, col[i:j], repeat(y)) for op, y, col in zip(self._ops, cv, ks.bcv, strict=True)])
 
     def _base_pairs(self, t: StreamTuple) -> None:
         lo = t.ts + self.lo_off
@@ -306,7 +300,7 @@ class Oracle:
                 if cv is None:
                     self.pairs.extend(zip(repeat(t.id, found), ks.pid[i:j], strict=False))
                 else:
-                    ids = list(compress(ks.pid[i:j], self._probes_passing(ks, cv, i, j)))
+                    ids = list(compress(ks.pid[i:j], self._passing(ks.pcv, cv, i, j, False)))
                     found = len(ids)
                     self.pairs.extend(zip(repeat(t.id, found), ids, strict=False))
         if hi < self.w:  # final on arrival: no future probe can match
@@ -341,7 +335,7 @@ class Oracle:
             if j > i:
                 ids = ks.bid[i:j]
                 if cv is not None:
-                    ids = list(compress(ids, self._bases_passing(ks, cv, i, j)))
+                    ids = list(compress(ids, self._passing(ks.bcv, cv, i, j, True)))
                 self.pairs.extend(zip(ids, repeat(t.id, len(ids)), strict=False))
                 if self.left:
                     self.matched.update(ids)
@@ -405,7 +399,7 @@ class Oracle:
         vals = ks.pval[i:j]
         exact = ks.pex[i:j]
         if cv is not None and j > i:
-            keep = self._probes_passing(ks, cv, i, j)
+            keep = list(self._passing(ks.pcv, cv, i, j, False))
             vals = list(compress(vals, keep))
             exact = list(compress(exact, keep))
         n = len(vals)
