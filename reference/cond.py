@@ -103,14 +103,14 @@ def operand_rows(events: list[Event], q: Query) -> tuple[F64, F64]:
     return operand_matrix(is_base, cols.__getitem__, q)
 
 
-def operand_columns(recs: npt.NDArray[Any], q: Query) -> dict[str, npt.NDArray[Any]]:
+def operand_columns(recs: npt.NDArray[Any], cond: tuple[Comparison, ...]) -> dict[str, npt.NDArray[Any]]:
     """The ``ch``/``cl`` operand columns of tuple records, to store beside them (none without a cond)."""
-    return {"ch": recs["ch"], "cl": recs["cl"]} if q.cond else {}
+    return {"ch": recs["ch"], "cl": recs["cl"]} if cond else {}
 
 
-def cond_mask(q: Query, a_x: F64, b_s: F64, b_e: F64) -> npt.NDArray[np.bool_]:
+def cond_mask(cond: tuple[Comparison, ...], a_x: F64, b_s: F64, b_e: F64) -> npt.NDArray[np.bool_]:
     """Row-wise cond over aligned operand rows: a's x (n, k) against b's (s, e) (n, k).  O(n len(cond))."""
     m = np.ones(len(a_x), dtype=np.bool_)
-    for i, c in enumerate(q.cond):
+    for i, c in enumerate(cond):
         m &= compare_split(a_x[:, i], c.op, b_s[:, i], b_e[:, i])
     return m

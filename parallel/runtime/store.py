@@ -63,7 +63,7 @@ import numpy.typing as npt
 
 from parallel.runtime.ring import RESULT
 from reference.cond import cond_mask, operand_columns
-from spec.model import Comparison, Query
+from spec.model import Comparison
 
 NEG = np.iinfo(np.int64).min
 """The watermark before any watermark (-inf): below every valid timestamp."""
@@ -276,7 +276,7 @@ class JoinState:
         self.hi = hi
         self.pairs = pairs
         self.partial = partial
-        self.cond = Query(0, 0, cond=cond)
+        self.cond = cond
         k = len(cond)
         extra = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
         idx = tuple(i for i, c in enumerate(cond) if c.op != "!=") if cond_index else ()
@@ -334,7 +334,7 @@ class JoinState:
         out = []
         for t, qi, ei in hits:
             self.comparisons += len(qi)
-            if self.cond.cond:
+            if self.cond:
                 c = t.cols
                 if probe_query:  # q are probes, the tier holds bases
                     keep = cond_mask(self.cond, c["ch"][ei], q["ch"][qi], q["cl"][qi])

@@ -129,7 +129,7 @@ class KeyJoinState:
     def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None,
                  cond: tuple[Comparison, ...] = ()) -> None:
         self.lo, self.hi = lo, hi
-        self.cond = Query(0, 0, cond=cond)
+        self.cond = cond
         k = len(cond)
         self.extra: dict[str, Any] = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
         self.pairs, self.partial, self.kind = emit_pairs, partial, kind

@@ -80,7 +80,7 @@ from parallel.shared.keyoij import _Buf, pairs, rows
 from parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
 from parallel.shared.teams import TeamMap, members, partition_of
 from reference.cond import cond_mask, operand_columns
-from spec.model import Event, Query
+from spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -158,8 +158,8 @@ class ScaleJob(_Job):
         self.emit_pairs = bool(spec["pairs"])
         self.partial = bool(spec["partial"])
         self.kind = spec["aggregate"] if self.partial else None
-        self.cond = Query(0, 0, cond=tuple(spec.get("cond", ())))
-        k = len(self.cond.cond)
+        self.cond: tuple[Comparison, ...] = tuple(spec.get("cond", ()))
+        k = len(self.cond)
         self.pend = _Buf({**PEND, "ch": (np.float64, (k,))} if k else PEND)
         self.received = self.inserted = self.evaluated = 0
         self.emitted_pairs = self.emitted_rows = 0
@@ -219,7 +219,7 @@ class ScaleJob(_Job):
                             if isb.any():
                                 rb = r[isb]
                                 self.pend.append({"ts": rb["ts"], "id": rb["id"], "born": rb["born"],
-                                                  "key": rb["key"], **({"ch": rb["ch"]} if self.cond.cond else {})})
+                                                  "key": rb["key"], **({"ch": rb["ch"]} if self.cond else {})})
                             if b.wm > self.wc[i]:
                                 self.wc[i] = b.wm
                         elif b.kind == KIND_CLOSE and b.wm > self.wc[i]:
@@ -304,7 +304,7 @@ class ScaleJob(_Job):
         out: list[npt.NDArray[Any]] = []
         r_ts, r_id, r_born, r_key, r_mask = pts[order], self.pend.view("id")[order], \
             self.pend.view("born")[order], pk[order], mk[order]
-        r_ch = self.pend.view("ch")[order] if self.cond.cond else None
+        r_ch = self.pend.view("ch")[order] if self.cond else None
         for u in np.unique(r_mask).tolist():
             g = np.flatnonzero(r_mask == u)
             out.extend(self._join(r_key[g], r_ts[g], r_id[g], r_born[g], members(u),
