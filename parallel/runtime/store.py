@@ -81,6 +81,11 @@ def empty_column(t: Any, n: int) -> npt.NDArray[Any]:
     return np.empty((n, *t[1]), dtype=t[0]) if isinstance(t, tuple) else np.empty(n, dtype=t)
 
 
+def operand_spec(conds: int) -> dict[str, Any]:
+    """The column types of the cond operands ``ch``/``cl`` a stored entry keeps (none without a cond)."""
+    return {"ch": (np.float64, (conds,)), "cl": (np.float64, (conds,))} if conds else {}
+
+
 def _empty(spec: dict[str, Any]) -> Cols:
     return {k: empty_column(v, 0) for k, v in spec.items()}
 
@@ -277,8 +282,7 @@ class JoinState:
         self.pairs = pairs
         self.partial = partial
         self.cond = cond
-        k = len(cond)
-        extra = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
+        extra = operand_spec(len(cond))
         idx = tuple(i for i, c in enumerate(cond) if c.op != "!=") if cond_index else ()
         # stored probes answer bases (x op k: k >= or <= x); stored bases answer probes (k op y)
         self.probe_dirs = tuple(_direction(cond[i].op, stored_left=False) for i in idx)

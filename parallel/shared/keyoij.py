@@ -46,7 +46,7 @@ import numpy.typing as npt
 from parallel.registry import EngineOptions, EngineRun, register
 from parallel.runtime.replica import _Job
 from parallel.runtime.ring import RESULT
-from parallel.runtime.store import NEG, empty_column
+from parallel.runtime.store import NEG, empty_column, operand_spec
 from parallel.shared.aggr import Acc
 from reference.cond import cond_mask, operand_columns
 from spec.model import Comparison, Event, Query
@@ -130,8 +130,7 @@ class KeyJoinState:
                  cond: tuple[Comparison, ...] = ()) -> None:
         self.lo, self.hi = lo, hi
         self.cond = cond
-        k = len(cond)
-        self.extra: dict[str, Any] = {"ch": (np.float64, (k,)), "cl": (np.float64, (k,))} if k else {}
+        self.extra = operand_spec(len(cond))
         self.pairs, self.partial, self.kind = emit_pairs, partial, kind
         self.probe: dict[int, _Buf] = {}
         self.base: dict[int, _Buf] = {}
