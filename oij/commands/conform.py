@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     f = res.failure
     print(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
-          f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)\n")
+          f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
+    print(f"found by: {res.found_by}\n")
     print(f.report)
     write_text(args.replay_out, f.case.to_jsonl())
     if profile is CANONICAL:
@@ -114,11 +115,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> None:
-    print(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference")
+    from oij.testing._edges import EDGES
+
+    print(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference "
+          f"({res.vectors} test vectors, then {res.generated} generated cases)")
     print(f"features claimed: {', '.join(sorted(feats))}")
-    print("situations exercised (cases):")
+    print("situations exercised (generated cases):")
     for tag, n in sorted(res.tags.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n:>5}  {tag}")
+    print("rule edges hit (generated cases):")
+    for edge in EDGES:
+        print(f"  {res.edges[edge]:>5}  {edge}")
+    missed = [e for e in EDGES if res.edges[e] == 0]
+    for edge in missed:
+        print(f"warning: no generated case hit the edge '{edge}': this run says nothing about it "
+              "(raise --max-examples or claim more features)")
 
 
 def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:

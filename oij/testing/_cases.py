@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from hypothesis import strategies as st
 
 from oij.io.jsonl import read_jsonl, write_events
+from oij.testing._scenarios import INT_KEYS, VALUES, build
 from spec.match import lower_offset, upper_offset
 from spec.model import (
     COND_OPS,
@@ -60,7 +61,6 @@ DEFAULT_FEATURES = frozenset(FEATURES) - OPT_IN
 """The features of ``all``: every feature of format 1.0."""
 
 KINDS: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
-VALUES = (0.0, 1.0, -2.5, 3.0, 0.5, 1e16, -1e16)
 FIELD_VALUES = (0.0, 1.0, -1.0, 2.0, 0.5, 1e16, 1e16 + 2)
 """Values of the named fields x and y: ties, halves, and a pair where ``b.y + 1`` rounds in doubles."""
 COND_ADDS = (0.0, 0.0, 1.0, -1.0, 0.5, 2.0)
@@ -72,6 +72,9 @@ class Case:
 
     query: Query
     events: tuple[Event, ...]
+    scenario: str = field(default="", compare=False)
+    """How the case was made (a scenario of :data:`SCENARIOS`, ``vector NAME``, ``replay``); not part of its
+    meaning."""
 
     def to_jsonl(self) -> str:
         """The case as an oij-jsonl v1 input."""
@@ -93,6 +96,36 @@ class Case:
     def __len__(self) -> int:
         """Events, the End excluded."""
         return sum(1 for e in self.events if not isinstance(e, End))
+
+
+def case_features(case: Case) -> frozenset[str]:
+    """The features of :data:`FEATURES` that ``case`` needs an implementation to have (``late-report`` aside)."""
+    q = case.query
+    out: set[str] = {"lateness" if q.lateness is not None else "watermarks"}
+    if q.join == "left":
+        out.add("left")
+    if q.aggregate is not None:
+        out.add("aggregates")
+    if q.channels > 1:
+        out.add("channels")
+    if not (q.lower_inclusive and q.upper_inclusive):
+        out.add("exclusive")
+    if q.cond:
+        out.add("cond")
+    marks: dict[int, int] = {}
+    for e in case.events:
+        if isinstance(e, Watermark):
+            if e.channel in marks and e.ts < marks[e.channel]:
+                out.add("regressions")
+            marks[e.channel] = max(marks.get(e.channel, e.ts), e.ts)
+        elif isinstance(e, StreamTuple):
+            if isinstance(e.key, str):
+                out.add("mixed-keys")
+            if e.ts < 0:
+                out.add("negative-ts")
+            if abs(e.ts) > TS_LIMIT // 2:
+                out.add("extreme-ts")
+    return frozenset(out)
 
 
 def parse_features(text: str | None) -> frozenset[str]:
@@ -130,20 +163,42 @@ _SPEC = st.tuples(
     st.integers(0, 2),  # channel
 )
 
+COMMON_WINDOWS = ((-2, 0), (0, 0), (-3, 0), (-1, 1), (0, 2), (1, 3), (-3, -1), (-2, 2), (-1, 0))
+"""Bounds drawn before random ones: ``[-X, 0]`` (the most common interval join), zero-width, wholly past or
+future, and windows straddling zero, so every sign of ``lower`` and ``upper`` appears often."""
 
-@st.composite
-def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: int = 14) -> Case:
-    """A conformance case using only ``features`` (default: every feature but the opt-in ones, ``OPT_IN``)."""
-    f = DEFAULT_FEATURES if features is None else frozenset(features)
+SCENARIOS = ("pairs", "pairs", "edge", "edge", "edge", "random", "random", "collide", "long")
+"""How a case is drawn, with its weight: matching pairs in both arrival orders; W placed on a state edge with
+a tuple at it; the random event-spec layout of :func:`layout`; colliding keys; a long stream (60-300 events).
+Hypothesis shrinks a scenario toward the first entry."""
+
+
+def swarm(draw: st.DrawFn, claimed: frozenset[str]) -> frozenset[str]:
+    """A random subset of the claimed features (swarm testing), with at least one mode.
+
+    A case that enables every corner at once dilutes the core: each case
+    keeps each claimed feature with probability 1/2 (``late-report`` always:
+    it changes what is compared, not what is drawn).  Shrinks toward no feature.
+    """
+    keep = {f for f in sorted(claimed) if f == "late-report" or draw(st.booleans())}
+    modes = [m for m in ("watermarks", "lateness") if m in claimed]
+    if not {"watermarks", "lateness"} & keep:
+        keep.add(draw(st.sampled_from(modes)))
+    return frozenset(keep)
+
+
+def draw_query(draw: st.DrawFn, f: frozenset[str]) -> Query:
+    """A query using only the features ``f``; common windows first, then random bounds."""
     modes = [m for m in ("watermarks", "lateness") if m in f]
     mode = draw(st.sampled_from(modes))
-    lower = draw(st.integers(-6, 3))
-    upper = max(lower, draw(st.integers(-3, 8)))
+    lower, upper = draw(st.one_of(
+        st.sampled_from(COMMON_WINDOWS),
+        st.tuples(st.integers(-6, 3), st.integers(-3, 8)).map(lambda b: (b[0], max(b)))))
     excl = "exclusive" in f
     agg: AggregateKind | None = draw(st.sampled_from([None, None, None, *KINDS])) if "aggregates" in f else None
     join: JoinKind = draw(st.sampled_from(["inner", "left"])) if "left" in f else "inner"
     channels = draw(st.integers(1, 3)) if "channels" in f and mode == "watermarks" else 1
-    q = Query(
+    return Query(
         lower=lower,
         upper=upper,
         lower_inclusive=not (excl and draw(st.booleans())),
@@ -153,18 +208,45 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
         channels=channels,
         lateness=draw(st.integers(0, 6)) if mode == "lateness" else None,
     )
-    origins = [0]
+
+
+def draw_origin(draw: st.DrawFn, f: frozenset[str]) -> int:
+    """Where the case's times start: 10, or 0 and -20 with negative timestamps, or near +/-2^62, as the features
+    allow.  (Without ``negative-ts`` every time is clamped at 0: see :func:`layout`.)"""
+    origins = [10]
     if "negative-ts" in f:
-        origins.append(-20)
+        origins += [0, -20]
     if "extreme-ts" in f:
         origins += [TS_LIMIT - 60, -TS_LIMIT + 60] if "negative-ts" in f else [TS_LIMIT - 60]
-    origin = draw(st.sampled_from(origins))
+    return draw(st.sampled_from(origins))
+
+
+@st.composite
+def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: int = 14) -> Case:
+    """A conformance case using only ``features`` (default: every feature but the opt-in ones, ``OPT_IN``).
+
+    Each case enables a random subset of the features (:func:`swarm`) and is
+    drawn by one of the :data:`SCENARIOS`.
+    """
+    claimed = DEFAULT_FEATURES if features is None else frozenset(features)
+    f = swarm(draw, claimed)
+    scenario = draw(st.sampled_from(SCENARIOS))
+    if "cond" in f:  # the joining condition reads named fields that only the random layout draws
+        scenario = "random"
+    q = draw_query(draw, f)
+    origin = draw_origin(draw, f)
+    if scenario == "random":
+        return _random_case(draw, q, f, origin, max_events)
+    return Case(q, tuple(build(draw, scenario, q, f, origin)), scenario)
+
+
+def _random_case(draw: st.DrawFn, q: Query, f: frozenset[str], origin: int, max_events: int) -> Case:
     if "cond" in f and draw(st.integers(0, 3)) > 0:
         names = ["x", "y", "value"] + (["ts"] if origin == 0 or origin == -20 else [])
         comparison = st.builds(Comparison, st.sampled_from(names), st.sampled_from(cast("list[CondOp]", COND_OPS)),
                                st.sampled_from(names), st.sampled_from(COND_ADDS))
         q = replace(q, cond=tuple(draw(st.lists(comparison, min_size=1, max_size=2))))
-    keys: list[int | str] = [1, "1", 2, "k"] if "mixed-keys" in f else [1, 2, 3, 4]
+    keys: list[int | str] = [1, "1", 9, "k1"] if "mixed-keys" in f else list(INT_KEYS)
     empty = draw(st.integers(0, 15)) == 0
     specs = [] if empty else draw(st.lists(_SPEC, min_size=1, max_size=max_events))
     fields = None
@@ -172,12 +254,13 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
         idx = st.integers(0, len(FIELD_VALUES) - 1)
         fields = [(("x", FIELD_VALUES[i]), ("y", FIELD_VALUES[j]))
                   for i, j in draw(st.lists(st.tuples(idx, idx), min_size=len(specs), max_size=len(specs)))]
-    return Case(q, tuple(layout(q, specs, origin, keys, "regressions" in f, fields)))
+    return Case(q, tuple(layout(q, specs, origin, keys, "regressions" in f, fields,
+                                0 if "negative-ts" not in f else -TS_LIMIT)), "random")
 
 
 def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], origin: int,
            keys: Sequence[int | str], regressions: bool,
-           fields: Sequence[tuple[tuple[str, float], ...]] | None = None) -> list[Event]:
+           fields: Sequence[tuple[tuple[str, float], ...]] | None = None, floor: int = -TS_LIMIT) -> list[Event]:
     """Turn drawn event specs into an arrival sequence (ids 1, 2, ... in arrival order), ending with End.
 
     A spec's ``n`` is a step on a time grid that starts at ``origin``: the
@@ -187,6 +270,7 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
     +1.  So a base and a probe drawn with the same ``n`` meet exactly at a
     corner, and deleting an event moves no other: cases shrink well.
     ``fields[i]``, if given, are the named fields of the i-th spec's tuple.
+    Every time is clamped to ``[floor, TS_LIMIT]``.
     """
     lo, hi = lower_offset(q), upper_offset(q)
     corners = (0, lo, lo - 1, lo + 1, hi, hi + 1, hi - 1, 0)
@@ -195,10 +279,10 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
     ids = 0
     pos = origin
     for i, (kind, side, how, n, k, v, c) in enumerate(specs):
-        pos = max(-TS_LIMIT, min(TS_LIMIT, pos + n))
+        pos = max(floor, min(TS_LIMIT, pos + n))
         channel = c % q.channels
         if kind == "watermark" and q.lateness is None:
-            ts = max(-TS_LIMIT, min(TS_LIMIT, pos + corners[how]))
+            ts = max(floor, min(TS_LIMIT, pos + corners[how]))
             prev = wmax[channel]
             if prev is not None and ts < prev and not regressions:
                 ts = prev
@@ -206,7 +290,7 @@ def layout(q: Query, specs: Sequence[tuple[str, str, int, int, int, int, int]], 
             out.append(Watermark(ts, channel))
             continue
         ts = pos + (corners[how] if side == "probe" else 0)
-        ts = max(-TS_LIMIT, min(TS_LIMIT, ts))
+        ts = max(floor, min(TS_LIMIT, ts))
         ids += 1
         out.append(StreamTuple(cast("Side", side), ids, ts, keys[k % len(keys)], VALUES[v], channel,
                                fields[i] if fields is not None else ()))

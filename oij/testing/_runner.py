@@ -18,12 +18,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, reporting, settings
+from hypothesis import HealthCheck, Phase, event, given, reporting, settings, target
 from hypothesis import seed as hyp_seed
 from hypothesis.errors import Flaky
 
 from oij.io.jsonl import result_lines
-from oij.testing._cases import DEFAULT_FEATURES, Case, cases, exercised
+from oij.testing._cases import DEFAULT_FEATURES, Case, case_features, cases, exercised
+from oij.testing._edges import compute_edges
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from oij.testing._timeline import render
 from spec.batch import Results
@@ -60,6 +61,10 @@ class SearchResult:
     tags: Counter[str] = field(default_factory=Counter)
     failure: Failure | None = None
     observations: list[tuple[Case, Results | None]] = field(default_factory=list)
+    vectors: int = 0  # test vectors run before the search
+    edges: Counter[str] = field(default_factory=Counter)  # rule edges (oij.testing._edges) hit by generated cases
+    generated: int = 0  # generated cases that ran (the search, not the vectors or shrinking)
+    found_by: str = ""  # "vector FEATURE/NAME" or "search, case N" when failure is set
 
 
 def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
@@ -107,9 +112,11 @@ def run_impl(impl: Impl, case: Case, timeout: float) -> Outcome:
     return run_command(impl, case.to_jsonl(), timeout)
 
 
-def judge(case: Case, outcome: Outcome, profile: Profile, features: Iterable[str]) -> Failure | None:
-    """None if the outcome is right for ``case`` under ``profile``; else the failure with its report."""
-    expected = restrict(expected_output(case, profile), features)
+def judge(case: Case, outcome: Outcome, profile: Profile, features: Iterable[str],
+          expected_full: Results | None = None) -> Failure | None:
+    """None if the outcome is right for ``case`` under ``profile``; else the failure with its report.
+    ``expected_full``: the case's expected output under ``profile``, if already computed."""
+    expected = restrict(expected_output(case, profile) if expected_full is None else expected_full, features)
     if outcome.got is None:
         problem = outcome.problem or "no output"
         kind = problem.split(":", 1)[0]
@@ -125,27 +132,60 @@ class _Found(Exception):
     pass
 
 
+def run_vectors(impl: Impl, features: frozenset[str], profile: Profile, timeout: float,
+                result: SearchResult) -> Failure | None:
+    """Run every test vector whose features ``impl`` claims (``oij vectors``: the fixed corpus); the first
+    failure, shrunk, or None."""
+    from oij.testing._vectors import vectors
+
+    for v in vectors():
+        if not case_features(v.case) <= features:
+            continue
+        case = Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}")
+        outcome = run_impl(impl, case, timeout)
+        result.examples += 1
+        result.vectors += 1
+        result.observations.append((case, outcome.got))
+        f = judge(case, outcome, profile, features)
+        if f is not None:
+            result.found_by = case.scenario
+            return minimize(impl, f, profile, features, timeout, result)
+    return None
+
+
 def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
-           max_examples: int = 200, seed: int = 0, timeout: float = 10.0) -> SearchResult:
-    """Run ``impl`` on up to ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
+           max_examples: int = 200, seed: int = 0, timeout: float = 10.0, vectors: bool = True) -> SearchResult:
+    """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on up to
+    ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     result = SearchResult()
+    if vectors:
+        result.failure = run_vectors(impl, feats, profile, timeout, result)
+        if result.failure is not None:
+            return result
     failures: list[Failure] = []
 
     @hyp_seed(seed)
     @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
-              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate, Phase.target, Phase.shrink], suppress_health_check=list(HealthCheck),
               report_multiple_bugs=False, print_blob=False)
     @given(cases(feats))
     def prop(case: Case) -> None:
         outcome = run_impl(impl, case, timeout)
         result.examples += 1
+        result.generated += 1
         result.observations.append((case, outcome.got))
-        f = judge(case, outcome, profile, feats)
+        expected = expected_output(case, profile)
+        event(case.scenario)
+        target(float(len(expected.pairs) + sum(r[1] for r in expected.aggregates)), label="rows joined")
+        f = judge(case, outcome, profile, feats, expected)
         if f is not None:
+            if not result.found_by:
+                result.found_by = f"search, case {result.generated} ({case.scenario})"
             failures.append(f)
             raise _Found
-        result.tags.update(exercised(case, expected_output(case, profile)))
+        result.tags.update(exercised(case, expected))
+        result.edges.update(compute_edges(case))
 
     with reporting.with_reporter(lambda _msg: None):
         try:
@@ -171,37 +211,45 @@ def renumber(q: Query, events: Sequence[Event]) -> Case:
             e = e._replace(id=n)
         if not isinstance(e, End):
             out.append(e)
-    return Case(q, (*out, End()))
+    return Case(q, (*out, End()), "shrunk")
 
 
 def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset[str], timeout: float,
              result: SearchResult | None = None) -> Failure:
-    """Delete events one at a time (ids renumbered) while the case still fails; a 1-minimal failing case.
+    """Delete events while the case still fails the same way (ids renumbered); a 1-minimal failing case.
 
     Hypothesis shrinks numbers well but cannot always delete an event of a
-    case whose meaning depends on the others; this pass can.  At most
-    O(n^2) runs for n events, and n is at most a few dozen.
+    case whose meaning depends on the others; this pass can.  It deletes
+    runs of events, halving the run length down to single events (the
+    chunks of delta debugging), so that a long stream of a few hundred
+    events shrinks in O(n log n) runs when most of it does not matter, and
+    at most O(n^2) runs otherwise.
     """
     q = failure.case.query
     events = [e for e in failure.case.events if not isinstance(e, End)]
-    i = 0
-    while i < len(events):
-        cand = renumber(q, events[:i] + events[i + 1:])
-        outcome = run_impl(impl, cand, timeout)
-        if result is not None:
-            result.examples += 1
-            result.observations.append((cand, outcome.got))
-        f = judge(cand, outcome, profile, features)
-        if f is not None and f.kind == failure.kind:
-            events, failure = events[:i] + events[i + 1:], f
-        else:
-            i += 1
-    return failure
+    size = max(1, len(events) // 2)
+    while True:
+        i = 0
+        while i < len(events):
+            rest = events[:i] + events[i + size:]
+            cand = renumber(q, rest)
+            outcome = run_impl(impl, cand, timeout)
+            if result is not None:
+                result.examples += 1
+                result.observations.append((cand, outcome.got))
+            f = judge(cand, outcome, profile, features)
+            if f is not None and f.kind == failure.kind:
+                events, failure = rest, f
+            else:
+                i += size
+        if size == 1:
+            return failure
+        size = max(1, size // 2)
 
 
 def _shard(args: tuple[Impl, frozenset[str], Profile, int, int, float]) -> SearchResult:
     impl, feats, profile, n, seed, timeout = args
-    return search(impl, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout)
+    return search(impl, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout, vectors=False)
 
 
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
@@ -210,18 +258,23 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     if jobs <= 1:
         return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout)
+    out = SearchResult()
+    out.failure = run_vectors(impl, feats, profile, timeout, out)  # the fixed corpus first, in this process
+    if out.failure is not None:
+        return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         parts = list(pool.map(_shard, [(list(impl), feats, profile, n, seed + i, timeout)
                                        for i, n in enumerate(shares) if n > 0]))
-    out = SearchResult()
     for p in parts:
         out.examples += p.examples
+        out.generated += p.generated
         out.tags.update(p.tags)
+        out.edges.update(p.edges)
         out.observations += p.observations
-    fails = [p.failure for p in parts if p.failure is not None]
+    fails = [(p.failure, p.found_by) for p in parts if p.failure is not None]
     if fails:
-        out.failure = min(fails, key=lambda f: (len(f.case), len(f.report)))
+        out.failure, out.found_by = min(fails, key=lambda ff: (len(ff[0].case), len(ff[0].report)))
     return out
 
 

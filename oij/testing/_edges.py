@@ -1,0 +1,110 @@
+r"""The edges of the specification's rules, and which of them a case hits.
+
+A rule edge is a situation where an implementation that is one tick off, or
+reads a flag on the wrong path, gives another answer than the specification.
+``oij conform`` counts how many generated cases hit each edge and warns about
+an edge no case hit: a "conforms" then says nothing about it.
+
+With :math:`\ell', u'` the inclusive offsets, W the watermark in force when a
+tuple x arrives, and y an earlier on-time tuple of the same key on the other
+side:
+
+* late rule: :math:`x.ts = W` (on time) and :math:`x.ts = W - 1` (late);
+* each raw bound, on each trigger path: :math:`b.ts - a.ts = lower` or
+  :math:`= upper`, x the base (base-triggered) or the probe (probe-triggered);
+* equal timestamps in both arrival orders;
+* a probe's purge edge :math:`W - (b.ts - \ell') \in \{-1, 0, 1\}` when a base arrives;
+* a base's finality edge :math:`W - hi(a) \in \{-1, 0, 1\}` when a probe arrives;
+* colliding keys: a base and a probe whose different keys agree modulo 8,
+  16 or 2^32, under ``str()``, or as a string prefix.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from oij.testing._cases import Case
+from spec.match import lower_offset, upper_offset
+from spec.model import BASE, NO_WATERMARK, StreamTuple
+from spec.watermark import arrival_watermarks
+
+EDGES: tuple[str, ...] = (
+    "late rule: ts == W (on time)",
+    "late rule: ts == W - 1 (late)",
+    "lower bound, base-triggered",
+    "lower bound, probe-triggered",
+    "upper bound, base-triggered",
+    "upper bound, probe-triggered",
+    "equal timestamps, base first",
+    "equal timestamps, probe first",
+    "probe purge: W == b.ts - lo' - 1",
+    "probe purge: W == b.ts - lo'",
+    "probe purge: W == b.ts - lo' + 1",
+    "base finality: W == hi(a) - 1",
+    "base finality: W == hi(a)",
+    "base finality: W == hi(a) + 1",
+    "colliding keys",
+)
+"""Every edge, in the order ``oij conform`` prints them."""
+
+_STEP = {-1: " - 1", 0: "", 1: " + 1"}
+
+
+def _key_id(k: Any) -> tuple[str, Any]:
+    return (type(k).__name__, k)
+
+
+def do_keys_collide(k1: Any, k2: Any) -> bool:
+    """Different keys that a careless comparison could confuse (see the module docstring)."""
+    if _key_id(k1) == _key_id(k2):
+        return False
+    if str(k1) == str(k2):
+        return True
+    if isinstance(k1, int) and isinstance(k2, int):
+        return any((k1 - k2) % m == 0 for m in (8, 16, 1 << 32)) or {k1, k2} == {-1, -2}
+    if isinstance(k1, str) and isinstance(k2, str):
+        return k1.startswith(k2) or k2.startswith(k1)
+    return False
+
+
+def compute_edges(case: Case) -> set[str]:
+    """The names of :data:`EDGES` that ``case`` hits."""
+    q = case.query
+    lo, hi = lower_offset(q), upper_offset(q)
+    hits: set[str] = set()
+    stored: dict[tuple[str, Any], list[StreamTuple]] = defaultdict(list)
+    keys_seen: dict[str, set[tuple[str, Any]]] = defaultdict(set)
+    for e, w in zip(case.events, arrival_watermarks(case.events, q), strict=True):
+        if not isinstance(e, StreamTuple):
+            continue
+        finite = w != NO_WATERMARK
+        if finite and e.ts == w:
+            hits.add(EDGES[0])
+        if finite and e.ts == w - 1:
+            hits.add(EDGES[1])
+        late = finite and e.ts < w
+        path = "base-triggered" if e.side == BASE else "probe-triggered"
+        for y in stored[_key_id(e.key)]:
+            if y.side == e.side:
+                continue
+            a, b = (e, y) if e.side == BASE else (y, e)
+            d = b.ts - a.ts
+            if not late:
+                if d == q.lower:
+                    hits.add(f"lower bound, {path}")
+                if d == q.upper:
+                    hits.add(f"upper bound, {path}")
+                if d == 0:
+                    hits.add(f"equal timestamps, {y.side} first")
+            if finite and e.side == BASE and (w - (b.ts - lo)) in _STEP:
+                hits.add(f"probe purge: W == b.ts - lo'{_STEP[w - (b.ts - lo)]}")
+            if finite and e.side != BASE and (w - (a.ts + hi)) in _STEP:
+                hits.add(f"base finality: W == hi(a){_STEP[w - (a.ts + hi)]}")
+        other = "probe" if e.side == BASE else BASE
+        if any(do_keys_collide(k[1], e.key) for k in keys_seen[other]):
+            hits.add("colliding keys")
+        keys_seen[e.side].add(_key_id(e.key))
+        if not late:
+            stored[_key_id(e.key)].append(e)
+    return hits
