@@ -47,7 +47,6 @@ from functools import reduce
 from itertools import compress, repeat
 from typing import Any
 
-from reference.cond import operands
 from reference.exact import scaled, to_float
 from spec.batch import AggregateRow, Pair, Results
 from spec.match import COMPARE, lower_offset, upper_offset
@@ -286,7 +285,7 @@ class Oracle:
         hi = t.ts + self.hi_off
         ks = self.keys.get(t.key)
         found = 0
-        cv = operands(t, self.q) if self.cond else None
+        cv = _operands(t, self.q) if self.cond else None
         if ks is not None and ks.pts:
             pts = ks.pts
             i = bisect_left(pts, lo)
@@ -327,7 +326,7 @@ class Oracle:
 
     def _probe(self, t: StreamTuple) -> None:
         ks = self.keys.get(t.key)
-        cv = operands(t, self.q) if self.cond else None
+        cv = _operands(t, self.q) if self.cond else None
         if self.agg is None and ks is not None and len(ks.bts) > ks.b0:
             bts = ks.bts
             i = bisect_left(bts, t.ts - self.hi_off, ks.b0)
@@ -378,7 +377,7 @@ class Oracle:
 
     def _base_aggregate(self, t: StreamTuple) -> None:
         hi = t.ts + self.hi_off
-        cv = operands(t, self.q) if self.cond else None
+        cv = _operands(t, self.q) if self.cond else None
         if hi < self.w:  # final on arrival: every probe it can see is stored
             ks = self.keys.get(t.key)
             self.aggregates.append(self._direct_row(ks, t.id, t.ts + self.lo_off, hi, cv))
@@ -685,6 +684,14 @@ class Oracle:
                 if self.agg in ("min", "max") and vals:
                     assert ks.cur_dq and ks.cur_dq[0][1] + 0.0 == compute_aggregate(vals, self.agg)[1]
         assert total == self.stored, (total, self.stored)
+
+
+def _operands(t: StreamTuple, q: Query) -> Any:
+    """:func:`reference.cond.operands`, imported on the first cond query only (it loads numpy, which a plain
+    join does not need)."""
+    from reference.cond import operands
+
+    return operands(t, q)
 
 
 def run_events(events: Iterable[Event], q: Query, *, purge: bool = True) -> Results:

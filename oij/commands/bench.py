@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from oij.commands import peers
 
     peers.register(bsub)
+    from oij.commands import kitpower
+
+    kitpower.register(bsub)
     from oij.bench import experiments
 
     ls = bsub.add_parser("list", help="every experiment, with the figure it reproduces")
@@ -88,7 +91,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 OWN_FLAGS = {"oracle": "the reference oracle: events/s and peak memory", "memory": "peak memory as the stream grows",
-             "peers": "oij against the numpy floor, Flink and Spark"}
+             "peers": "oij against the numpy floor, Flink and Spark",
+             "kit-power": "mutation score of oij conform on independent implementations (needs oij[mutation])"}
 
 
 def _out_file(out: str, name: str) -> str:

@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--profile", default="canonical", help="check against this semantic profile (default canonical)")
     p.add_argument("--max-examples", type=int, default=200, help="cases to generate (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
+    p.add_argument("--no-vectors", action="store_true",
+                   help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per case before CMD counts as hung")
     p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
     p.add_argument("--adapter", metavar="NAME",
@@ -87,10 +89,10 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args.replay, impl, cmd, profile, feats, args.timeout)
     if args.jobs > 1:
         res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples,
-                              seed=args.seed, timeout=args.timeout, jobs=args.jobs)
+                              seed=args.seed, timeout=args.timeout, jobs=args.jobs, vectors=not args.no_vectors)
     else:
         res = search(impl, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
-                     timeout=args.timeout)
+                     timeout=args.timeout, vectors=not args.no_vectors)
     if res.failure is None:
         _print_pass(res, profile, feats)
         return 0

@@ -253,13 +253,16 @@ def _shard(args: tuple[Impl, frozenset[str], Profile, int, int, float]) -> Searc
 
 
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
-                    max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1) -> SearchResult:
+                    max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1,
+                    vectors: bool = True) -> SearchResult:
     """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     if jobs <= 1:
-        return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout)
+        return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout,
+                      vectors=vectors)
     out = SearchResult()
-    out.failure = run_vectors(impl, feats, profile, timeout, out)  # the fixed corpus first, in this process
+    if vectors:  # the fixed corpus first, in this process
+        out.failure = run_vectors(impl, feats, profile, timeout, out)
     if out.failure is not None:
         return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]

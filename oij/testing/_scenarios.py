@@ -36,7 +36,6 @@ from hypothesis import strategies as st
 from spec.match import lower_offset, upper_offset
 from spec.model import NO_WATERMARK, TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
 
-
 VALUES = (0.0, 1.0, -2.5, 3.0, 0.5, 1e16, -1e16)
 """Tuple values: ties, halves, signs, and 1e16 with -1e16, whose exact sum with a 1 is 1 (a float sum gives 0)."""
 

@@ -1,0 +1,396 @@
+"""``oij bench kit-power``: the conformance kit's power, measured with mutants it was not built around.
+
+Method (docs/conformance.rst, "How the kit checks itself", has the table):
+
+* **Mutation tool: cosmic-ray** (``pip install 'oij[mutation]'``).  The test
+  here is a *command* (``oij conform``) judged by its exit code, and
+  cosmic-ray's unit of work is exactly that: one mutation, one test command.
+  mutmut 3 runs a pytest suite in-process through trampolines and cannot take
+  a command.  oij uses cosmic-ray's operators and its AST machinery
+  (``cosmic_ray.plugins``, ``cosmic_ray.mutating.mutate_code``) to enumerate
+  and apply every mutant, and runs them itself on copies in temporary
+  directories, ``--jobs`` at a time: cosmic-ray's own ``exec`` rewrites the
+  file in the working tree and runs one mutant at a time.
+* **Operators**: every core operator of cosmic-ray, except that arithmetic is
+  replaced only by arithmetic (+ - * / // %, not by bit operators or **) and
+  comparisons only by comparisons (not by ``is``, whose result on ints
+  depends on CPython's small-int cache), and the two operators that need
+  arguments (``VariableInserter``, ``VariableReplacer``).  No mutant is
+  picked by hand.
+* **Targets**: ``accum`` -- ``tests/impls/accum_oij.py``, an implementation
+  written from docs/semantics.rst apart from reference/, run as
+  ``python MUTANT``; ``oracle`` -- ``reference/oracle.py`` itself, run as a
+  command through ``tests/impls/oracle_cmd.py`` with a mutated copy of
+  ``reference/`` first on ``PYTHONPATH`` (the kit judges with the real one),
+  claiming ``all,cond``.
+* **Verdict** per mutant: ``oij conform`` at its defaults (200 cases, seed 0,
+  the test vectors first): exit 1 killed, exit 0 survived; a survivor listed
+  in the manifest ``tests/impls/mutants.toml`` with a one-line reason is
+  *equivalent* (its entry names the original line, so a stale entry is
+  reported, not trusted).
+
+Data flow::
+
+    target file --cosmic-ray operators--> (operator, occurrence) list --mutate_code--> mutant source
+      --> temp dir (the file, or a copy of its package) --> oij conform -- CMD  (subprocess, --jobs at once)
+      --> exit code, "minimal case of N events", "found by" --> manifest applied --> JSON (+ docs table)
+
+Processes and files: each mutant runs in its own temporary directory, created
+and removed by the thread that runs it; ``oij conform`` runs in its own
+session and its whole process group is killed on ``--timeout`` or Ctrl-C.
+The working tree is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oij.commands.common import UsageError
+from oij.io.atomic import write_text
+
+ARITH = frozenset({"Add", "Sub", "Mul", "Div", "FloorDiv", "Mod"})
+ORDER = frozenset({"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file to mutate and the command that runs it under ``oij conform``."""
+
+    name: str
+    path: str  # relative to the repository
+    package: str | None  # copy this package folder and mutate the file inside the copy (imported via PYTHONPATH)
+    command: tuple[str, ...]  # {python}, {mutant}, {repo} are filled in
+    features: str
+
+
+TARGETS = {
+    "accum": Target("accum", "tests/impls/accum_oij.py", None, ("{python}", "{mutant}"), "all"),
+    "oracle": Target("oracle", "reference/oracle.py", "reference",
+                     ("{python}", "{repo}/tests/impls/oracle_cmd.py"), "all,cond"),
+}
+
+
+@dataclass
+class Mutant:
+    """One mutant and, once run, its verdict."""
+
+    target: str
+    operator: str
+    occurrence: int
+    line_no: int
+    line: str  # the original line, stripped
+    mutated: str = ""  # the mutated line, stripped (set when the mutant is made)
+    verdict: str = ""  # killed | survived | equivalent | timeout | error
+    seconds: float = 0.0
+    replay_events: int | None = None
+    found_by: str = ""
+    kind: str = ""  # mismatch, protocol, crash, hang
+    reason: str = ""  # for equivalent mutants: the manifest's reason
+    tail: str = field(default="", repr=False)  # the last lines of the output of a survivor or error
+
+
+def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = bsub.add_parser("kit-power", help="mutation score of oij conform: mutants of independent implementations "
+                        "run under oij conform at its defaults (needs oij[mutation])")
+    p.add_argument("--targets", default="accum,oracle", help=f"comma-separated: {', '.join(TARGETS)}")
+    p.add_argument("--repo", default=".", help="a checkout of oij (the targets are read from it; default .)")
+    p.add_argument("--manifest", default=None, help="equivalent mutants (default REPO/tests/impls/mutants.toml)")
+    p.add_argument("--sample", type=int, default=0,
+                   help="run only N mutants per target, spread evenly over the list (0: all)")
+    p.add_argument("--only", default="", help="comma-separated TARGET:OPERATOR:OCCURRENCE to run alone")
+    p.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant before it counts as timeout")
+    p.add_argument("--out", default="kit-power.json", help="where the raw numbers go (default ./kit-power.json)")
+    p.add_argument("--docs", default=None, help="also write kit-power-table.rst to this directory")
+    p.set_defaults(func=run_kit_power)
+
+
+def keep_operator(name: str) -> bool:
+    """The operator set of the module docstring."""
+    m = re.fullmatch(r"core/ReplaceBinaryOperator_(\w+)_(\w+)", name)
+    if m:
+        return m[1] in ARITH and m[2] in ARITH
+    m = re.fullmatch(r"core/ReplaceComparisonOperator_(\w+)_(\w+)", name)
+    if m:
+        pair = {m[1], m[2]}
+        return pair <= ORDER or pair == {"Is", "IsNot"} or pair == {"In", "NotIn"}
+    return name not in ("core/VariableInserter", "core/VariableReplacer")
+
+
+def _cosmic() -> tuple[Any, Any, Any, Any]:
+    try:
+        import cosmic_ray.plugins as plugins
+        from cosmic_ray.ast import Visitor, get_ast
+        from cosmic_ray.mutating import mutate_code
+    except ImportError:
+        raise UsageError("kit-power needs the mutation tool: pip install 'oij[mutation]' (cosmic-ray)") from None
+    return plugins, Visitor, get_ast, mutate_code
+
+
+def enumerate_mutants(target: Target, source: str) -> list[Mutant]:
+    """Every mutant of ``source`` under the kept operators, in a fixed order (one parse per operator; the mutated
+    source is made when the mutant runs, by :func:`mutant_source`)."""
+    plugins, visitor_cls, get_ast, _ = _cosmic()
+
+    class Count(visitor_cls):  # type: ignore[misc, valid-type]  # cosmic-ray ships no type hints
+        def __init__(self, op: Any) -> None:
+            self.op = op
+            self.rows: list[int] = []
+
+        def visit(self, node: Any) -> Any:
+            self.rows += [node.start_pos[0]] * len(list(self.op.mutation_positions(node)))
+            return node
+
+    lines = source.splitlines()
+    out: list[Mutant] = []
+    for name in sorted(plugins.operator_names()):
+        if not keep_operator(name):
+            continue
+        counter = Count(plugins.get_operator(name)())
+        counter.walk(get_ast(source))
+        out += [Mutant(target.name, name, occ, row, lines[row - 1].strip()) for occ, row in enumerate(counter.rows)]
+    return out
+
+
+def mutant_source(m: Mutant, source: str) -> str | None:
+    """The source of mutant ``m`` (None if the operator makes no change there); sets ``m.mutated``, the changed
+    line."""
+    plugins, _, _, mutate_code = _cosmic()
+    code: str | None = mutate_code(source, plugins.get_operator(m.operator)(), m.occurrence)
+    if code is None or code == source:
+        return None
+    old, new = source.splitlines(), code.splitlines()
+    i = next((k for k, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), min(len(old), len(new)) - 1)
+    m.mutated = new[i].strip() if i < len(new) else ""
+    return code
+
+
+def load_manifest(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The equivalent mutants: (target, operator, occurrence) -> {line, reason}."""
+    if not path.exists():
+        return {}
+    data = tomllib.loads(path.read_text())
+    return {(e["target"], e["operator"], int(e["occurrence"])): e for e in data.get("equivalent", [])}
+
+
+_MIN = re.compile(r"minimal case of (\d+) events")
+_FOUND = re.compile(r"^found by: (.*)$", re.M)
+_KIND = re.compile(r"semantics \((\w+);")
+
+
+def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float) -> Mutant:
+    """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict."""
+    code = mutant_source(m, (repo / target.path).read_text())
+    if code is None:
+        m.verdict = "no-op"
+        return m
+    with tempfile.TemporaryDirectory(prefix="oij-mutant-") as d:
+        tmp = Path(d)
+        env = dict(os.environ)
+        if target.package is not None:
+            shutil.copytree(repo / target.package, tmp / target.package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            mutant_file = tmp / target.path
+            env["PYTHONPATH"] = str(tmp) + os.pathsep + env.get("PYTHONPATH", "")
+        else:
+            mutant_file = tmp / Path(target.path).name
+        mutant_file.write_text(code)
+        cmd = [x.format(python=sys.executable, mutant=mutant_file, repo=repo) for x in target.command]
+        argv = [sys.executable, "-m", "oij.cli", "conform", "--features", target.features,
+                "--replay-out", str(tmp / "fail.jsonl"), "--", *cmd]
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp, env=env,
+                             start_new_session=True, text=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out = ""
+            m.verdict = "timeout"
+        finally:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        m.seconds = round(time.perf_counter() - t0, 3)
+    if m.verdict == "timeout":
+        return m
+    if p.returncode == 1:
+        m.verdict = "killed"
+        mm, fb, kd = _MIN.search(out), _FOUND.search(out), _KIND.search(out)
+        m.replay_events = int(mm.group(1)) if mm else None
+        m.found_by = fb.group(1) if fb else ""
+        m.kind = kd.group(1) if kd else ""
+    elif p.returncode == 0:
+        m.verdict = "survived"
+        m.tail = "\n".join(out.splitlines()[:2])
+    else:
+        m.verdict = "error"
+        m.tail = "\n".join(out.strip().splitlines()[-5:])
+    return m
+
+
+def _pick(items: list[Any], n: int) -> list[Any]:
+    """``n`` items spread evenly over ``items`` (all of them when n is 0 or too large)."""
+    if n <= 0 or n >= len(items):
+        return items
+    return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def summarize(mutants: list[Mutant]) -> dict[str, Any]:
+    """Counts, seconds per kill and replay sizes of one target's mutants."""
+    killed = [m for m in mutants if m.verdict == "killed"]
+    secs = [m.seconds for m in killed]
+    sizes = [m.replay_events for m in killed if m.replay_events is not None]
+    count = {v: sum(1 for m in mutants if m.verdict == v)
+             for v in ("killed", "equivalent", "survived", "timeout", "error")}
+    return {
+        "mutants": len(mutants), **count,
+        "score": round(count["killed"] / max(1, len(mutants) - count["equivalent"]), 4),
+        "seconds_per_kill_median": round(statistics.median(secs), 2) if secs else None,
+        "seconds_per_kill_max": round(max(secs), 2) if secs else None,
+        "kills_over_60s": sum(1 for s in secs if s > 60),
+        "replay_events_median": statistics.median(sizes) if sizes else None,
+        "replay_events_max": max(sizes) if sizes else None,
+        "replays_over_6_events": sum(1 for s in sizes if s > 6),
+        "found_by_vectors": sum(1 for m in killed if m.found_by.startswith("vector")),
+        "found_by_search": sum(1 for m in killed if m.found_by.startswith("search")),
+    }
+
+
+def run_kit_power(args: argparse.Namespace) -> int:
+    from oij.bench import machine
+
+    repo = Path(args.repo).resolve()
+    names = [x.strip() for x in args.targets.split(",") if x.strip()]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        raise UsageError(f"unknown target {unknown[0]!r}; known: {', '.join(TARGETS)}")
+    if args.jobs < 1 or args.timeout <= 0 or args.sample < 0:
+        raise UsageError("--jobs must be >= 1, --timeout > 0, --sample >= 0")
+    for n in names:
+        if not (repo / TARGETS[n].path).is_file():
+            raise UsageError(f"{repo / TARGETS[n].path}: not found (run from a checkout of oij, or give --repo)")
+    manifest_path = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
+    manifest = load_manifest(manifest_path)
+    only = {tuple(x.split(":")) for x in args.only.split(",") if x.strip()}
+    work: list[tuple[Mutant, Target]] = []
+    stale: list[str] = []
+    for n in names:
+        t = TARGETS[n]
+        found = enumerate_mutants(t, (repo / t.path).read_text())
+        if only:
+            found = [m for m in found if (m.target, m.operator, str(m.occurrence)) in only]
+        for m in _pick(found, args.sample):
+            e = manifest.get((m.target, m.operator, m.occurrence))
+            if e is not None and e.get("line", "").strip() != m.line:
+                stale.append(f"{m.target}:{m.operator}:{m.occurrence} (manifest line {e.get('line')!r}, "
+                             f"now {m.line!r})")
+            work.append((m, t))
+    print(f"kit-power: {len(work)} mutants of {', '.join(names)}; {args.jobs} at a time", flush=True)
+    t0 = time.perf_counter()
+    done: list[Mutant] = []
+
+    def one(item: tuple[Mutant, Target]) -> Mutant:
+        return run_mutant(item[0], item[1], repo, args.timeout)
+
+    report: Callable[[Mutant], None] = lambda m: print(  # noqa: E731
+        f"  [{len(done):>4}/{len(work)}] {m.verdict:<8} {m.seconds:7.1f}s  {m.target}:{m.operator}:{m.occurrence}"
+        f"  line {m.line_no}: {m.mutated}", flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for m in pool.map(one, work):
+            if m.verdict == "no-op":  # cosmic-ray counted a position it then could not change
+                continue
+            e = manifest.get((m.target, m.operator, m.occurrence))
+            if m.verdict == "survived" and e is not None and e.get("line", "").strip() == m.line:
+                m.verdict, m.reason = "equivalent", str(e.get("reason", ""))
+            done.append(m)
+            report(m)
+    listed = {(m.target, m.operator, m.occurrence) for m in done}
+    unused = [f"{k[0]}:{k[1]}:{k[2]}" for k in manifest if k in listed and
+              next(m for m in done if (m.target, m.operator, m.occurrence) == k).verdict == "killed"]
+    result = {
+        "command": "oij bench kit-power " + " ".join(sys.argv[3:]) if sys.argv[1:3] == ["bench", "kit-power"] else "",
+        "machine": machine(),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "sample": args.sample,
+        "targets": {n: summarize([m for m in done if m.target == n]) for n in names},
+        "stale_manifest_entries": stale,
+        "manifest_entries_killed": unused,
+        "mutants": [asdict(m) for m in done],
+    }
+    import json
+
+    write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(render_text(result))
+    if args.docs:
+        Path(args.docs).mkdir(parents=True, exist_ok=True)
+        write_text(str(Path(args.docs) / "kit-power-table.rst"), render_rst(result))
+    bad = any(s["survived"] or s["timeout"] or s["error"] for s in result["targets"].values()) or stale
+    return 1 if bad else 0
+
+
+def render_text(result: dict[str, Any]) -> str:
+    """The summary table and the survivors, as plain text."""
+    lines = [f"{'target':<8} {'mutants':>7} {'killed':>6} {'equiv':>5} {'surv':>4} {'t/o':>3} {'err':>3} "
+             f"{'score':>6} {'s/kill med':>10} {'max':>6} {'replay med':>10} {'max':>4}"]
+    for n, s in result["targets"].items():
+        lines.append(f"{n:<8} {s['mutants']:>7} {s['killed']:>6} {s['equivalent']:>5} {s['survived']:>4} "
+                     f"{s['timeout']:>3} {s['error']:>3} {s['score']:>6.3f} {_num(s['seconds_per_kill_median']):>10} "
+                     f"{_num(s['seconds_per_kill_max']):>6} {_num(s['replay_events_median']):>10} "
+                     f"{_num(s['replay_events_max']):>4}")
+    for m in result["mutants"]:
+        if m["verdict"] in ("survived", "timeout", "error"):
+            lines.append(f"{m['verdict'].upper()}: {m['target']}:{m['operator']}:{m['occurrence']} line "
+                         f"{m['line_no']}: {m['line']}  ->  {m['mutated']}")
+    lines += [f"STALE manifest entry: {s}" for s in result["stale_manifest_entries"]]
+    return "\n".join(lines)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def render_rst(result: dict[str, Any]) -> str:
+    """``kit-power-table.rst``: the table, then the equivalent mutants and any survivor, for the docs."""
+    m = result["machine"]
+    rst = [f".. Generated by {result['command'] or 'oij bench kit-power'} --docs.", "",
+           f"Measured on {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), load average at the start "
+           f"{m['load_avg'][0]:.2f}; {result['wall_seconds']:,.0f} s of wall time"
+           + (f"; a sample of {result['sample']} mutants per target" if result["sample"] else "") + ".", "",
+           ".. list-table:: mutants of each target under ``oij conform`` at its defaults", "   :header-rows: 1", "",
+           "   * - target", "     - mutants", "     - killed", "     - equivalent", "     - survived",
+           "     - score", "     - s per kill (median / max)", "     - replay events (median / max)",
+           "     - found by vectors / search"]
+    for n, s in result["targets"].items():
+        rst += [f"   * - ``{n}``", f"     - {s['mutants']}", f"     - {s['killed']}", f"     - {s['equivalent']}",
+                f"     - {s['survived'] + s['timeout'] + s['error']}", f"     - {s['score']:.3f}",
+                f"     - {_num(s['seconds_per_kill_median'])} / {_num(s['seconds_per_kill_max'])}",
+                f"     - {_num(s['replay_events_median'])} / {_num(s['replay_events_max'])}",
+                f"     - {s['found_by_vectors']} / {s['found_by_search']}"]
+    rst.append("")
+    odd = [x for x in result["mutants"] if x["verdict"] in ("survived", "timeout", "error")]
+    rst += ["Survivors: " + ("none." if not odd else ""), ""]
+    rst += [f"* ``{x['target']}`` line {x['line_no']} ({x['verdict']}): ``{x['line']}`` to ``{x['mutated']}``"
+            for x in odd]
+    eq = [x for x in result["mutants"] if x["verdict"] == "equivalent"]
+    if eq:
+        rst += ["", "Equivalent mutants (``tests/impls/mutants.toml``):", ""]
+        rst += [f"* ``{x['target']}`` line {x['line_no']}: ``{x['line']}`` to ``{x['mutated']}`` -- {x['reason']}"
+                for x in eq]
+    return "\n".join(rst) + "\n"

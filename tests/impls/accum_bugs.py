@@ -1,0 +1,112 @@
+"""Eight bug shapes of ordinary stream-join implementations, each a subclass of accum_oij's correct :class:`Join`.
+
+``python tests/impls/accum_bugs.py BUG`` is a command of the conformance
+protocol.  The bugs are the shapes issue 23 reported passing ``oij conform``
+in independent implementations; ``tests/test_kit_power.py`` requires every
+one to be caught at the default settings with a replay of at most 6 events.
+They live apart from accum_oij.py so that the file ``oij bench kit-power``
+mutates has no bug switches.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, so that tests.impls imports
+from tests.impls.accum_oij import Join, Tup, main
+
+
+class TiesProbeFirstTwice(Join):
+    """A pair with equal timestamps is emitted twice when the probe arrived first."""
+
+    def on_base(self, a: Tup) -> None:
+        super().on_base(a)
+        for b in self.probes.get(a.key, []):
+            if b.ts == a.ts and self.lo <= 0 <= self.hi:
+                self.match(a, b)
+
+
+class Upper0ExclusiveBasePath(Join):
+    """An inclusive upper bound of 0 is treated as exclusive on the base-triggered search only."""
+
+    def on_base(self, a: Tup) -> None:
+        hi = -1 if self.upper == 0 and self.hi_incl else self.hi
+        for b in self.probes.get(a.key, []):
+            if a.ts + self.lo <= b.ts <= a.ts + hi:
+                self.match(a, b)
+
+
+class ProbePathFlagsSwapped(Join):
+    """The probe-triggered search applies each inclusivity flag to the other bound."""
+
+    def on_probe(self, b: Tup) -> None:
+        lo = self.lower if self.hi_incl else self.lower + 1
+        hi = self.upper if self.lo_incl else self.upper - 1
+        for a in self.bases.get(b.key, []):
+            if a.ts + lo <= b.ts <= a.ts + hi:
+                self.match(a, b)
+
+
+class ProbeDroppedAtEdge(Join):
+    """A probe is dropped already when b.ts == W + lo (kept only while b.ts > W + lo)."""
+
+    def keep_probe(self, b: Tup) -> bool:
+        if b.ts == self.w + self.lo:
+            return False
+        return super().keep_probe(b)
+
+
+class BaseFinalAtEdge(Join):
+    """A base is final (its row out, its state dropped) already when W == hi(a)."""
+
+    def is_final(self, a: Tup) -> bool:
+        return self.w >= a.ts + self.hi
+
+
+class ProbePurgeSignFlipped(Join):
+    """The probe purge flips the sign of lower: probes are kept while b.ts >= W - lo."""
+
+    def keep_probe(self, b: Tup) -> bool:
+        if b.ts >= self.w - self.lo:
+            return True
+        return self.agg is not None and any(a.ts + self.lo <= b.ts <= a.ts + self.hi
+                                            for a in self.bases.get(b.key, []))
+
+
+class BasePurgeIgnoresUpper(Join):
+    """A base is final once W > a.ts, ignoring a positive upper bound."""
+
+    def is_final(self, a: Tup) -> bool:
+        return self.w > a.ts + min(self.hi, 0)
+
+
+class KeyHashBucket(Join):
+    """Int keys are compared through a small hash bucket (hash(key) % 8), so key 1 joins key 9."""
+
+    def key(self, k: int | str) -> tuple[str, int | str]:
+        return ("int", hash(k) % 8) if isinstance(k, int) else super().key(k)
+
+
+BUGS: dict[str, type[Join]] = {
+    "ties-probe-first-twice": TiesProbeFirstTwice,
+    "upper0-exclusive-base-path": Upper0ExclusiveBasePath,
+    "probe-path-flags-swapped": ProbePathFlagsSwapped,
+    "probe-dropped-at-edge": ProbeDroppedAtEdge,
+    "base-final-at-edge": BaseFinalAtEdge,
+    "probe-purge-sign-flipped": ProbePurgeSignFlipped,
+    "base-purge-ignores-upper": BasePurgeIgnoresUpper,
+    "key-hash-bucket": KeyHashBucket,
+}
+
+
+def _make(bug: str) -> type[Join]:
+    if bug not in BUGS:
+        sys.exit(f"unknown bug {bug!r}; known: {', '.join(BUGS)}")
+    return BUGS[bug]
+
+
+if __name__ == "__main__":
+    cls: Any = _make(sys.argv[1] if len(sys.argv) > 1 else "")
+    main(cls)

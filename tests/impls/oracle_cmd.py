@@ -1,0 +1,61 @@
+"""``reference/oracle.py`` run as a command of the conformance protocol (stdin: one case; stdout: result lines).
+
+The mutation benchmark (``oij bench kit-power``) runs ``oij conform`` on this
+command with a mutated copy of ``reference/`` first on ``PYTHONPATH``, so the
+oracle under test is the mutant while the kit judges with the real one.  It
+reads with the standard library and imports nothing but ``spec`` and
+``reference`` (a start-up of about 0.1 s: the kit runs it once per case).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from reference.oracle import run_events
+from spec.model import Comparison, End, Event, Query, StreamTuple, Watermark
+
+
+def read_case(lines: list[str]) -> tuple[Query, list[Event]]:
+    """The query and the events of one oij-jsonl case (trusted input: the kit wrote it)."""
+    objs = [json.loads(x) for x in lines if x.strip()]
+    h = objs[0]
+    q = Query(h["lower"], h["upper"], h.get("lower_inclusive", True), h.get("upper_inclusive", True),
+              h.get("aggregate"), h.get("join", "inner"), h.get("channels", 1), h.get("lateness"),
+              tuple(Comparison(c["a"], c["op"], c["b"], float(c.get("add", 0.0))) for c in h.get("cond", ())))
+    events: list[Event] = []
+    for o in objs[1:]:
+        if o["type"] == "tuple":
+            fields = tuple((k, float(v)) for k, v in o.get("fields", {}).items())
+            events.append(StreamTuple(o["side"], o["id"], o["ts"], o["key"], float(o.get("value", 0.0)),
+                                      o.get("channel", 0), fields))
+        elif o["type"] == "watermark":
+            events.append(Watermark(o["ts"], o.get("channel", 0)))
+        else:
+            events.append(End())
+    return q, events
+
+
+def value_text(v: Any) -> str:
+    """An aggregate value as the protocol writes it."""
+    if v is None:
+        return "null"
+    if isinstance(v, float) and math.isinf(v):
+        return '"inf"' if v > 0 else '"-inf"'
+    return json.dumps(v)
+
+
+def main() -> None:
+    q, events = read_case(sys.stdin.readlines())
+    res = run_events(events, q)
+    out = [json.dumps({"type": "pair", "base": b, "probe": p}) for b, p in res.pairs]
+    out += [f'{{"type": "aggregate", "base": {b}, "count": {n}, "value": {value_text(v)}}}' for b, n, v in
+            res.aggregates]
+    out += [json.dumps({"type": "late", "id": i}) for i in res.late]
+    sys.stdout.write("".join(x + "\n" for x in out))
+
+
+if __name__ == "__main__":
+    main()
