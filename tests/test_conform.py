@@ -83,8 +83,19 @@ def test_an_edge_no_case_hit_is_warned_about(capsys: pytest.CaptureFixture[str])
                                     ["run", "-", "--pattern", "hp", "--replicas", "2"]])
 def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     n = "60" if engine[0] == "join" else "8"
-    rc, out = conform(capsys, "--max-examples", n, "--", *OIJ, *engine)
+    # KP/DP/HP add aggregate sums in float64 (parallel/runtime/store.py): not exact, see the next test
+    feats = "all" if engine[0] == "join" else "all,-aggregates"
+    rc, out = conform(capsys, "--features", feats, "--max-examples", n, "--", *OIJ, *engine)
     assert rc == 0, out
+
+
+def test_kp_sums_are_not_exact_yet(capsys: pytest.CaptureFixture[str]) -> None:
+    """A known bug the kit found once it ran the test vectors first: KP/DP/HP sum in float64, so the vector
+    1e16 + 1 - 1e16 gives 0.0 where the exact sum is 1.0.  Pinned so that a fix shows up here (then delete
+    this test and claim aggregates above); docs/conformance.rst lists it."""
+    rc, out = conform(capsys, "--max-examples", "1", "--", *OIJ, "run", "-", "--pattern", "kp", "--replicas", "2")
+    assert rc == 1 and "found by: vector aggregates/sum-exact" in out, out
+    assert "+ aggregate base=4 count=3 value=0.0" in out, out
 
 
 def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:

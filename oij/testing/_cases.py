@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import orjson
 from hypothesis import strategies as st
 
 from oij.io.jsonl import read_jsonl, write_events
@@ -75,12 +76,15 @@ class Case:
     scenario: str = field(default="", compare=False)
     """How the case was made (a scenario of :data:`SCENARIOS`, ``vector NAME``, ``replay``); not part of its
     meaning."""
+    encoding: str = field(default="full", compare=False)
+    """``full``: every field written; ``minimal``: every optional field that has its default value left out (the
+    format allows both, and an implementation must read both the same)."""
 
     def to_jsonl(self) -> str:
-        """The case as an oij-jsonl v1 input."""
+        """The case as an oij-jsonl v1 input, in its :attr:`encoding`."""
         buf = io.StringIO()
         write_events(self.query, self.events, buf)
-        return buf.getvalue()
+        return buf.getvalue() if self.encoding == "full" else minimal_jsonl(buf.getvalue())
 
     @staticmethod
     def from_jsonl(text: str, path: str = "<case>") -> Case:
@@ -96,6 +100,27 @@ class Case:
     def __len__(self) -> int:
         """Events, the End excluded."""
         return sum(1 for e in self.events if not isinstance(e, End))
+
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "query": {"lower_inclusive": True, "upper_inclusive": True, "aggregate": None, "join": "inner", "channels": 1,
+              "lateness": None, "cond": []},
+    "tuple": {"value": 0.0, "channel": 0, "fields": {}},
+    "watermark": {"channel": 0},
+}
+"""The optional fields of oij-jsonl v1 and 1.1 and their defaults (docs/format.rst)."""
+
+
+def minimal_jsonl(text: str) -> str:
+    """``text`` (oij-jsonl) with every optional field that has its default value left out."""
+    out = []
+    for line in text.splitlines():
+        obj = orjson.loads(line)
+        dflt = DEFAULTS.get(obj["type"], {})
+        kept = {k: v for k, v in obj.items()
+                if k not in dflt or v != dflt[k] or type(v) is not type(dflt[k])}
+        out.append(orjson.dumps(kept).decode() + "\n")
+    return "".join(out)
 
 
 def case_features(case: Case) -> frozenset[str]:
@@ -195,7 +220,7 @@ def draw_query(draw: st.DrawFn, f: frozenset[str]) -> Query:
         st.sampled_from(COMMON_WINDOWS),
         st.tuples(st.integers(-6, 3), st.integers(-3, 8)).map(lambda b: (b[0], max(b)))))
     excl = "exclusive" in f
-    agg: AggregateKind | None = draw(st.sampled_from([None, None, None, *KINDS])) if "aggregates" in f else None
+    agg: AggregateKind | None = draw(st.sampled_from([None, *KINDS])) if "aggregates" in f else None
     join: JoinKind = draw(st.sampled_from(["inner", "left"])) if "left" in f else "inner"
     channels = draw(st.integers(1, 3)) if "channels" in f and mode == "watermarks" else 1
     return Query(
@@ -229,6 +254,11 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
     drawn by one of the :data:`SCENARIOS`.
     """
     claimed = DEFAULT_FEATURES if features is None else frozenset(features)
+    encoding = draw(st.sampled_from(["full", "minimal"]))
+    return replace(_draw_case(draw, claimed, max_events), encoding=encoding)
+
+
+def _draw_case(draw: st.DrawFn, claimed: frozenset[str], max_events: int) -> Case:
     f = swarm(draw, claimed)
     scenario = draw(st.sampled_from(SCENARIOS))
     if "cond" in f:  # the joining condition reads named fields that only the random layout draws

@@ -135,13 +135,14 @@ class _Found(Exception):
 def run_vectors(impl: Impl, features: frozenset[str], profile: Profile, timeout: float,
                 result: SearchResult) -> Failure | None:
     """Run every test vector whose features ``impl`` claims (``oij vectors``: the fixed corpus); the first
-    failure, shrunk, or None."""
-    from oij.testing._vectors import vectors
+    failure, shrunk, or None.  The folders are interleaved (the first vector of each, then the second, ...), so
+    that a bug in any feature meets its vectors early."""
+    from oij.testing._vectors import interleaved
 
-    for v in vectors():
+    for v in interleaved():
         if not case_features(v.case) <= features:
             continue
-        case = Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}")
+        case = Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding)
         outcome = run_impl(impl, case, timeout)
         result.examples += 1
         result.vectors += 1
@@ -201,7 +202,7 @@ def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profil
     return result
 
 
-def renumber(q: Query, events: Sequence[Event]) -> Case:
+def renumber(q: Query, events: Sequence[Event], encoding: str = "full") -> Case:
     """A case of ``events`` (End appended) with tuple ids 1, 2, ... in arrival order."""
     out: list[Event] = []
     n = 0
@@ -211,7 +212,7 @@ def renumber(q: Query, events: Sequence[Event]) -> Case:
             e = e._replace(id=n)
         if not isinstance(e, End):
             out.append(e)
-    return Case(q, (*out, End()), "shrunk")
+    return Case(q, (*out, End()), "shrunk", encoding)
 
 
 def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset[str], timeout: float,
@@ -232,7 +233,7 @@ def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset
         i = 0
         while i < len(events):
             rest = events[:i] + events[i + size:]
-            cand = renumber(q, rest)
+            cand = renumber(q, rest, failure.case.encoding)
             outcome = run_impl(impl, cand, timeout)
             if result is not None:
                 result.examples += 1

@@ -88,7 +88,27 @@ def vectors() -> Iterator[Vector]:
                  _case(qc, _t("b", 1, 5), Watermark(9, 0), _t("p", 2, 4, channel=1)))
     yield Vector("channels", "both-channels", "once both channels passed, a tuple below W is late",
                  _case(qc, _t("b", 1, 5), Watermark(9, 0), Watermark(9, 1), _t("p", 2, 4, channel=1)))
+    # state edges: W one tick before, on and after a probe's purge edge (b.ts - lo') and a base's finality edge
+    # (hi(a)), then a tuple of the same key at W
+    for lower, upper in ((-2, 0), (0, 2), (-3, -1), (1, 3)):
+        q = Query(lower, upper)
+        for d in (-1, 0, 1):
+            step = {-1: "before", 0: "on", 1: "after"}[d]
+            w = 10 - lower + d
+            yield Vector("state-edges", f"w{lower}_{upper}_probe-purge-{step}",
+                         f"window [{lower},{upper}]: a probe at 10 is needed while W <= {10 - lower}; W = {w}, then "
+                         f"a base at W {'matches it' if d <= 0 else 'cannot match it'}",
+                         _case(q, _t("p", 1, 10), Watermark(w), _t("b", 2, w)))
+            w = 10 + upper + d
+            yield Vector("state-edges", f"w{lower}_{upper}_base-final-{step}",
+                         f"window [{lower},{upper}]: a base at 10 is final once W > {10 + upper}; W = {w}, then a "
+                         f"probe at W {'matches it' if d <= 0 else 'cannot match it'}",
+                         _case(q, _t("b", 1, 10), Watermark(w), _t("p", 2, w)))
     # keys
+    for k1, k2, why in ((1, 9, "equal modulo 8"), (1, 17, "equal modulo 16"), (-1, -2, "equal under CPython's hash"),
+                        (1, 1 + (1 << 32), "equal modulo 2^32")):
+        yield Vector("keys", f"collide-{k1}-{k2}", f"keys {k1} and {k2} ({why}) are different keys",
+                     _case(Query(-1, 1), _t("b", 1, 5, k1), _t("p", 2, 5, k2), _t("p", 3, 6, k1)))
     q = Query(-1, 1)
     yield Vector("keys", "int-vs-str", "key 1 and key \"1\" are different keys",
                  _case(q, _t("b", 1, 5, 1), _t("p", 2, 5, "1")))
@@ -105,6 +125,26 @@ def vectors() -> Iterator[Vector]:
                            _t("b", 4, 10)))
         yield Vector("aggregates", f"{kind}-expired", f"{kind} after the window slid past a probe (min/max stale?)",
                      _case(qa, _t("p", 1, 5, value=9.0), _t("b", 2, 6), _t("p", 3, 9, value=2.0), _t("b", 4, 12)))
+    for kind in ("sum", "avg"):
+        for sign, name in ((1.0, "pos"), (-1.0, "neg")):
+            qa = Query(-3, 0, aggregate=kind)
+            yield Vector("aggregates", f"{kind}-overflow-{name}",
+                         f"{kind} of two values {sign * 1e308:g}: " + ("beyond the double range, written "
+                         f"{'inf' if sign > 0 else '-inf'}" if kind == "sum" else "exactly the value (a float sum "
+                         "overflows first)"),
+                         _case(qa, _t("p", 1, 9, value=sign * 1e308), _t("p", 2, 10, value=sign * 1e308),
+                               _t("b", 3, 10)))
+    # optional fields left out: their defaults apply (value 0.0, channel 0, inclusive bounds, one channel, inner)
+    yield Vector("defaults", "value-omitted", "a probe without a value has value 0.0: the sum is 2.5, the min 0.0",
+                 Case(Query(-1, 0, aggregate="sum"), (_t("p", 1, 4, value=0.0), _t("p", 2, 5, value=2.5),
+                                                       _t("b", 3, 5), End()), encoding="minimal"))
+    yield Vector("defaults", "min-value-omitted", "a probe without a value has value 0.0 (the min of 0.0 and 2.5)",
+                 Case(Query(-1, 0, aggregate="min"), (_t("p", 1, 4, value=0.0), _t("p", 2, 5, value=2.5),
+                                                       _t("b", 3, 5), End()), encoding="minimal"))
+    yield Vector("defaults", "flags-channels-omitted", "without flags both bounds are inclusive; without channels "
+                 "there is one, and a watermark without a channel is on channel 0",
+                 Case(Query(-1, 0), (_t("b", 1, 5), _t("p", 2, 4), _t("p", 3, 5), Watermark(6), _t("p", 4, 5),
+                                     End()), encoding="minimal"))
     # left joins
     q = Query(-2, 0, join="left")
     yield Vector("left-join", "unmatched-at-end", "an unmatched base gets (a, null) at the end",
@@ -132,6 +172,17 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0), _t("b", 1, 5), Watermark(6), _t("p", 2, 4)))
     yield Vector("profiles", "left-no-flush", "a pending (a, null) row at the end: flushed or not",
                  _case(Query(-2, 0, join="left", lateness=1), _t("b", 1, 5)))
+
+
+def interleaved() -> list[Vector]:
+    """Every vector, the features taken in turn: the first of each feature, then the second of each, ..."""
+    groups: dict[str, list[Vector]] = {}
+    for v in vectors():
+        groups.setdefault(v.feature, []).append(v)
+    out: list[Vector] = []
+    for i in range(max(len(g) for g in groups.values())):
+        out += [g[i] for g in groups.values() if i < len(g)]
+    return out
 
 
 def _out(case: Case, profile_name: str) -> str:

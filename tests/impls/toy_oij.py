@@ -30,6 +30,14 @@ BUGS = {
 }
 
 
+def _float(x: Fraction) -> float | str:
+    """An exact sum as the protocol writes it: the nearest double, or "inf"/"-inf" beyond the double range."""
+    try:
+        return float(x)
+    except OverflowError:
+        return "inf" if x > 0 else "-inf"
+
+
 def main(bug: str) -> None:
     lines = [json.loads(x) for x in sys.stdin if x.strip()]
     q = lines[0]
@@ -73,11 +81,11 @@ def main(bug: str) -> None:
         if agg == "count":
             v = n
         elif agg == "sum":
-            v = float(sum(map(Fraction, vals), Fraction(0)))
+            v = _float(sum(map(Fraction, vals), Fraction(0)))
         elif n == 0:
             v = None
         elif agg == "avg":
-            v = float(sum(map(Fraction, vals), Fraction(0)) / n)
+            v = _float(sum(map(Fraction, vals), Fraction(0)) / n)
         else:
             v = min(vals) if agg == "min" else max(vals)
         out.append(json.dumps({"type": "aggregate", "base": a["id"], "count": n, "value": v}))
