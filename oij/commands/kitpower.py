@@ -21,8 +21,8 @@ Method (docs/conformance.rst, "How the kit checks itself", has the table):
   written from docs/semantics.rst apart from reference/, run as
   ``python MUTANT``; ``oracle`` -- ``reference/oracle.py`` itself, run as a
   command through ``tests/impls/oracle_cmd.py`` with a mutated copy of
-  ``reference/`` first on ``PYTHONPATH`` (the kit judges with the real one),
-  claiming ``all,cond``.
+  ``reference/`` imported first (``--prefer DIR``; the kit, in its own
+  process, judges with the real one), claiming ``all,cond``.
 * **Verdict** per mutant: ``oij conform`` at its defaults (200 cases, seed 0,
   the test vectors first): exit 1 killed, exit 0 survived; a survivor listed
   in the manifest ``tests/impls/mutants.toml`` with a one-line reason is
@@ -74,15 +74,15 @@ class Target:
 
     name: str
     path: str  # relative to the repository
-    package: str | None  # copy this package folder and mutate the file inside the copy (imported via PYTHONPATH)
-    command: tuple[str, ...]  # {python}, {mutant}, {repo} are filled in
+    package: str | None  # copy this package folder into {tmp} and mutate the file inside the copy
+    command: tuple[str, ...]  # {python}, {mutant}, {repo}, {tmp} are filled in
     features: str
 
 
 TARGETS = {
     "accum": Target("accum", "tests/impls/accum_oij.py", None, ("{python}", "{mutant}"), "all"),
     "oracle": Target("oracle", "reference/oracle.py", "reference",
-                     ("{python}", "{repo}/tests/impls/oracle_cmd.py"), "all,cond"),
+                     ("{python}", "{repo}/tests/impls/oracle_cmd.py", "--prefer", "{tmp}"), "all,cond"),
 }
 
 
@@ -111,13 +111,19 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--targets", default="accum,oracle", help=f"comma-separated: {', '.join(TARGETS)}")
     p.add_argument("--repo", default=".", help="a checkout of oij (the targets are read from it; default .)")
     p.add_argument("--manifest", default=None, help="equivalent mutants (default REPO/tests/impls/mutants.toml)")
-    p.add_argument("--sample", type=int, default=0,
-                   help="run only N mutants per target, spread evenly over the list (0: all)")
+    p.add_argument("--sample", default="0",
+                   help="run only N mutants per target, spread evenly over the list (0: all); or TARGET=N,... "
+                   "(a target not named runs all)")
     p.add_argument("--only", default="", help="comma-separated TARGET:OPERATOR:OCCURRENCE to run alone")
     p.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once (default 2)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant before it counts as timeout")
     p.add_argument("--out", default="kit-power.json", help="where the raw numbers go (default ./kit-power.json)")
     p.add_argument("--docs", default=None, help="also write kit-power-table.rst to this directory")
+    p.add_argument("--rescore", metavar="JSON", default=None,
+                   help="run nothing: apply the manifest again to the survivors of an earlier result (after an entry "
+                   "was added or removed) and write --out and --docs")
+    p.add_argument("--no-shapes", action="store_true",
+                   help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
     p.set_defaults(func=run_kit_power)
 
 
@@ -194,24 +200,28 @@ _FOUND = re.compile(r"^found by: (.*)$", re.M)
 _KIND = re.compile(r"semantics \((\w+);")
 
 
-def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float) -> Mutant:
-    """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict."""
-    code = mutant_source(m, (repo / target.path).read_text())
+def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True) -> Mutant:
+    """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
+    ``source=False``: run ``target.command`` as it is (no mutant)."""
+    code = mutant_source(m, (repo / target.path).read_text()) if source else ""
     if code is None:
         m.verdict = "no-op"
         return m
     with tempfile.TemporaryDirectory(prefix="oij-mutant-") as d:
         tmp = Path(d)
+        lib = tmp / "lib"  # not the working directory: ``python -m oij.cli`` puts that first on sys.path
         env = dict(os.environ)
         if target.package is not None:
-            shutil.copytree(repo / target.package, tmp / target.package,
+            shutil.copytree(repo / target.package, lib / target.package,
                             ignore=shutil.ignore_patterns("__pycache__"))
-            mutant_file = tmp / target.path
-            env["PYTHONPATH"] = str(tmp) + os.pathsep + env.get("PYTHONPATH", "")
+            mutant_file = lib / target.path  # the command imports it (--prefer {tmp}); the kit's judge, in
+            # ``oij conform``'s own process, never sees it
         else:
-            mutant_file = tmp / Path(target.path).name
-        mutant_file.write_text(code)
-        cmd = [x.format(python=sys.executable, mutant=mutant_file, repo=repo) for x in target.command]
+            lib.mkdir()
+            mutant_file = lib / Path(target.path).name
+        if source:
+            mutant_file.write_text(code)
+        cmd = [x.format(python=sys.executable, mutant=mutant_file, repo=repo, tmp=lib) for x in target.command]
         argv = [sys.executable, "-m", "oij.cli", "conform", "--features", target.features,
                 "--replay-out", str(tmp / "fail.jsonl"), "--", *cmd]
         t0 = time.perf_counter()
@@ -245,6 +255,26 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float) -> Mutant:
     return m
 
 
+SHAPES = "tests/impls/accum_bugs.py"
+
+
+def run_shapes(repo: Path, timeout: float) -> list[dict[str, Any]]:
+    """``oij conform`` at its defaults on each bug shape of accum_bugs.py, one after the other (timed alone)."""
+    listing = subprocess.run([sys.executable, str(repo / SHAPES), "--list"], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+    out = []
+    for row in listing.splitlines():
+        name, doc = row.split("\t", 1)
+        m = Mutant("shapes", name, 0, 0, doc)
+        shape = Target("shapes", SHAPES, None, ("{python}", str(repo / SHAPES), name), "all")
+        run_mutant(m, shape, repo, timeout, source=False)
+        print(f"  shape {name:<28} {m.verdict:<8} {m.seconds:6.1f}s  replay {m.replay_events}  found by: {m.found_by}",
+              flush=True)
+        out.append({"bug": name, "description": doc, "verdict": m.verdict, "seconds": m.seconds,
+                    "replay_events": m.replay_events, "found_by": m.found_by})
+    return out
+
+
 def _pick(items: list[Any], n: int) -> list[Any]:
     """``n`` items spread evenly over ``items`` (all of them when n is 0 or too large)."""
     if n <= 0 or n >= len(items):
@@ -273,15 +303,56 @@ def summarize(mutants: list[Mutant]) -> dict[str, Any]:
     }
 
 
+def rescore(path: str, manifest: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+    """An earlier result with the manifest applied again: a survivor listed (same line) is equivalent, an
+    equivalent one no longer listed is a survivor; kills are kept as measured."""
+    import json
+
+    result: dict[str, Any] = json.loads(Path(path).read_text())
+    for m in result["mutants"]:
+        if m["verdict"] not in ("survived", "equivalent"):
+            continue
+        e = manifest.get((m["target"], m["operator"], m["occurrence"]))
+        if e is not None and e.get("line", "").strip() == m["line"]:
+            m["verdict"], m["reason"] = "equivalent", str(e.get("reason", ""))
+        else:
+            m["verdict"], m["reason"] = "survived", ""
+    names = list(result["targets"])
+    result["targets"] = {n: summarize([Mutant(**{k: v for k, v in m.items()}) for m in result["mutants"]
+                                       if m["target"] == n]) for n in names}
+    return result
+
+
+def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
+    import json
+
+    write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(render_text(result))
+    if args.docs:
+        Path(args.docs).mkdir(parents=True, exist_ok=True)
+        write_text(str(Path(args.docs) / "kit-power-table.rst"), render_rst(result))
+    bad = (any(s["survived"] or s["timeout"] or s["error"] for s in result["targets"].values())
+           or result["stale_manifest_entries"] or any(x["verdict"] != "killed" for x in result.get("shapes", [])))
+    return 1 if bad else 0
+
+
 def run_kit_power(args: argparse.Namespace) -> int:
     from oij.bench import machine
 
     repo = Path(args.repo).resolve()
+    if args.rescore:
+        mpath = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
+        return _write(rescore(args.rescore, load_manifest(mpath)), args)
     names = [x.strip() for x in args.targets.split(",") if x.strip()]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
         raise UsageError(f"unknown target {unknown[0]!r}; known: {', '.join(TARGETS)}")
-    if args.jobs < 1 or args.timeout <= 0 or args.sample < 0:
+    try:
+        sample = ({n: int(args.sample) for n in names} if "=" not in args.sample else
+                  {k.strip(): int(v) for k, v in (x.split("=", 1) for x in args.sample.split(",") if x.strip())})
+    except ValueError:
+        raise UsageError(f"--sample: a number or TARGET=N,...; got {args.sample!r}") from None
+    if args.jobs < 1 or args.timeout <= 0 or any(v < 0 for v in sample.values()):
         raise UsageError("--jobs must be >= 1, --timeout > 0, --sample >= 0")
     for n in names:
         if not (repo / TARGETS[n].path).is_file():
@@ -296,7 +367,7 @@ def run_kit_power(args: argparse.Namespace) -> int:
         found = enumerate_mutants(t, (repo / t.path).read_text())
         if only:
             found = [m for m in found if (m.target, m.operator, str(m.occurrence)) in only]
-        for m in _pick(found, args.sample):
+        for m in _pick(found, sample.get(n, 0)):
             e = manifest.get((m.target, m.operator, m.occurrence))
             if e is not None and e.get("line", "").strip() != m.line:
                 stale.append(f"{m.target}:{m.operator}:{m.occurrence} (manifest line {e.get('line')!r}, "
@@ -321,28 +392,22 @@ def run_kit_power(args: argparse.Namespace) -> int:
                 m.verdict, m.reason = "equivalent", str(e.get("reason", ""))
             done.append(m)
             report(m)
+    shapes = [] if args.no_shapes or only else run_shapes(repo, args.timeout)
     listed = {(m.target, m.operator, m.occurrence) for m in done}
     unused = [f"{k[0]}:{k[1]}:{k[2]}" for k in manifest if k in listed and
               next(m for m in done if (m.target, m.operator, m.occurrence) == k).verdict == "killed"]
-    result = {
+    result: dict[str, Any] = {
         "command": "oij bench kit-power " + " ".join(sys.argv[3:]) if sys.argv[1:3] == ["bench", "kit-power"] else "",
         "machine": machine(),
         "wall_seconds": round(time.perf_counter() - t0, 1),
-        "sample": args.sample,
+        "sample": {n: sample.get(n, 0) for n in names},
         "targets": {n: summarize([m for m in done if m.target == n]) for n in names},
+        "shapes": shapes,
         "stale_manifest_entries": stale,
         "manifest_entries_killed": unused,
         "mutants": [asdict(m) for m in done],
     }
-    import json
-
-    write_text(args.out, json.dumps(result, indent=1) + "\n")
-    print(render_text(result))
-    if args.docs:
-        Path(args.docs).mkdir(parents=True, exist_ok=True)
-        write_text(str(Path(args.docs) / "kit-power-table.rst"), render_rst(result))
-    bad = any(s["survived"] or s["timeout"] or s["error"] for s in result["targets"].values()) or stale
-    return 1 if bad else 0
+    return _write(result, args)
 
 
 def render_text(result: dict[str, Any]) -> str:
@@ -358,6 +423,8 @@ def render_text(result: dict[str, Any]) -> str:
         if m["verdict"] in ("survived", "timeout", "error"):
             lines.append(f"{m['verdict'].upper()}: {m['target']}:{m['operator']}:{m['occurrence']} line "
                          f"{m['line_no']}: {m['line']}  ->  {m['mutated']}")
+    lines += [f"shape {x['bug']}: {x['verdict']} in {x['seconds']:.1f} s, replay {x['replay_events']} events, "
+              f"found by {x['found_by']}" for x in result.get("shapes", [])]
     lines += [f"STALE manifest entry: {s}" for s in result["stale_manifest_entries"]]
     return "\n".join(lines)
 
@@ -372,7 +439,8 @@ def render_rst(result: dict[str, Any]) -> str:
     rst = [f".. Generated by {result['command'] or 'oij bench kit-power'} --docs.", "",
            f"Measured on {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), load average at the start "
            f"{m['load_avg'][0]:.2f}; {result['wall_seconds']:,.0f} s of wall time"
-           + (f"; a sample of {result['sample']} mutants per target" if result["sample"] else "") + ".", "",
+           + "".join(f"; ``{n}``: an evenly spread sample of {k} mutants" for n, k in result["sample"].items() if k)
+           + ".", "",
            ".. list-table:: mutants of each target under ``oij conform`` at its defaults", "   :header-rows: 1", "",
            "   * - target", "     - mutants", "     - killed", "     - equivalent", "     - survived",
            "     - score", "     - s per kill (median / max)", "     - replay events (median / max)",
@@ -384,6 +452,15 @@ def render_rst(result: dict[str, Any]) -> str:
                 f"     - {_num(s['replay_events_median'])} / {_num(s['replay_events_max'])}",
                 f"     - {s['found_by_vectors']} / {s['found_by_search']}"]
     rst.append("")
+    if result.get("shapes"):
+        rst += [".. list-table:: the eight bug shapes of ``tests/impls/accum_bugs.py`` under ``oij conform`` at its "
+                "defaults", "   :header-rows: 1", "", "   * - bug", "     - caught", "     - seconds",
+                "     - replay events", "     - found by"]
+        for x in result["shapes"]:
+            caught = "yes" if x["verdict"] == "killed" else "**no**"
+            rst += [f"   * - ``{x['bug']}``: {x['description']}", f"     - {caught}",
+                    f"     - {x['seconds']:.1f}", f"     - {_num(x['replay_events'])}", f"     - {x['found_by']}"]
+        rst.append("")
     odd = [x for x in result["mutants"] if x["verdict"] in ("survived", "timeout", "error")]
     rst += ["Survivors: " + ("none." if not odd else ""), ""]
     rst += [f"* ``{x['target']}`` line {x['line_no']} ({x['verdict']}): ``{x['line']}`` to ``{x['mutated']}``"

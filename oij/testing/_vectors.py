@@ -145,6 +145,10 @@ def vectors() -> Iterator[Vector]:
                  "there is one, and a watermark without a channel is on channel 0",
                  Case(Query(-1, 0), (_t("b", 1, 5), _t("p", 2, 4), _t("p", 3, 5), Watermark(6), _t("p", 4, 5),
                                      End()), encoding="minimal"))
+    yield Vector("defaults", "channel-omitted", "two channels: a watermark without a channel is on channel 0, so "
+                 "after watermarks on both, W = 5 and a probe at 4 is late",
+                 Case(Query(-2, 0, channels=2), (_t("b", 1, 5), Watermark(5, 0), Watermark(5, 1), _t("p", 2, 4),
+                                                 End()), encoding="minimal"))
     # left joins
     q = Query(-2, 0, join="left")
     yield Vector("left-join", "unmatched-at-end", "an unmatched base gets (a, null) at the end",

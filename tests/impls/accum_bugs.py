@@ -1,7 +1,7 @@
 """Eight bug shapes of ordinary stream-join implementations, each a subclass of accum_oij's correct :class:`Join`.
 
 ``python tests/impls/accum_bugs.py BUG`` is a command of the conformance
-protocol.  The bugs are the shapes issue 23 reported passing ``oij conform``
+protocol (``--list`` prints the bugs).  The bugs are the shapes issue 23 reported passing ``oij conform``
 in independent implementations; ``tests/test_kit_power.py`` requires every
 one to be caught at the default settings with a replay of at most 6 events.
 They live apart from accum_oij.py so that the file ``oij bench kit-power``
@@ -108,5 +108,8 @@ def _make(bug: str) -> type[Join]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--list"]:  # for oij bench kit-power
+        print("\n".join(f"{name}\t{cls.__doc__}" for name, cls in BUGS.items()))
+        sys.exit(0)
     cls: Any = _make(sys.argv[1] if len(sys.argv) > 1 else "")
     main(cls)

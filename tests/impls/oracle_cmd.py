@@ -1,8 +1,9 @@
 """``reference/oracle.py`` run as a command of the conformance protocol (stdin: one case; stdout: result lines).
 
-The mutation benchmark (``oij bench kit-power``) runs ``oij conform`` on this
-command with a mutated copy of ``reference/`` first on ``PYTHONPATH``, so the
-oracle under test is the mutant while the kit judges with the real one.  It
+The mutation benchmark (``oij bench kit-power``) runs ``oij conform`` on
+``python oracle_cmd.py --prefer DIR`` with a mutated copy of ``reference/`` in
+DIR: this process imports the mutant (DIR goes first on ``sys.path``) while
+the kit, in its own process, judges with the real one.  It
 reads with the standard library and imports nothing but ``spec`` and
 ``reference`` (a start-up of about 0.1 s: the kit runs it once per case).
 """
@@ -13,6 +14,9 @@ import json
 import math
 import sys
 from typing import Any
+
+if sys.argv[1:2] == ["--prefer"]:  # before the imports below: the oracle under test comes from DIR
+    sys.path.insert(0, sys.argv[2])
 
 from reference.oracle import run_events
 from spec.model import Comparison, End, Event, Query, StreamTuple, Watermark
