@@ -12,7 +12,9 @@
     :math:`W = b.ts - \\ell'`, a base's finality edge :math:`W = hi(a)`, or a
     tuple's late edge), one tick before or after, then a tuple of the same
     key at the new W: a tuple dropped or finalised one tick early loses a
-    row, one kept too long (or a late rule with ``<=``) gains one;
+    row, one kept too long (or a late rule with ``<=``) gains one; or W past
+    a probe's purge edge while a pending base still has it in its window
+    (``held``: an aggregate must still count it);
 ``collide``
     keys that differ but agree under a small hash bucket, a modulus, a
     truncation, ``str()`` or a string prefix, inside each other's window;
@@ -158,7 +160,7 @@ def _edge(draw: st.DrawFn, b: Builder, keys: list[Any], origin: int) -> None:
     for _ in range(draw(st.integers(0, 2))):  # state that was there before
         b.tuple(draw(st.sampled_from(["base", "probe"])), origin + draw(st.integers(-3, 3)),
                 draw(st.sampled_from(keys)), draw(_VALUE))
-    kind = draw(st.sampled_from(["probe-purge", "base-final", "late"]))
+    kind = draw(st.sampled_from(["probe-purge", "base-final", "late", "held"]))
     d = draw(st.sampled_from([0, -1, 1]))
     if kind == "probe-purge":  # a probe is needed while b.ts >= W + lo'
         p = origin + draw(st.sampled_from([0, lo, hi, -1, 1]))
@@ -169,6 +171,15 @@ def _edge(draw: st.DrawFn, b: Builder, keys: list[Any], origin: int) -> None:
         b.tuple("base", origin, k, draw(_VALUE))
         b.set_w(draw, origin + hi + d, keys)
         b.tuple("probe", b.w() + draw(st.sampled_from([0, 0, -1, 1])), k, draw(_VALUE))
+    elif kind == "held":  # a probe past its purge edge that a pending base (W <= hi(a)) still has in its window
+        c = draw(st.sampled_from(sorted({lo, hi, (lo + hi) // 2})))
+        first, second = (("base", origin), ("probe", origin + c))
+        if draw(st.booleans()):
+            first, second = second, first
+        b.tuple(first[0], first[1], k, draw(_VALUE))
+        b.tuple(second[0], second[1], k, draw(_VALUE))
+        b.set_w(draw, min(origin + c - lo + 1 + d, origin + hi), keys)
+        b.tuple("probe", b.w() + draw(st.sampled_from([0, 1])), k, draw(_VALUE))
     else:  # late iff ts < W: a tuple at W and one tick below, each with a partner in its window
         if draw(st.booleans()):
             b.tuple("base", origin, k, draw(_VALUE))

@@ -125,6 +125,16 @@ def vectors() -> Iterator[Vector]:
                            _t("b", 4, 10)))
         yield Vector("aggregates", f"{kind}-expired", f"{kind} after the window slid past a probe (min/max stale?)",
                      _case(qa, _t("p", 1, 5, value=9.0), _t("b", 2, 6), _t("p", 3, 9, value=2.0), _t("b", 4, 12)))
+        yield Vector("aggregates", f"{kind}-final-on-arrival",
+                     f"{kind}: window [-3,-1] wholly in the past; W = 10 when the base at 10 arrives, so it is final "
+                     "at once and its row reads the probes stored at 8 and 9",
+                     _case(Query(-3, -1, aggregate=kind), _t("p", 1, 8, value=2.0), _t("p", 2, 9, value=5.0),
+                           Watermark(10), _t("b", 3, 10)))
+        yield Vector("aggregates", f"{kind}-held",
+                     f"{kind}: window [-2,3]; W = 11 passes the probe at 8's purge edge (8 + 2 < 11) while the base "
+                     "at 10 is still pending (hi = 13): its row must still count that probe",
+                     _case(Query(-2, 3, aggregate=kind), _t("p", 1, 8, value=2.0), _t("b", 2, 10), Watermark(11),
+                           _t("p", 3, 12, value=5.0), Watermark(14)))
     for kind in ("sum", "avg"):
         for sign, name in ((1.0, "pos"), (-1.0, "neg")):
             qa = Query(-3, 0, aggregate=kind)
@@ -155,6 +165,9 @@ def vectors() -> Iterator[Vector]:
                  _case(q, _t("b", 1, 5)))
     yield Vector("left-join", "unmatched-by-w", "an unmatched base gets (a, null) once W passes hi(a)",
                  _case(q, _t("b", 1, 5), Watermark(6)))
+    yield Vector("left-join", "final-on-arrival", "a base whose window is already below W is final on arrival: "
+                 "(a, null) at once, or its pairs with the stored probes",
+                 _case(Query(-3, -1, join="left"), _t("p", 1, 8), Watermark(10), _t("b", 2, 10), _t("b", 3, 12)))
     yield Vector("left-join", "matched-later", "no (a, null) for a base whose match arrives before it is final",
                  _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 5)))
     # extreme timestamps, empty streams
