@@ -123,7 +123,7 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="run nothing: apply the manifest again to the survivors of an earlier result (after an entry "
                    "was added or removed) and write --out and --docs")
     p.add_argument("--rerun", metavar="JSON", default=None,
-                   help="run again, under the kit as it is now, the mutants an earlier result did not kill (after "
+                   help="run again, under the kit as it is now, the survivors of an earlier result (after "
                    "the generation was strengthened) and write the merged result; kills are kept as measured")
     p.add_argument("--no-shapes", action="store_true",
                    help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
@@ -333,7 +333,7 @@ def rerun(path: str, repo: Path, jobs: int, timeout: float,
     import json
 
     result: dict[str, Any] = json.loads(Path(path).read_text())
-    again = [i for i, m in enumerate(result["mutants"]) if m["verdict"] != "killed"]
+    again = [i for i, m in enumerate(result["mutants"]) if m["verdict"] in ("survived", "timeout", "error")]
     print(f"kit-power: running {len(again)} mutants again", flush=True)
     t0 = time.perf_counter()
 

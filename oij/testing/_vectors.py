@@ -135,6 +135,10 @@ def vectors() -> Iterator[Vector]:
                      "at 10 is still pending (hi = 13): its row must still count that probe",
                      _case(Query(-2, 3, aggregate=kind), _t("p", 1, 8, value=2.0), _t("b", 2, 10), Watermark(11),
                            _t("p", 3, 12, value=5.0), Watermark(14)))
+    yield Vector("aggregates", "count-gap", "count, window [3,5] wholly in the future: at W = 15 the probe at 16 "
+                 "is in no pending window and can be dropped, the probe at 14 is in the pending base's [13,15]",
+                 _case(Query(3, 5, aggregate="count"), _t("b", 1, 10), _t("p", 2, 14), _t("p", 3, 16), Watermark(15),
+                       Watermark(16)))
     for kind in ("sum", "avg"):
         for sign, name in ((1.0, "pos"), (-1.0, "neg")):
             qa = Query(-3, 0, aggregate=kind)
