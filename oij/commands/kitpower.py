@@ -469,6 +469,11 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:g}"
 
 
+def _rst_text(s: str) -> str:
+    """Plain text safe in reStructuredText (no substitutions, emphasis or roles)."""
+    return re.sub(r"([|*`_\\])", r"\\\1", s)
+
+
 def render_rst(result: dict[str, Any]) -> str:
     """``kit-power-table.rst``: the table, then the equivalent mutants and any survivor, for the docs."""
     m = result["machine"]
@@ -496,7 +501,7 @@ def render_rst(result: dict[str, Any]) -> str:
                 "     - replay events", "     - found by"]
         for x in result["shapes"]:
             caught = "yes" if x["verdict"] == "killed" else "**no**"
-            rst += [f"   * - ``{x['bug']}``: {x['description']}", f"     - {caught}",
+            rst += [f"   * - ``{x['bug']}``: {_rst_text(x['description'])}", f"     - {caught}",
                     f"     - {x['seconds']:.1f}", f"     - {_num(x['replay_events'])}", f"     - {x['found_by']}"]
         rst.append("")
     odd = [x for x in result["mutants"] if x["verdict"] in ("survived", "timeout", "error")]
@@ -506,6 +511,7 @@ def render_rst(result: dict[str, Any]) -> str:
     eq = [x for x in result["mutants"] if x["verdict"] == "equivalent"]
     if eq:
         rst += ["", "Equivalent mutants (``tests/impls/mutants.toml``):", ""]
-        rst += [f"* ``{x['target']}`` line {x['line_no']}: ``{x['line']}`` to ``{x['mutated']}`` -- {x['reason']}"
+        rst += [f"* ``{x['target']}`` line {x['line_no']}: ``{x['line']}`` to ``{x['mutated']}`` -- "
+                f"{_rst_text(x['reason'])}"
                 for x in eq]
     return "\n".join(rst) + "\n"

@@ -74,7 +74,7 @@ class Case:
     query: Query
     events: tuple[Event, ...]
     scenario: str = field(default="", compare=False)
-    """How the case was made (a scenario of :data:`SCENARIOS`, ``vector NAME``, ``replay``); not part of its
+    """How the case was made (a scenario of ``SCENARIOS``, ``vector NAME``, ``shrunk``); not part of its
     meaning."""
     encoding: str = field(default="full", compare=False)
     """``full``: every field written; ``minimal``: every optional field that has its default value left out (the
@@ -250,8 +250,8 @@ def draw_origin(draw: st.DrawFn, f: frozenset[str]) -> int:
 def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: int = 14) -> Case:
     """A conformance case using only ``features`` (default: every feature but the opt-in ones, ``OPT_IN``).
 
-    Each case enables a random subset of the features (:func:`swarm`) and is
-    drawn by one of the :data:`SCENARIOS`.
+    Each case enables a random subset of the features (swarm testing) and is
+    drawn by one of the scenarios of ``oij/testing/_scenarios.py``.
     """
     claimed = DEFAULT_FEATURES if features is None else frozenset(features)
     encoding = draw(st.sampled_from(["full", "minimal"]))
