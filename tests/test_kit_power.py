@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -70,7 +71,7 @@ def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixtur
     assert rc == 0, out
 
 
-def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, object]]:
+def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "kp.json"
     rc = main(["bench", "kit-power", "--repo", str(REPO), "--out", str(out), *args])
     return rc, json.loads(out.read_text())
@@ -78,7 +79,6 @@ def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, object]]:
 
 @pytest.mark.timeout(900)
 def test_a_sample_of_mutants_is_killed_or_equivalent(tmp_path: Path) -> None:
-    pytest.importorskip("cosmic_ray", reason="needs oij[mutation] (installed by .ci/run's dev extra)")
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--sample", "6", "-j", "2", "--no-shapes")
     mutants = res["mutants"]
     assert isinstance(mutants, list) and len(mutants) == 6
@@ -92,7 +92,6 @@ def test_a_sample_of_mutants_is_killed_or_equivalent(tmp_path: Path) -> None:
 def test_a_survivor_fails_kit_power_and_the_manifest_excuses_it(tmp_path: Path) -> None:
     """Negative control: an equivalent mutant of the manifest, run with an empty manifest, survives and kit-power
     exits 1; with the manifest it is counted equivalent and kit-power exits 0."""
-    pytest.importorskip("cosmic_ray", reason="needs oij[mutation] (installed by .ci/run's dev extra)")
     from oij.commands.kitpower import load_manifest
 
     target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml") if k[0] == "accum")
@@ -100,13 +99,12 @@ def test_a_survivor_fails_kit_power_and_the_manifest_excuses_it(tmp_path: Path) 
     empty = tmp_path / "empty.toml"
     empty.write_text("")
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", only, "--manifest", str(empty))
-    assert rc == 1 and [m["verdict"] for m in res["mutants"]] == ["survived"]  # type: ignore[attr-defined]
+    assert rc == 1 and [m["verdict"] for m in res["mutants"]] == ["survived"]
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", only)
-    assert rc == 0 and [m["verdict"] for m in res["mutants"]] == ["equivalent"]  # type: ignore[attr-defined]
+    assert rc == 0 and [m["verdict"] for m in res["mutants"]] == ["equivalent"]
 
 
 def test_the_manifest_names_real_mutants() -> None:
-    pytest.importorskip("cosmic_ray", reason="needs oij[mutation] (installed by .ci/run's dev extra)")
     from oij.commands.kitpower import TARGETS, enumerate_mutants, load_manifest
 
     manifest = load_manifest(IMPLS / "mutants.toml")

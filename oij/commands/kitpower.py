@@ -55,7 +55,6 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -416,9 +415,9 @@ def run_kit_power(args: argparse.Namespace) -> int:
     def one(item: tuple[Mutant, Target]) -> Mutant:
         return run_mutant(item[0], item[1], repo, args.timeout)
 
-    report: Callable[[Mutant], None] = lambda m: print(  # noqa: E731
-        f"  [{len(done):>4}/{len(work)}] {m.verdict:<8} {m.seconds:7.1f}s  {m.target}:{m.operator}:{m.occurrence}"
-        f"  line {m.line_no}: {m.mutated}", flush=True)
+    def report(m: Mutant) -> None:
+        print(f"  [{len(done):>4}/{len(work)}] {m.verdict:<8} {m.seconds:7.1f}s  {m.target}:{m.operator}:"
+              f"{m.occurrence}  line {m.line_no}: {m.mutated}", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for m in pool.map(one, work):
             if m.verdict == "no-op":  # cosmic-ray counted a position it then could not change
