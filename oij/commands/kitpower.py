@@ -55,6 +55,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -124,6 +125,9 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--rerun", metavar="JSON", default=None,
                    help="run again, under the kit as it is now, the survivors of an earlier result (after "
                    "the generation was strengthened) and write the merged result; kills are kept as measured")
+    p.add_argument("--no-replay", action="store_true",
+                   help="run every mutant through oij conform (slow): no recorded run, no in-process replay, no "
+                   "coverage shortcut")
     p.add_argument("--no-shapes", action="store_true",
                    help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
     p.set_defaults(func=run_kit_power)
@@ -197,22 +201,92 @@ def load_manifest(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     return {(e["target"], e["operator"], int(e["occurrence"])): e for e in data.get("equivalent", [])}
 
 
+def load_unreached(path: Path, repo: Path) -> dict[str, dict[int, str]]:
+    """The code a target's command cannot run (the manifest's ``[[unreached]]`` entries: a ``function`` of the
+    target file, or ``lines`` by their text, each with a reason): target -> {line number: reason}."""
+    import ast
+
+    if not path.exists():
+        return {}
+    out: dict[str, dict[int, str]] = {}
+    for e in tomllib.loads(path.read_text()).get("unreached", []):
+        t = TARGETS.get(e["target"])
+        if t is None or not (repo / t.path).is_file():
+            continue
+        source = (repo / t.path).read_text()
+        rows = out.setdefault(t.name, {})
+        reason = str(e["reason"])
+        if "function" in e:
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == e["function"]:
+                    # the body only: the def line itself runs when the class is made
+                    for x in range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1):
+                        rows[x] = reason
+        texts = {str(x).strip() for x in e.get("lines", [])}
+        for i, line in enumerate(source.splitlines(), 1):
+            if line.strip() in texts:
+                rows[i] = reason
+    return out
+
+
 _MIN = re.compile(r"minimal case of (\d+) events")
 _FOUND = re.compile(r"^found by: (.*)$", re.M)
 _KIND = re.compile(r"semantics \((\w+);")
 
 
-def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True) -> Mutant:
-    """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
-    ``source=False``: run ``target.command`` as it is (no mutant)."""
-    code = mutant_source(m, (repo / target.path).read_text()) if source else ""
-    if code is None:
-        m.verdict = "no-op"
-        return m
+@dataclass
+class Recording:
+    """The unmutated target's run under ``oij conform`` at its defaults: its cases and answers (``dir``), the
+    lines of the target file they ran, and each line's statement (first, last line)."""
+
+    dir: Path
+    ran: set[int]
+    statements: dict[int, tuple[int, int]]
+    seconds: float  # the unmutated replay's time; a mutant's replay gets 5x that (20 s at least)
+
+    def reaches(self, line: int) -> bool:
+        """True iff some line of the innermost statement holding ``line`` ran (a mutant anywhere else cannot
+        change an answer: the kit's run with it is the recorded one)."""
+        first, last = self.statements.get(line, (line, line))
+        return any(x in self.ran for x in range(first, last + 1))
+
+
+def record(target: Target, repo: Path, into: Path, timeout: float) -> Recording:
+    """Run the unmutated target under ``oij conform`` at its defaults through ``_mutrun record``, then replay it
+    once with line tracing (see oij/commands/_mutrun.py)."""
+    import ast
+
+    rec = into / f"rec-{target.name}"
+    m = Mutant(target.name, "none", 0, 0, "")
+    wrapped = Target(target.name, target.path, target.package,
+                     (sys.executable, "-m", "oij.commands._mutrun", "record", str(rec), "--", *target.command),
+                     target.features)
+    run_mutant(m, wrapped, repo, timeout, source=False)
+    if m.verdict != "survived":
+        raise UsageError(f"kit-power: the unmutated {target.name} does not conform ({m.verdict}): {m.tail}")
+    t0 = time.perf_counter()
+    with _mutant_dir(target, repo, None) as (_, file, cmd):
+        p = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", f"--lines={file}", str(rec),
+                            "--", *cmd], capture_output=True, text=True, timeout=timeout, check=False)
+    if p.returncode != 0:
+        raise UsageError(f"kit-power: replaying the unmutated {target.name} failed: {p.stdout}{p.stderr}")
+    statements: dict[int, tuple[int, int]] = {}
+    for node in ast.walk(ast.parse((repo / target.path).read_text())):
+        if isinstance(node, ast.stmt):
+            first, last = node.lineno, node.end_lineno or node.lineno
+            for x in range(first, last + 1):
+                old = statements.get(x)
+                if old is None or last - first < old[1] - old[0]:
+                    statements[x] = (first, last)
+    ran = {int(x) for x in (rec / "lines").read_text().split()}
+    return Recording(rec, ran, statements, time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _mutant_dir(target: Target, repo: Path, code: str | None) -> Iterator[tuple[Path, Path, list[str]]]:
+    """A temporary directory holding the target (mutated if ``code``): (lib folder, target file, command)."""
     with tempfile.TemporaryDirectory(prefix="oij-mutant-") as d:
-        tmp = Path(d)
-        lib = tmp / "lib"  # not the working directory: ``python -m oij.cli`` puts that first on sys.path
-        env = dict(os.environ)
+        lib = Path(d) / "lib"  # not the working directory: ``python -m oij.cli`` puts that first on sys.path
         if target.package is not None:
             shutil.copytree(repo / target.package, lib / target.package,
                             ignore=shutil.ignore_patterns("__pycache__"))
@@ -221,9 +295,44 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
         else:
             lib.mkdir()
             mutant_file = lib / Path(target.path).name
-        if source:
+            shutil.copy(repo / target.path, mutant_file)
+        if code is not None:
             mutant_file.write_text(code)
         cmd = [x.format(python=sys.executable, mutant=mutant_file, repo=repo, tmp=lib) for x in target.command]
+        yield lib, mutant_file, cmd
+
+
+def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True,
+               rec: Recording | None = None) -> Mutant:
+    """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
+    ``source=False``: run ``target.command`` as it is (no mutant).  With ``rec``: a mutant on a line the
+    recorded run never reached survives without a run ("unreached"), and one whose in-process replay of the
+    recorded cases gives every recorded answer survives without the 480 process starts of a real run
+    ("replayed"); any other mutant gets the real run."""
+    code = mutant_source(m, (repo / target.path).read_text()) if source else ""
+    if code is None:
+        m.verdict = "no-op"
+        return m
+    if rec is not None and source:
+        if not rec.reaches(m.line_no):
+            m.verdict, m.kind = "survived", "unreached"
+            return m
+        t0 = time.perf_counter()
+        with _mutant_dir(target, repo, code) as (_, _, cmd):
+            try:
+                r = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", str(rec.dir), "--",
+                                    *cmd], capture_output=True, text=True, check=False, cwd=tempfile.gettempdir(),
+                                   timeout=min(timeout, max(20.0, 5 * rec.seconds)))
+                same = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                same = False
+        if same:
+            m.verdict, m.kind = "survived", "replayed"
+            m.seconds = round(time.perf_counter() - t0, 3)
+            return m
+    with _mutant_dir(target, repo, code if source else None) as (lib, _, cmd):
+        tmp = lib.parent
+        env = dict(os.environ)
         argv = [sys.executable, "-m", "oij.cli", "conform", "--features", target.features,
                 "--replay-out", str(tmp / "fail.jsonl"), "--", *cmd]
         t0 = time.perf_counter()
@@ -302,6 +411,7 @@ def summarize(mutants: list[Mutant]) -> dict[str, Any]:
         "replays_over_6_events": sum(1 for s in sizes if s > 6),
         "found_by_vectors": sum(1 for m in killed if m.found_by.startswith("vector")),
         "found_by_search": sum(1 for m in killed if m.found_by.startswith("search")),
+        "survived_unreached": sum(1 for m in mutants if m.verdict == "survived" and m.kind == "unreached"),
     }
 
 
@@ -326,7 +436,7 @@ def rescore(path: str, manifest: dict[tuple[str, str, int], dict[str, Any]]) -> 
 
 
 def rerun(path: str, repo: Path, jobs: int, timeout: float,
-          manifest: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+          manifest: dict[tuple[str, str, int], dict[str, Any]], replay: bool = True) -> dict[str, Any]:
     """An earlier result whose unkilled mutants ran again under the current kit (a kit only ever gets
     stronger between the two runs if the change only added cases, so the kills of the first run stand)."""
     import json
@@ -335,12 +445,26 @@ def rerun(path: str, repo: Path, jobs: int, timeout: float,
     again = [i for i, m in enumerate(result["mutants"]) if m["verdict"] in ("survived", "timeout", "error")]
     print(f"kit-power: running {len(again)} mutants again", flush=True)
     t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        into = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="oij-kit-power-")))
+        recs = ({n: record(TARGETS[n], repo, into, timeout) for n in
+                 sorted({result["mutants"][i]["target"] for i in again})} if replay else {})
 
-    def one(i: int) -> Mutant:
-        d = result["mutants"][i]
-        m = Mutant(d["target"], d["operator"], d["occurrence"], d["line_no"], d["line"])
-        return run_mutant(m, TARGETS[m.target], repo, timeout)
+        def one(i: int) -> Mutant:
+            d = result["mutants"][i]
+            m = Mutant(d["target"], d["operator"], d["occurrence"], d["line_no"], d["line"])
+            return run_mutant(m, TARGETS[m.target], repo, timeout, rec=recs.get(m.target))
 
+        _rerun_all(result, again, one, jobs, manifest)
+    result["rerun"] = {"mutants": len(again), "wall_seconds": round(time.perf_counter() - t0, 1),
+                       "command": " ".join(sys.argv[1:])}
+    result["targets"] = {n: summarize([Mutant(**m) for m in result["mutants"] if m["target"] == n])
+                         for n in result["targets"]}
+    return result
+
+
+def _rerun_all(result: dict[str, Any], again: list[int], one: Any, jobs: int,
+               manifest: dict[tuple[str, str, int], dict[str, Any]]) -> None:
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for i, m in zip(again, pool.map(one, again), strict=True):
             e = manifest.get((m.target, m.operator, m.occurrence))
@@ -349,11 +473,6 @@ def rerun(path: str, repo: Path, jobs: int, timeout: float,
             print(f"  again {m.verdict:<10} {m.seconds:7.1f}s  {m.target}:{m.operator}:{m.occurrence}  line "
                   f"{m.line_no}: {m.mutated}", flush=True)
             result["mutants"][i] = asdict(m)
-    result["rerun"] = {"mutants": len(again), "wall_seconds": round(time.perf_counter() - t0, 1),
-                       "command": " ".join(sys.argv[1:])}
-    result["targets"] = {n: summarize([Mutant(**m) for m in result["mutants"] if m["target"] == n])
-                         for n in result["targets"]}
-    return result
 
 
 def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
@@ -370,14 +489,13 @@ def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
 
 
 def run_kit_power(args: argparse.Namespace) -> int:
-    from oij.bench import machine
-
     repo = Path(args.repo).resolve()
     mpath = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
     if args.rescore:
         return _write(rescore(args.rescore, load_manifest(mpath)), args)
     if args.rerun:
-        return _write(rerun(args.rerun, repo, args.jobs, args.timeout, load_manifest(mpath)), args)
+        return _write(rerun(args.rerun, repo, args.jobs, args.timeout, load_manifest(mpath), not args.no_replay),
+                      args)
     names = [x.strip() for x in args.targets.split(",") if x.strip()]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
@@ -411,13 +529,37 @@ def run_kit_power(args: argparse.Namespace) -> int:
     print(f"kit-power: {len(work)} mutants of {', '.join(names)}; {args.jobs} at a time", flush=True)
     t0 = time.perf_counter()
     done: list[Mutant] = []
+    into = Path(tempfile.mkdtemp(prefix="oij-kit-power-"))
+    try:
+        recs = {} if args.no_replay else {n: record(TARGETS[n], repo, into, args.timeout) for n in names}
+        for n, r in recs.items():
+            print(f"kit-power: {n}: recorded {len(list(r.dir.glob('*.in')))} cases of the unmutated run; they reach "
+                  f"{len(r.ran)} lines of {TARGETS[n].path}", flush=True)
+        return _run_work(args, repo, names, sample, work, stale, manifest, recs, done, t0)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def _run_work(args: argparse.Namespace, repo: Path, names: list[str], sample: dict[str, int],
+              work: list[tuple[Mutant, Target]], stale: list[str],
+              manifest: dict[tuple[str, str, int], dict[str, Any]], recs: dict[str, Recording],
+              done: list[Mutant], t0: float) -> int:
+    unreached = load_unreached(Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml",
+                               repo)
+    for n, rows in unreached.items():
+        r = recs.get(n)
+        ran = sorted(x for x in rows if r is not None and x in r.ran)
+        if ran:  # the entry says the command cannot run these lines, and the recorded run did
+            stale.append(f"{n}: [[unreached]] lines {ran[:5]} ran in the recorded run ({rows[ran[0]]})")
+    from oij.bench import machine
 
     def one(item: tuple[Mutant, Target]) -> Mutant:
-        return run_mutant(item[0], item[1], repo, args.timeout)
+        return run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target))
 
     def report(m: Mutant) -> None:
+        how = f" ({m.kind})" if m.verdict == "survived" and m.kind else ""
         print(f"  [{len(done):>4}/{len(work)}] {m.verdict:<8} {m.seconds:7.1f}s  {m.target}:{m.operator}:"
-              f"{m.occurrence}  line {m.line_no}: {m.mutated}", flush=True)
+              f"{m.occurrence}  line {m.line_no}: {m.mutated}{how}", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for m in pool.map(one, work):
             if m.verdict == "no-op":  # cosmic-ray counted a position it then could not change
@@ -425,9 +567,11 @@ def run_kit_power(args: argparse.Namespace) -> int:
             e = manifest.get((m.target, m.operator, m.occurrence))
             if m.verdict == "survived" and e is not None and e.get("line", "").strip() == m.line:
                 m.verdict, m.reason = "equivalent", str(e.get("reason", ""))
+            elif m.kind == "unreached" and m.line_no in unreached.get(m.target, {}):
+                m.verdict, m.reason = "equivalent", "never run by the command: " + unreached[m.target][m.line_no]
             done.append(m)
             report(m)
-    shapes = [] if args.no_shapes or only else run_shapes(repo, args.timeout)
+    shapes = [] if args.no_shapes or args.only.strip() else run_shapes(repo, args.timeout)
     listed = {(m.target, m.operator, m.occurrence) for m in done}
     unused = [f"{k[0]}:{k[1]}:{k[2]}" for k in manifest if k in listed and
               next(m for m in done if (m.target, m.operator, m.occurrence) == k).verdict == "killed"]

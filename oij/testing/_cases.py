@@ -261,21 +261,32 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
 def _draw_case(draw: st.DrawFn, claimed: frozenset[str], max_events: int) -> Case:
     f = swarm(draw, claimed)
     scenario = draw(st.sampled_from(SCENARIOS))
-    if "cond" in f:  # the joining condition reads named fields that only the random layout draws
-        scenario = "random"
     q = draw_query(draw, f)
     origin = draw_origin(draw, f)
     if scenario == "random":
         return _random_case(draw, q, f, origin, max_events)
-    return Case(q, tuple(build(draw, scenario, q, f, origin)), scenario)
+    events = build(draw, scenario, q, f, origin)
+    if "cond" in f:  # every scenario can carry a joining condition: fields drawn for its tuples
+        q = _draw_cond(draw, q, origin)
+        idx = st.integers(0, len(FIELD_VALUES) - 1)
+        events = [e._replace(fields=(("x", FIELD_VALUES[draw(idx)]), ("y", FIELD_VALUES[draw(idx)])))
+                  if isinstance(e, StreamTuple) else e for e in events]
+    return Case(q, tuple(events), scenario)
+
+
+def _draw_cond(draw: st.DrawFn, q: Query, origin: int) -> Query:
+    """``q`` with a joining condition of one or two comparisons (three draws in four; else none)."""
+    if draw(st.integers(0, 3)) == 0:
+        return q
+    names = ["x", "y", "value"] + (["ts"] if origin == 0 or origin == -20 else [])
+    comparison = st.builds(Comparison, st.sampled_from(names), st.sampled_from(cast("list[CondOp]", COND_OPS)),
+                           st.sampled_from(names), st.sampled_from(COND_ADDS))
+    return replace(q, cond=tuple(draw(st.lists(comparison, min_size=1, max_size=2))))
 
 
 def _random_case(draw: st.DrawFn, q: Query, f: frozenset[str], origin: int, max_events: int) -> Case:
-    if "cond" in f and draw(st.integers(0, 3)) > 0:
-        names = ["x", "y", "value"] + (["ts"] if origin == 0 or origin == -20 else [])
-        comparison = st.builds(Comparison, st.sampled_from(names), st.sampled_from(cast("list[CondOp]", COND_OPS)),
-                               st.sampled_from(names), st.sampled_from(COND_ADDS))
-        q = replace(q, cond=tuple(draw(st.lists(comparison, min_size=1, max_size=2))))
+    if "cond" in f:
+        q = _draw_cond(draw, q, origin)
     keys: list[int | str] = [1, "1", 9, "k1"] if "mixed-keys" in f else list(INT_KEYS)
     empty = draw(st.integers(0, 15)) == 0
     specs = [] if empty else draw(st.lists(_SPEC, min_size=1, max_size=max_events))

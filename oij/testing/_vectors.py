@@ -24,7 +24,7 @@ from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
 from oij.testing._cases import Case
 from oij.testing._protocol import expected_output
-from spec.model import TS_LIMIT, AggregateKind, End, Event, Query, StreamTuple, Watermark
+from spec.model import TS_LIMIT, AggregateKind, Comparison, End, Event, Query, StreamTuple, Watermark
 from spec.profiles import CANONICAL, PROFILES
 
 
@@ -40,6 +40,17 @@ class Vector:
 
 def _t(side: str, i: int, ts: int, key: int | str = 1, value: float = 1.0, channel: int = 0) -> StreamTuple:
     return StreamTuple("base" if side == "b" else "probe", i, ts, key, value, channel)
+
+
+def _tf(side: str, i: int, ts: int, x: float, y: float, key: int | str = 1, value: float = 1.0) -> StreamTuple:
+    return _t(side, i, ts, key, value)._replace(fields=(("x", x), ("y", y)))
+
+
+def _two(q: Query, ax: float, by: float, order: str) -> Case:
+    """A base at 10 (x = ax) and a probe at 9 (y = by), in ``order``."""
+    if order == "base-first":
+        return _case(q, _tf("b", 1, 10, ax, 0.0), _tf("p", 2, 9, 0.0, by))
+    return _case(q, _tf("p", 1, 9, 0.0, by), _tf("b", 2, 10, ax, 0.0))
 
 
 def _case(q: Query, *events: Event) -> Case:
@@ -174,6 +185,35 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-3, -1, join="left"), _t("p", 1, 8), Watermark(10), _t("b", 2, 10), _t("b", 3, 12)))
     yield Vector("left-join", "matched-later", "no (a, null) for a base whose match arrives before it is final",
                  _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 5)))
+    # joining conditions (format 1.1, opt-in: ``all,cond``): a.x < b.y
+    xy = (Comparison("x", "<", "y"),)
+    qxy, qleft = Query(-2, 0, cond=xy), Query(-2, 0, join="left", cond=xy)
+    for order in ("base-first", "probe-first"):
+        yield Vector("cond", f"pass-{order}", f"a.x < b.y holds (1 < 2), {order}: the pair joins",
+                     _two(qxy, 1.0, 2.0, order))
+        yield Vector("cond", f"fail-{order}", f"a.x < b.y fails (2 < 2), {order}: no pair", _two(qxy, 2.0, 2.0, order))
+        yield Vector("cond", f"left-fail-{order}", f"left join whose only match fails the condition, {order}: "
+                     "(a, null)", _two(qleft, 2.0, 2.0, order))
+    yield Vector("cond", "some-pass-base-last", "three probes in the window, the base last: only those with "
+                 "b.y > a.x = 1 join", _case(Query(-3, 0, cond=xy), _tf("p", 1, 8, 0.0, 2.0), _tf("p", 2, 9, 0.0, 1.0),
+                                             _tf("p", 3, 10, 0.0, 5.0), _tf("b", 4, 10, 1.0, 0.0)))
+    yield Vector("cond", "some-pass-base-first", "two bases, then a probe in both windows with b.y = 2: only the base "
+                 "with a.x = 1 joins", _case(Query(-3, 0, cond=xy), _tf("b", 1, 10, 1.0, 0.0),
+                                             _tf("b", 2, 11, 3.0, 0.0), _tf("p", 3, 10, 0.0, 2.0)))
+    yield Vector("cond", "add", "a.ts <= b.ts + 1 with ts fields (a constant on the probe's side)",
+                 _case(Query(-3, 3, cond=(Comparison("ts", "<=", "ts", 1.0),)), _t("b", 1, 10), _t("p", 2, 8),
+                       _t("p", 3, 9), _t("p", 4, 12)))
+    for kind in ("count", "sum", "min"):
+        qc = Query(-3, 0, aggregate=kind, cond=xy)
+        yield Vector("cond", f"{kind}", f"{kind} over the probes of the window with b.y > a.x = 1 (values 2 and 7 "
+                     "pass, 5 fails)", _case(qc, _tf("p", 1, 8, 0.0, 2.0, value=2.0),
+                                            _tf("p", 2, 9, 0.0, 1.0, value=5.0), _tf("b", 3, 10, 1.0, 0.0),
+                                            _tf("p", 4, 10, 0.0, 3.0, value=7.0)))
+        yield Vector("cond", f"{kind}-final-on-arrival", f"{kind}: window [-3,-1], W = 10 when the base at 10 "
+                     "arrives: final at once, its row counts only the stored probes that pass",
+                     _case(Query(-3, -1, aggregate=kind, cond=xy),
+                           _tf("p", 1, 8, 0.0, 2.0, value=2.0), _tf("p", 2, 9, 0.0, 1.0, value=5.0), Watermark(10),
+                           _tf("b", 3, 10, 1.0, 0.0)))
     # extreme timestamps, empty streams
     top = TS_LIMIT
     yield Vector("extreme", "near-max", "timestamps at 2^62 - 1",
