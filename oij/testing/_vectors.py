@@ -141,6 +141,17 @@ def vectors() -> Iterator[Vector]:
                      "at once and its row reads the probes stored at 8 and 9",
                      _case(Query(-3, -1, aggregate=kind), _t("p", 1, 8, value=2.0), _t("p", 2, 9, value=5.0),
                            Watermark(10), _t("b", 3, 10)))
+        v5 = -4.0 if kind == "min" else 9.0  # the probe the window slides past holds the extreme
+        yield Vector("aggregates", f"{kind}-sliding", f"{kind}, window [-3,0]: probes at 5 ({v5}), 7 and 8, bases at "
+                     "7, 8 and 10 all final at the end: the windows overlap, and the last no longer has the probe "
+                     "at 5 (an incremental window must take it out)",
+                     _case(qa, _t("p", 1, 5, value=v5), _t("p", 2, 7, value=1.0), _t("p", 3, 8, value=2.0),
+                           _t("b", 4, 7), _t("b", 5, 8), _t("b", 6, 10)))
+        yield Vector("aggregates", f"{kind}-sliding-purge", f"{kind}, window [-3,0]: probes at 5 ({v5}), 7 and 8, "
+                     "bases at 7 and 10; W = 9 finalises the base at 7 and lets the probe at 5 go (W - 3 = 6 and "
+                     "the base at 10 starts at 7) before the base at 10 is final",
+                     _case(qa, _t("p", 1, 5, value=v5), _t("p", 2, 7, value=1.0), _t("p", 3, 8, value=2.0),
+                           _t("b", 4, 7), _t("b", 5, 10), Watermark(9)))
         yield Vector("aggregates", f"{kind}-held",
                      f"{kind}: window [-2,3]; W = 11 passes the probe at 8's purge edge (8 + 2 < 11) while the base "
                      "at 10 is still pending (hi = 13): its row must still count that probe",
@@ -183,6 +194,13 @@ def vectors() -> Iterator[Vector]:
     yield Vector("left-join", "final-on-arrival", "a base whose window is already below W is final on arrival: "
                  "(a, null) at once, or its pairs with the stored probes",
                  _case(Query(-3, -1, join="left"), _t("p", 1, 8), Watermark(10), _t("b", 2, 10), _t("b", 3, 12)))
+    yield Vector("left-join", "final-on-arrival-unmatched", "window [-3,-1], W = 10: the base at 10 of key 2 is "
+                 "final on arrival with no probe of its key, so (a, null) at once; the inner join of the same "
+                 "events has no row", _case(Query(-3, -1, join="left"), _t("p", 1, 8), Watermark(10),
+                                            _t("b", 2, 10, 2), _t("b", 3, 10)))
+    yield Vector("left-join", "inner-final-on-arrival-unmatched", "the same events as an inner join: no row at all "
+                 "for the unmatched base", _case(Query(-3, -1), _t("p", 1, 8), Watermark(10), _t("b", 2, 10, 2),
+                                                 _t("b", 3, 10)))
     yield Vector("left-join", "matched-later", "no (a, null) for a base whose match arrives before it is final",
                  _case(q, _t("b", 1, 5), Watermark(5), _t("p", 2, 5)))
     # joining conditions (format 1.1, opt-in: ``all,cond``): a.x < b.y
@@ -203,6 +221,11 @@ def vectors() -> Iterator[Vector]:
     yield Vector("cond", "add", "a.ts <= b.ts + 1 with ts fields (a constant on the probe's side)",
                  _case(Query(-3, 3, cond=(Comparison("ts", "<=", "ts", 1.0),)), _t("b", 1, 10), _t("p", 2, 8),
                        _t("p", 3, 9), _t("p", 4, 12)))
+    for join in ("inner", "left"):
+        yield Vector("cond", f"{join}-final-on-arrival", f"{join} join, window [-3,-1], W = 10: two bases at 10 are "
+                     "final on arrival; the probe at 8 (y = 2) passes a.x < b.y for x = 1, not for x = 5",
+                     _case(Query(-3, -1, join=join, cond=xy), _tf("p", 1, 8, 0.0, 2.0), Watermark(10),
+                           _tf("b", 2, 10, 5.0, 0.0), _tf("b", 3, 10, 1.0, 0.0)))
     for kind in ("count", "sum", "min"):
         qc = Query(-3, 0, aggregate=kind, cond=xy)
         yield Vector("cond", f"{kind}", f"{kind} over the probes of the window with b.y > a.x = 1 (values 2 and 7 "
