@@ -17,7 +17,10 @@ below), and event j (1-based) the current one:
 * ``side_combine`` (lateness mode): :math:`W = \max_{x} x.ts - l` over both
   inputs (``"global"``, canonical; Scale-OIJ) or
   :math:`\min(\max_{a} a.ts - l, \max_{b} b.ts - l)` per input (``"min"``, Spark's
-  default ``multipleWatermarkPolicy``; Flink's min over its two inputs).  An
+  default ``multipleWatermarkPolicy``; Flink's min over its two inputs); or
+  each tuple judged against its own input's watermark alone,
+  :math:`W_X = \max_{x \in X \text{ before}} x.ts - l` for a tuple of input X
+  (``"own"``, Pathway's ``cutoff``, applied to each table before the join).  An
   input with no tuple yet has :math:`-\infty`.
 * ``lag`` (micro-batch cadence): event j is judged late against
   :math:`W_{j-1-lag}` and state is evicted after event j with
@@ -32,14 +35,25 @@ below), and event j (1-based) the current one:
   notion at all (``"ignore"``, Flink SQL): every tuple probes the stored
   tuples, and it is stored iff it can still meet a later tuple of the other
   side, :math:`W < hi(a)` for a base and :math:`W < b.ts - \ell'` for a probe
-  (W before the event); ``purge`` then decides when it goes.
+  (W before the event); ``purge`` then decides when it goes; or revised
+  (``"revise"``, Pathway without a cutoff): no tuple is ever late or
+  dropped, every tuple joins every tuple of the other side whenever it
+  arrives, and the result after all revisions is the batch join of all
+  tuples, :math:`\{(a, b) : a \in A, b \in B, match(a, b)\}`.
 * ``purge``: a stored base a is dropped when :math:`W > hi(a)` and a probe b
   when :math:`W > b.ts - \ell'` (``"exact"``, canonical: exactly when nothing
   later can match it); ``"early"`` drops each one tick sooner
   (:math:`W \ge hi(a)`, :math:`W \ge b.ts - \ell'`); ``"flink-timers"`` drops
   a base when :math:`W \ge a.ts + \max(u', 0)` and a probe when
   :math:`W \ge b.ts - \min(\ell', 0)` (Flink DataStream's cleanup timers,
-  which fire at :math:`W \ge` the timer).
+  which fire at :math:`W \ge` the timer); ``"lazy-own"`` (Pathway's
+  ``cutoff``) forgets a stored tuple x of input X by its own timestamp, not
+  by its window, and only when a later on-time tuple of X arrives: at that
+  arrival x is dropped iff :math:`x.ts \le W_X`, W_X the input's watermark
+  before it (a base can go while its window is still open).
+* ``retract_on_purge``: when a stored tuple is dropped, the pairs it is part
+  of and its (a, null) row are taken back (Pathway's
+  ``keep_results=False``); canonical: False, rows once emitted stay.
 * ``end_flush``: at the end of the stream every pending aggregate and
   (a, null) row is emitted (canonical) or not (Spark: a row appears only at
   eviction, and no batch follows the last one).
@@ -69,16 +83,18 @@ class Profile:
     summary: str
     late_rule: Literal["lt", "le"] = "lt"
     channel_combine: Literal["min", "max"] = "min"
-    side_combine: Literal["global", "min"] = "global"
+    side_combine: Literal["global", "min", "own"] = "global"
     lag: int = 0
-    late_tuples: Literal["report", "drop", "join", "ignore"] = "report"
-    purge: Literal["exact", "early", "flink-timers"] = "exact"
+    late_tuples: Literal["report", "drop", "join", "ignore", "revise"] = "report"
+    purge: Literal["exact", "early", "flink-timers", "lazy-own"] = "exact"
     end_flush: bool = True
+    retract_on_purge: bool = False
 
     def differences(self) -> list[str]:
         """The parameters where this profile differs from :data:`spec.profiles.CANONICAL`, as ``name=value`` strings."""
         out = []
-        for f in ("late_rule", "channel_combine", "side_combine", "lag", "late_tuples", "purge", "end_flush"):
+        for f in ("late_rule", "channel_combine", "side_combine", "lag", "late_tuples", "purge", "end_flush",
+                  "retract_on_purge"):
             if getattr(self, f) != getattr(CANONICAL, f):
                 out.append(f"{f}={getattr(self, f)}")
         return out
@@ -105,6 +121,16 @@ PROFILES: dict[str, Profile] = {p.name: p for p in [
             "W = min of per-input watermarks; no late rows: every row probes the other side's state and is "
             "stored iff W < the last watermark it can still match at; nothing reported late",
             side_combine="min", late_tuples="ignore"),
+    Profile("pathway", "Pathway interval_join without a behavior (an incremental engine that revises)",
+            "nothing is late and nothing is dropped: the result, after revisions, is the batch join of all tuples",
+            late_tuples="revise"),
+    Profile("pathway-cutoff", "Pathway interval_join with common_behavior(cutoff=l)",
+            "a tuple is ignored iff ts <= (max ts of its own input before it) - l; a stored tuple is forgotten by "
+            "its own ts, when the next on-time tuple of its input arrives; results stay",
+            late_rule="le", side_combine="own", late_tuples="drop", purge="lazy-own"),
+    Profile("pathway-forget", "Pathway interval_join with common_behavior(cutoff=l, keep_results=False)",
+            "as pathway-cutoff, and the rows of a forgotten tuple are taken back",
+            late_rule="le", side_combine="own", late_tuples="drop", purge="lazy-own", retract_on_purge=True),
     Profile("late-le", "a late rule with <= (Spark's)", "late iff ts <= W", late_rule="le"),
     Profile("watermark-max", "watermarks combined with max over channels",
             "W = max over channels instead of min", channel_combine="max"),
@@ -194,8 +220,17 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
         if a.id in met:
             met[a.id].append(b.value)
 
+    held: list[StreamTuple] | None = None  # what is stored when End arrives
+
+    def own_w(side: str, j: int) -> int:  # W_X of input ``side`` before event j (side_combine="own")
+        if q.lateness is None:
+            return w_at(j - 1 - p.lag)
+        m = side_max[side]
+        return NO_WATERMARK if m == NO_WATERMARK else m - q.lateness
+
     for j, e in enumerate(events, 1):
         if isinstance(e, End):
+            held = list(stored)
             if p.end_flush:
                 for a in stored:
                     if a.side == BASE:
@@ -205,7 +240,8 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
         if isinstance(e, Watermark):
             channel_max[e.channel] = max(channel_max[e.channel], e.ts)
         else:
-            late = p.late_tuples != "ignore" and is_late_under(e, w_at(j - 1 - p.lag), p)
+            w_before = own_w(e.side, j) if p.side_combine == "own" else w_at(j - 1 - p.lag)
+            late = p.late_tuples not in ("ignore", "revise") and is_late_under(e, w_before, p)
             if late and p.late_tuples == "report":
                 res.late.append(e.id)
             side_max[e.side] = max(side_max[e.side], e.ts)
@@ -217,12 +253,22 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
                         a, b = (e, x) if e.side == BASE else (x, e)
                         if is_match(a, b, q):
                             meet(a, b)
-                store_it = w_at(j - 1 - p.lag) < state_edge(e, q) if p.late_tuples == "ignore" else not late
+                if p.late_tuples == "ignore":
+                    store_it = w_at(j - 1 - p.lag) < state_edge(e, q)
+                else:
+                    store_it = p.late_tuples == "revise" or not late
                 if store_it:
                     stored.append(e)
                 elif e.side == BASE:  # joined, never stored: its row (if any) is final now
                     final_row(e)
+                if p.purge == "lazy-own" and not late:  # forget the input's own tuples at or below W_X
+                    for x in [x for x in stored if x.side == e.side and x is not e and x.ts <= w_before]:
+                        stored.remove(x)
+                        if x.side == BASE:
+                            final_row(x)
         history.append(combine_watermark(channel_max, side_max, q, p))
+        if p.late_tuples == "revise" or p.purge == "lazy-own":
+            continue  # nothing is dropped by W
         w_evict = w_at(j - p.lag)
         keep: list[StreamTuple] = []
         for x in stored:
@@ -232,6 +278,26 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
             else:
                 keep.append(x)
         stored = keep
+    if p.retract_on_purge:  # the rows of forgotten tuples taken back: the join of the tuples still held
+        return compute_join_of(stored if held is None else held, q)
+    return res.canonical()
+
+
+def compute_join_of(tuples: Sequence[StreamTuple], q: Query) -> Results:
+    r"""The batch result of ``q`` over ``tuples`` (no W, nothing late): the pairs
+    :math:`\{(a, b) : match(a, b)\}`, (a, null) for an unmatched base of a left join, and the aggregate of
+    every base over the probes it matches."""
+    res = Results()
+    bases = [t for t in tuples if t.side == BASE]
+    probes = [t for t in tuples if t.side != BASE]
+    for a in bases:
+        hits = [b for b in probes if is_match(a, b, q)]
+        if q.aggregate is not None:
+            res.aggregates.append((a.id, *compute_aggregate([b.value for b in hits], q.aggregate)))
+            continue
+        res.pairs.extend((a.id, b.id) for b in hits)
+        if q.join == "left" and not hits:
+            res.pairs.append((a.id, None))
     return res.canonical()
 
 
@@ -240,6 +306,7 @@ __all__ = [
     "PROFILES",
     "Profile",
     "combine_watermark",
+    "compute_join_of",
     "compute_profile_result",
     "custom_profile",
     "get_profile",

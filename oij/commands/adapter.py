@@ -8,7 +8,12 @@ after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
   range condition (:mod:`oij.spark.streaming`), ``multipleWatermarkPolicy=min``;
 * ``spark-ss-max``: the same with ``multipleWatermarkPolicy=max``;
 * ``flink-sql``: Flink SQL's interval join through PyFlink (:mod:`oij.flink.sql`,
-  the optional extra ``oij[flink]``).
+  the optional extra ``oij[flink]``);
+* ``pathway``, ``pathway-cutoff``, ``pathway-forget``, ``pathway-delay``:
+  Pathway's ``interval_join`` with no behavior or one of its
+  ``common_behavior`` settings, and ``pathway-agg``, the per-base aggregate
+  through Pathway's groupby/reduce (:mod:`oij.pathway.join`, the optional
+  extra ``oij[pathway]``).
 
 A case outside what the adapter can express (watermark lines, aggregates,
 timestamps beyond Spark's years) exits 2 with one line saying why; the
@@ -79,6 +84,31 @@ def _flink_check(q: Query, events: Sequence[Event]) -> None:
     check_supported(q, events)
 
 
+def _pathway(behavior: str) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
+    def start(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
+        if importlib.util.find_spec("pathway") is None:
+            raise UsageError("the pathway adapters need Pathway: pip install 'oij[pathway]'")
+        if master is not None:
+            raise UsageError("the pathway adapters run Pathway in this process: --master does not apply")
+        from oij.pathway.join import run_case
+
+        def run_one(q: Query, events: Sequence[Event]) -> Results:
+            return run_case(q, events, behavior).results  # type: ignore[arg-type]  # one of the Behavior names
+        return run_one
+    return start
+
+
+def _pathway_check(behavior: str) -> Callable[[Query, Sequence[Event]], None]:
+    def check(q: Query, events: Sequence[Event]) -> None:
+        from oij.pathway.join import check_supported
+
+        check_supported(q, events, behavior)  # type: ignore[arg-type]  # one of the Behavior names
+    return check
+
+
+_PATHWAY_EXACT = ("left", "exclusive", "lateness", "watermarks", "channels", "regressions", "mixed-keys",
+                  "negative-ts", "extreme-ts")
+
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("spark-ss", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=min)",
             LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check),
@@ -86,6 +116,17 @@ ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
             LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
     Adapter("flink-sql", "Flink SQL interval join (PyFlink, tuples paced 0.4 s apart; the oij[flink] extra)",
             LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
+    Adapter("pathway", "Pathway interval_join, no behavior (exact, revising; the oij[pathway] extra)",
+            _PATHWAY_EXACT, "pathway", _pathway("none"), _pathway_check("none")),
+    Adapter("pathway-cutoff", "Pathway interval_join with common_behavior(cutoff=lateness)",
+            tuple(f for f in LATENESS_FEATURES if f != "left"), "pathway-cutoff", _pathway("cutoff"),
+            _pathway_check("cutoff")),
+    Adapter("pathway-forget", "Pathway interval_join with common_behavior(cutoff=lateness, keep_results=False)",
+            LATENESS_FEATURES, "pathway-forget", _pathway("forget"), _pathway_check("forget")),
+    Adapter("pathway-delay", "Pathway interval_join with common_behavior(delay=lateness)",
+            LATENESS_FEATURES, "pathway", _pathway("delay"), _pathway_check("delay")),
+    Adapter("pathway-agg", "Pathway interval_join_left, then groupby(base).reduce (count, sum, min, max)",
+            ("aggregates", *_PATHWAY_EXACT), "pathway", _pathway("none"), _pathway_check("none")),
 ]}
 
 
@@ -137,4 +178,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(path, 1, "query", f"{adapter.name} cannot run this case: {e}") from None
     res = adapter.start(args.master)(case.query, events)
     sys.stdout.writelines(result_lines(res.canonical()))
+    if adapter.name.startswith("pathway"):  # Pathway revises its output: say what it took back
+        from oij.pathway.join import last_run
+
+        run_ = last_run()
+        if run_ is not None:
+            print(run_.revision_summary(), file=sys.stderr)
     return 0
