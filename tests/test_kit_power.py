@@ -98,10 +98,46 @@ def test_a_survivor_fails_kit_power_and_the_manifest_excuses_it(tmp_path: Path) 
     only = f"{target}:{op}:{occ}"
     empty = tmp_path / "empty.toml"
     empty.write_text("")
-    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", only, "--manifest", str(empty))
+    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", only, "--manifest", str(empty), "--no-replay")
     assert rc == 1 and [m["verdict"] for m in res["mutants"]] == ["survived"]
+    assert res["mutants"][0]["kind"] == ""  # judged by a real oij conform run
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", only)
     assert rc == 0 and [m["verdict"] for m in res["mutants"]] == ["equivalent"]
+    assert res["mutants"][0]["kind"] == "replayed"  # the replay of the recorded run agrees with the real run
+
+
+def _replay(rec: Path, *cmd: str) -> int:
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", str(rec), "--", sys.executable,
+                           *cmd], capture_output=True, text=True, timeout=300, check=False).returncode
+
+
+def test_a_replay_tells_a_changed_answer_from_the_recorded_one(tmp_path: Path) -> None:
+    """The in-process replay behind kit-power's fast path: the recorded answers of the correct implementation
+    replay as equal (exit 0); a bug shape that changes one answer does not (exit 1: the negative control)."""
+    import subprocess
+
+    from oij.testing._vectors import vectors
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    picked = [v for v in vectors() if v.feature in ("bounds", "keys", "state-edges")][:40]
+    for i, v in enumerate(picked):
+        text = v.case.to_jsonl()
+        (rec / f"{i:05d}.in").write_text(text)
+        (rec / f"{i:05d}.out").write_bytes(subprocess.run([sys.executable, str(ACCUM[1])], input=text.encode(),
+                                                          capture_output=True, check=True).stdout)
+    assert _replay(rec, str(ACCUM[1])) == 0
+    assert _replay(rec, str(IMPLS / "accum_bugs.py"), "ties-twice") == 1
+
+
+def test_coverage_sees_the_statement_of_a_line() -> None:
+    from oij.commands.kitpower import Recording
+
+    r = Recording(Path("."), {10}, {11: (10, 12), 20: (20, 20)}, 1.0)
+    assert r.reaches(11) and r.reaches(10)
+    assert not r.reaches(20)  # negative control: a statement none of whose lines ran
 
 
 def test_the_manifest_names_real_mutants() -> None:

@@ -128,6 +128,13 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-replay", action="store_true",
                    help="run every mutant through oij conform (slow): no recorded run, no in-process replay, no "
                    "coverage shortcut")
+    p.add_argument("--deep", metavar="JSON", default=None,
+                   help="run nothing through oij conform: replay the survivors of an earlier result against "
+                   "--deep-cases more generated cases; those they tell apart are gaps of the kit, not equivalent "
+                   "(their first differing case goes to --deep-out)")
+    p.add_argument("--deep-cases", type=int, default=2000, help="cases of --deep (default 2000)")
+    p.add_argument("--deep-out", default="kit-power-gaps", help="where --deep puts the cases (default "
+                   "./kit-power-gaps)")
     p.add_argument("--no-shapes", action="store_true",
                    help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
     p.set_defaults(func=run_kit_power)
@@ -251,17 +258,17 @@ class Recording:
         return any(x in self.ran for x in range(first, last + 1))
 
 
-def record(target: Target, repo: Path, into: Path, timeout: float) -> Recording:
-    """Run the unmutated target under ``oij conform`` at its defaults through ``_mutrun record``, then replay it
-    once with line tracing (see oij/commands/_mutrun.py)."""
+def record(target: Target, repo: Path, into: Path, timeout: float, extra: tuple[str, ...] = ()) -> Recording:
+    """Run the unmutated target under ``oij conform`` at its defaults (plus ``extra`` options) through
+    ``_mutrun record``, then replay it once with line tracing (see oij/commands/_mutrun.py)."""
     import ast
 
-    rec = into / f"rec-{target.name}"
+    rec = into / f"rec-{target.name}{'-deep' if extra else ''}"
     m = Mutant(target.name, "none", 0, 0, "")
     wrapped = Target(target.name, target.path, target.package,
                      (sys.executable, "-m", "oij.commands._mutrun", "record", str(rec), "--", *target.command),
                      target.features)
-    run_mutant(m, wrapped, repo, timeout, source=False)
+    run_mutant(m, wrapped, repo, timeout, source=False, extra=extra)
     if m.verdict != "survived":
         raise UsageError(f"kit-power: the unmutated {target.name} does not conform ({m.verdict}): {m.tail}")
     t0 = time.perf_counter()
@@ -303,7 +310,7 @@ def _mutant_dir(target: Target, repo: Path, code: str | None) -> Iterator[tuple[
 
 
 def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True,
-               rec: Recording | None = None) -> Mutant:
+               rec: Recording | None = None, extra: tuple[str, ...] = ()) -> Mutant:
     """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
     ``source=False``: run ``target.command`` as it is (no mutant).  With ``rec``: a mutant on a line the
     recorded run never reached survives without a run ("unreached"), and one whose in-process replay of the
@@ -334,7 +341,7 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
         tmp = lib.parent
         env = dict(os.environ)
         argv = [sys.executable, "-m", "oij.cli", "conform", "--features", target.features,
-                "--replay-out", str(tmp / "fail.jsonl"), "--", *cmd]
+                "--replay-out", str(tmp / "fail.jsonl"), *extra, "--", *cmd]
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp, env=env,
                              start_new_session=True, text=True)
@@ -475,6 +482,56 @@ def _rerun_all(result: dict[str, Any], again: list[int], one: Any, jobs: int,
             result["mutants"][i] = asdict(m)
 
 
+def deep_check(path: str, repo: Path, cases: int, jobs: int, timeout: float, out_dir: Path) -> dict[str, Any]:
+    """The survivors of an earlier result replayed against ``cases`` more generated cases (seed 1, no vectors):
+    one those tell apart is not equivalent, but a gap of the kit; its first differing case and the unmutated
+    answer are copied to ``out_dir`` (a vector to write).  Nothing is run through ``oij conform``."""
+    import json
+
+    result: dict[str, Any] = json.loads(Path(path).read_text())
+    todo = [m for m in result["mutants"] if m["verdict"] == "survived" and m.get("kind") != "unreached"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found: dict[str, Any] = {"cases": cases, "survivors": len(todo), "told_apart": []}
+    with tempfile.TemporaryDirectory(prefix="oij-kit-power-deep-") as d:
+        recs = {n: record(TARGETS[n], repo, Path(d), max(timeout, 3600.0),
+                          ("--no-vectors", "--max-examples", str(cases), "--seed", "1"))
+                for n in sorted({m["target"] for m in todo})}
+        print(f"kit-power: {len(todo)} survivors against {cases} more cases", flush=True)
+
+        def one(d_: dict[str, Any]) -> tuple[dict[str, Any], str]:
+            m = Mutant(d_["target"], d_["operator"], d_["occurrence"], d_["line_no"], d_["line"])
+            t = TARGETS[m.target]
+            code = mutant_source(m, (repo / t.path).read_text())
+            rec = recs[m.target]
+            with _mutant_dir(t, repo, code) as (_, _, cmd):
+                try:
+                    r = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", str(rec.dir), "--",
+                                        *cmd], capture_output=True, text=True, check=False,
+                                       cwd=tempfile.gettempdir(), timeout=max(60.0, 5 * rec.seconds))
+                    return d_, r.stdout.strip().splitlines()[-1] if r.returncode else ""
+                except subprocess.TimeoutExpired:
+                    return d_, "timeout"
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for d_, why in pool.map(one, todo):
+                name = f"{d_['target']}:{d_['operator']}:{d_['occurrence']}"
+                if not why:
+                    continue
+                entry = {"mutant": name, "line_no": d_["line_no"], "line": d_["line"], "mutated": d_["mutated"],
+                         "why": why}
+                case = why.split(":", 1)[0]
+                src = recs[d_["target"]].dir / case
+                if src.suffix == ".in" and src.exists():
+                    stem = name.replace("/", "_").replace(":", "_")
+                    shutil.copy(src, out_dir / f"{stem}.in.jsonl")
+                    shutil.copy(src.with_suffix(".out"), out_dir / f"{stem}.expected.jsonl")
+                    entry["case"] = str(out_dir / f"{stem}.in.jsonl")
+                found["told_apart"].append(entry)
+                print(f"  told apart: {name} line {d_['line_no']}: {d_['mutated']}  ({why})", flush=True)
+    print(f"kit-power: {len(found['told_apart'])} of {len(todo)} survivors told apart by {cases} more cases")
+    return found
+
+
 def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
     import json
 
@@ -493,6 +550,12 @@ def run_kit_power(args: argparse.Namespace) -> int:
     mpath = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
     if args.rescore:
         return _write(rescore(args.rescore, load_manifest(mpath)), args)
+    if args.deep:
+        import json
+
+        gaps = deep_check(args.deep, repo, args.deep_cases, args.jobs, args.timeout, Path(args.deep_out))
+        write_text(str(Path(args.deep_out) / "gaps.json"), json.dumps(gaps, indent=1) + "\n")
+        return 1 if gaps["told_apart"] else 0
     if args.rerun:
         return _write(rerun(args.rerun, repo, args.jobs, args.timeout, load_manifest(mpath), not args.no_replay),
                       args)
