@@ -9,6 +9,8 @@ after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
 * ``spark-ss-max``: the same with ``multipleWatermarkPolicy=max``;
 * ``flink-sql``: Flink SQL's interval join through PyFlink (:mod:`oij.flink.sql`,
   the optional extra ``oij[flink]``);
+* ``flink-ds``: Flink DataStream's ``intervalJoin`` with its late side
+  outputs, through a small Java job (:mod:`oij.flink.datastream`);
 * ``pathway``, ``pathway-cutoff``, ``pathway-forget``, ``pathway-delay``:
   Pathway's ``interval_join`` with no behavior or one of its
   ``common_behavior`` settings, and ``pathway-agg``, the per-base aggregate
@@ -84,6 +86,26 @@ def _flink_check(q: Query, events: Sequence[Event]) -> None:
     check_supported(q, events)
 
 
+def _flink_ds(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
+    if importlib.util.find_spec("pyflink") is None:
+        raise UsageError("the flink-ds adapter needs PyFlink: pip install 'oij[flink]' (apache-flink)")
+    if master is not None:
+        raise UsageError("the flink-ds adapter runs Flink's embedded MiniCluster: --master does not apply")
+    from oij.flink.datastream import command, run_case
+
+    try:
+        command()  # compile once, before the first case
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return run_case
+
+
+def _flink_ds_check(q: Query, events: Sequence[Event]) -> None:
+    from oij.flink.datastream import check_supported
+
+    check_supported(q, events)
+
+
 def _pathway(behavior: str) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
     def start(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
         if importlib.util.find_spec("pathway") is None:
@@ -116,6 +138,10 @@ ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
             LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
     Adapter("flink-sql", "Flink SQL interval join (PyFlink, tuples paced 0.4 s apart; the oij[flink] extra)",
             LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
+    Adapter("flink-ds", "Flink DataStream intervalJoin with both late side outputs (a Java job on PyFlink's jars, "
+            "events paced 30 ms apart; the oij[flink] extra and a JDK)",
+            ("exclusive", "lateness", "watermarks", "channels", "regressions", "late-report", "mixed-keys",
+             "negative-ts"), "flink-datastream", _flink_ds, _flink_ds_check),
     Adapter("pathway", "Pathway interval_join, no behavior (exact, revising; the oij[pathway] extra)",
             _PATHWAY_EXACT, "pathway", _pathway("none"), _pathway_check("none")),
     Adapter("pathway-cutoff", "Pathway interval_join with common_behavior(cutoff=lateness)",

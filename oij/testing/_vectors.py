@@ -237,6 +237,8 @@ def vectors() -> Iterator[Vector]:
                      _case(Query(-3, -1, aggregate=kind, cond=xy),
                            _tf("p", 1, 8, 0.0, 2.0, value=2.0), _tf("p", 2, 9, 0.0, 1.0, value=5.0), Watermark(10),
                            _tf("b", 3, 10, 1.0, 0.0)))
+    # Flink's own unit test of its interval join operator, as oij cases
+    yield from flink_operator_vectors()
     # extreme timestamps, empty streams
     top = TS_LIMIT
     yield Vector("extreme", "near-max", "timestamps at 2^62 - 1",
@@ -256,6 +258,57 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0), _t("b", 1, 5), Watermark(6), _t("p", 2, 4)))
     yield Vector("profiles", "left-no-flush", "a pending (a, null) row at the end: flushed or not",
                  _case(Query(-2, 0, join="left", lateness=1), _t("b", 1, 5)))
+
+
+_FAST_LEFT = "L1 WL1 L2 WL2 L3 WL3 L4 WL4 R1 WR1 R2 WR2 R3 WR3 R4 WR4"
+_FAST_RIGHT = "R1 WR1 R2 WR2 R3 WR3 R4 WR4 L1 WL1 L2 WL2 L3 WL3 L4 WL4"
+
+FLINK_OPERATOR_TESTS: tuple[tuple[str, int, int, bool, bool, str, str, tuple[int, ...], tuple[int, ...]], ...] = (
+    # (scenario, lower, upper, lower inclusive, upper inclusive, operations, expected pairs "l-r ...",
+    #  late left ts, late right ts); operations: L/R t = an element of the left (base) / right (probe) input
+    # at time t, WL/WR t = a watermark of that input; "fast-left"/"fast-right" are the two orders the test
+    # class runs its helper in.  Pairs are named by the timestamps of their elements.
+    ("mirrors-1", 1, 3, True, False, "both", "1-2 1-3 2-3 2-4 3-4", (), ()),
+    ("mirrors-2", -3, -1, False, True, "both", "2-1 3-1 3-2 4-2 4-3", (), ()),
+    ("negative-inclusive-negative-inclusive", -2, -1, True, True, "both", "2-1 3-1 3-2 4-2 4-3", (), ()),
+    ("negative-inclusive-positive-inclusive", -1, 1, True, True, "both",
+     "1-1 1-2 2-1 2-2 2-3 3-2 3-3 3-4 4-3 4-4", (), ()),
+    ("positive-inclusive-positive-inclusive", 1, 2, True, True, "both", "1-2 1-3 2-3 2-4 3-4", (), ()),
+    ("negative-exclusive-negative-exclusive", -3, -1, False, False, "both", "3-1 4-2", (), ()),
+    ("negative-exclusive-positive-exclusive", -1, 1, False, False, "both", "1-1 2-2 3-3 4-4", (), ()),
+    ("positive-exclusive-positive-exclusive", 1, 3, False, False, "both", "1-3 2-4", (), ()),
+    ("restore-from-snapshot", -1, 1, True, True, "L1 WL1 R1 WR1 L2 WL2 R2 WR2 L3 WL3 R3 WR3 L4 WL4 R4 WR4",
+     "1-1 1-2 2-1 2-2 2-3 3-2 3-3 3-4 4-3 4-4", (), ()),
+    ("discards-late-data", -1, 1, True, True, "L1 R1 L2 R2 L3 R3 WL3 WR3 L1 L4 R4 L5 R5",
+     "1-1 1-2 2-1 2-2 2-3 3-2 3-3 3-4 4-3 4-4 4-5 5-4 5-5", (1,), ()),
+    ("late-data", -1, 1, True, True, "L3 R3 WL3 WR3 L4 R4 L1 R2 L5 R5", "3-3 3-4 4-3 4-4 4-5 5-4 5-5", (1,), (2,)),
+)
+"""The scenarios of Flink's ``IntervalJoinOperatorTest`` (flink-streaming-java) that check the join's output,
+translated: a left element is a base, a right one a probe, the two inputs' watermarks are channels 0 and 1."""
+
+
+def flink_operator_case(lower: int, upper: int, li: bool, ui: bool, ops: str) -> Case:
+    """The oij case of one operation string of :data:`FLINK_OPERATOR_TESTS` (ids 1, 2, ... in arrival order)."""
+    events: list[Event] = []
+    for op in ops.split():
+        kind, t = op.rstrip("0123456789"), int(op.lstrip("LRW"))
+        if kind in ("L", "R"):
+            events.append(_t("b" if kind == "L" else "p", len([e for e in events if isinstance(e, StreamTuple)]) + 1,
+                             t))
+        else:
+            events.append(Watermark(t, 0 if kind == "WL" else 1))
+    return _case(Query(lower, upper, li, ui, channels=2), *events)
+
+
+def flink_operator_vectors() -> Iterator[Vector]:
+    """:data:`FLINK_OPERATOR_TESTS` as vectors (feature folder ``flink-operator``), each helper-driven scenario in
+    both of the test's orders."""
+    for name, lower, upper, li, ui, ops, pairs, _, _ in FLINK_OPERATOR_TESTS:
+        orders = (("left-first", _FAST_LEFT), ("right-first", _FAST_RIGHT)) if ops == "both" else (("", ops),)
+        for order, seq in orders:
+            yield Vector("flink-operator", f"{name}-{order}" if order else name,
+                         f"Flink IntervalJoinOperatorTest, {name}{f' ({order})' if order else ''}: Flink expects "
+                         f"the pairs {pairs} (by timestamp)", flink_operator_case(lower, upper, li, ui, seq))
 
 
 def interleaved() -> list[Vector]:
