@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from oij.testing._vectors import FLINK_OPERATOR_TESTS, _FAST_LEFT, flink_operator_case, flink_operator_vectors
+from oij.testing._vectors import _FAST_LEFT, FLINK_OPERATOR_TESTS, flink_operator_case, flink_operator_vectors
 from reference.oracle import run_events
 from spec.model import BASE, StreamTuple
 

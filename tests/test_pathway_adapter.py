@@ -137,4 +137,3 @@ def test_cutoff_needs_lateness() -> None:
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
     assert "only lateness mode" in r.stderr and "Traceback" not in r.stderr
-/root/.pyenv/libexec/pyenv-hooks: line 24: enable: cannot open shared object /root/.pyenv/libexec/pyenv-realpath.dylib: /root/.pyenv/libexec/pyenv-realpath.dylib: cannot open shared object file: No such file or directory
