@@ -152,6 +152,20 @@ def vectors() -> Iterator[Vector]:
                      "the base at 10 starts at 7) before the base at 10 is final",
                      _case(qa, _t("p", 1, 5, value=v5), _t("p", 2, 7, value=1.0), _t("p", 3, 8, value=2.0),
                            _t("b", 4, 7), _t("b", 5, 10), Watermark(9)))
+        yield Vector("aggregates", f"{kind}-disjoint", f"{kind}, window [-1,0]: probes at 5, 6 ({v5}) and 7, bases "
+                     "at 5 and 8 final at the end: the two windows [4,5] and [7,8] do not meet, and the probe at 6 "
+                     "between them is in neither",
+                     _case(Query(-1, 0, aggregate=kind), _t("p", 1, 5, value=1.0), _t("p", 2, 6, value=v5),
+                           _t("p", 3, 7, value=2.0), _t("b", 4, 5), _t("b", 5, 8)))
+        yield Vector("aggregates", f"{kind}-final-on-arrival-below", f"{kind}, window [-5,-3]: W = 10 when the base at "
+                     "12 arrives, final at once (hi = 9); the probe at 6 is still stored (its edge is 11) but below "
+                     "the window [7,9], the probe at 8 is in it",
+                     _case(Query(-5, -3, aggregate=kind), _t("p", 1, 6, value=v5), _t("p", 2, 8, value=2.0),
+                           Watermark(10), _t("b", 3, 12)))
+        yield Vector("aggregates", f"{kind}-final-on-arrival-none", f"{kind}, window [-5,-3]: W = 10 when the base at "
+                     "12 arrives, final at once; the key's only stored probe, at 10, is above its window [7,9]: "
+                     "an empty window",
+                     _case(Query(-5, -3, aggregate=kind), _t("p", 1, 10, value=v5), Watermark(10), _t("b", 2, 12)))
         yield Vector("aggregates", f"{kind}-held",
                      f"{kind}: window [-2,3]; W = 11 passes the probe at 8's purge edge (8 + 2 < 11) while the base "
                      "at 10 is still pending (hi = 13): its row must still count that probe",
