@@ -16,7 +16,7 @@ imposed by construction, with no pacing and no wall clock (unlike the Flink
 adapters).  Pathway revises its output when a later row changes it (a left
 join's (a, null) row is retracted when a match arrives); the comparison uses
 the consolidated final result, and the retractions are reported apart
-(:class:`Run`).
+(``Run``).
 
 Mapping:
 
