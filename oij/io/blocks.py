@@ -337,8 +337,8 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
             tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20),
                               parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[kt],
                                                             unexpected_field_behavior="error"))
-        except (pa.ArrowInvalid, UnicodeDecodeError):
-            continue
+        except (pa.ArrowInvalid, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64: the per-line reader
+            continue  # gives the one-line error
         if kt != key_types[0]:
             key_types.reverse()  # try this key type first next time
         if tb.num_rows != lines:
