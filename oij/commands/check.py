@@ -219,14 +219,14 @@ def run(args: argparse.Namespace) -> int:
             from oij.spark.frames import check_schema
 
             check_schema(args.file)
-            with input_events(args.file, args) as (q, it):
+            with input_events(args.file, args, int64_ids=True) as (q, it):
                 n_events = pq.ParquetFile(args.file).metadata.num_rows
                 fits = n_events <= args.seq_limit
                 events = list(progress(it, enabled=not args.no_progress, desc="read")) if fits else None
             spark_input = os.path.abspath(args.file)
         else:
             spark_input = os.path.join(out, "input.parquet")
-            with input_events(args.file, args) as (q, it):
+            with input_events(args.file, args, int64_ids=True) as (q, it):
                 prog.say(f"reading {args.file}")
                 events, n_events = materialize(
                     q, progress(it, enabled=not args.no_progress, desc="read"), spark_input, args.seq_limit

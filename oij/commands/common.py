@@ -65,9 +65,11 @@ def query_from_flags(args: argparse.Namespace, base: Query | None, path: str) ->
 
 
 @contextlib.contextmanager
-def input_events(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, Iterator[Event]]]:
-    """Open ``path`` (oij-jsonl, Parquet or ``-``), apply query flags, and close it afterwards."""
-    with _input(path, args, open_events) as got:
+def input_events(path: str, args: argparse.Namespace,
+                 int64_ids: bool = False) -> Iterator[tuple[Query, Iterator[Event]]]:
+    """Open ``path`` (oij-jsonl, Parquet or ``-``), apply query flags, and close it afterwards.
+    ``int64_ids``: ids beyond 64 bits are input errors (for the engines and Arrow)."""
+    with _input(path, args, functools.partial(open_events, int64_ids=int64_ids)) as got:
         yield got
 
 

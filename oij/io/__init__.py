@@ -17,8 +17,12 @@ __all__ = ["InputError", "open_blocks", "open_events"]
 STDIN_BLOCK = 4096  # events per block read from stdin (a pipe: small blocks keep latency low)
 
 
-def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Event], IO[bytes] | None]:
+def open_events(path: str, q: Query | None = None,
+                int64_ids: bool = False) -> tuple[Query, Iterator[Event], IO[bytes] | None]:
     """Open an event file by extension (``.parquet`` or oij-jsonl; ``-`` is stdin).
+
+    ``int64_ids``: an id beyond 64 bits is an input error naming its line (for the commands that hand the
+    events to the parallel engines or to Arrow).
 
     Returns the query, the event iterator and the open stream to close (None for Parquet).
     For oij-jsonl the query comes from the file; ``q`` must then be None.
@@ -31,11 +35,11 @@ def open_events(path: str, q: Query | None = None) -> tuple[Query, Iterator[Even
         query, blocks, _ = open_blocks(path, q)
         return query, blocks_to_events(blocks), None
     if path == "-":
-        return (*read_jsonl(sys.stdin.buffer, "<stdin>"), None)
+        return (*read_jsonl(sys.stdin.buffer, "<stdin>", int64_ids), None)
     # event objects: msgspec line by line makes them faster than columns would (measured: 1.8 s vs 2.4 s for
     # 2x10^6 lines); the engines, which want columns, use open_blocks
     f = _open_file(path)
-    query, events = read_jsonl(f, path)
+    query, events = read_jsonl(f, path, int64_ids)
     return query, events, f
 
 
