@@ -19,7 +19,7 @@ from hypothesis import given, settings
 
 pytest.importorskip("pathway")
 
-from oij.pathway.join import run_case
+from oij.pathway.join import Behavior, run_case
 from oij.testing import Case, cases, expected_output
 from spec.batch import compute_pairs
 from spec.model import BASE, End, Event, Query, StreamTuple
@@ -38,7 +38,7 @@ def p(i: int, ts: int, key: int | str = 1, value: float = 1.0) -> StreamTuple:
 
 L5 = Query(-10, 10, lateness=5)
 # name -> (behavior, its profile, case, a profile it must differ from, or None: the next case is its control)
-CASES: dict[str, tuple[str, str, Case, str | None]] = {
+CASES: dict[str, tuple[Behavior, str, Case, str | None]] = {
     # no behavior: the probe far behind W still joins (canonically it is late)
     "exact-revises": ("none", "pathway", Case(Query(-2, 0, lateness=0), (b(1, 10), p(2, 30, 9), p(3, 9), End())),
                       "canonical"),
@@ -67,7 +67,7 @@ CASES: dict[str, tuple[str, str, Case, str | None]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_pathway_output_is_the_profiles(name: str) -> None:
     behavior, profile, case, other = CASES[name]
-    got = run_case(case.query, list(case.events), behavior).results  # type: ignore[arg-type]
+    got = run_case(case.query, list(case.events), behavior).results
     assert got.pairs == expected_output(case, profile).pairs, name
     if other is not None:
         assert expected_output(case, other).pairs != got.pairs, f"{name}: does not separate {profile} from {other}"

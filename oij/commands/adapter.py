@@ -36,6 +36,7 @@ from oij.commands.common import UsageError
 from oij.io.adapt import LATENESS_FEATURES
 from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
+from oij.pathway.join import Behavior
 from spec.batch import Results
 from spec.model import Event, Query
 
@@ -106,7 +107,7 @@ def _flink_ds_check(q: Query, events: Sequence[Event]) -> None:
     check_supported(q, events)
 
 
-def _pathway(behavior: str) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
+def _pathway(behavior: Behavior) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
     def start(master: str | None) -> Callable[[Query, Sequence[Event]], Results]:
         if importlib.util.find_spec("pathway") is None:
             raise UsageError("the pathway adapters need Pathway: pip install 'oij[pathway]'")
@@ -115,16 +116,16 @@ def _pathway(behavior: str) -> Callable[[str | None], Callable[[Query, Sequence[
         from oij.pathway.join import run_case
 
         def run_one(q: Query, events: Sequence[Event]) -> Results:
-            return run_case(q, events, behavior).results  # type: ignore[arg-type]  # one of the Behavior names
+            return run_case(q, events, behavior).results
         return run_one
     return start
 
 
-def _pathway_check(behavior: str) -> Callable[[Query, Sequence[Event]], None]:
+def _pathway_check(behavior: Behavior) -> Callable[[Query, Sequence[Event]], None]:
     def check(q: Query, events: Sequence[Event]) -> None:
         from oij.pathway.join import check_supported
 
-        check_supported(q, events, behavior)  # type: ignore[arg-type]  # one of the Behavior names
+        check_supported(q, events, behavior)
     return check
 
 
