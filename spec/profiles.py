@@ -72,7 +72,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from spec.aggregate import compute_aggregate
-from spec.batch import Results
+from spec.batch import Results, compute_pairs
 from spec.match import is_match, lower_offset, upper_offset
 from spec.model import BASE, NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
 
@@ -293,18 +293,12 @@ def compute_join_of(tuples: Sequence[StreamTuple], q: Query) -> Results:
     r"""The batch result of ``q`` over ``tuples`` (no W, nothing late): the pairs
     :math:`\{(a, b) : match(a, b)\}`, (a, null) for an unmatched base of a left join, and the aggregate of
     every base over the probes it matches."""
-    res = Results()
     bases = [t for t in tuples if t.side == BASE]
     probes = [t for t in tuples if t.side != BASE]
-    for a in bases:
-        hits = [b for b in probes if is_match(a, b, q)]
-        if q.aggregate is not None:
-            res.aggregates.append((a.id, *compute_aggregate([b.value for b in hits], q.aggregate)))
-            continue
-        res.pairs.extend((a.id, b.id) for b in hits)
-        if q.join == "left" and not hits:
-            res.pairs.append((a.id, None))
-    return res.canonical()
+    if q.aggregate is None:
+        return Results(compute_pairs(bases, probes, q))
+    return Results(aggregates=[(a.id, *compute_aggregate([b.value for b in probes if is_match(a, b, q)],
+                                                         q.aggregate)) for a in bases]).canonical()
 
 
 __all__ = [

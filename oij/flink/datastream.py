@@ -69,7 +69,7 @@ def cache_dir() -> Path:
 
 def command(cache: Path | None = None) -> list[str]:
     """``java -cp ... OijDataStreamCase``, compiling the class first if it is missing or older than its source."""
-    from oij.flink.peers import flink_lib
+    from oij.flink.peers import flink_lib, java_command
 
     lib = flink_lib()
     if lib is None:
@@ -77,17 +77,9 @@ def command(cache: Path | None = None) -> list[str]:
     if shutil.which("java") is None:
         raise Unsupported("the flink-ds adapter needs Java 17 on PATH")
     cache = cache or cache_dir()
-    cls = cache / "OijDataStreamCase.class"
-    if not cls.exists() or cls.stat().st_mtime < JAVA_SOURCE.stat().st_mtime:
-        if shutil.which("javac") is None:
-            raise Unsupported("the flink-ds adapter compiles a small Java class once: it needs a JDK (javac)")
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:  # compiled aside, then moved in: no half class
-            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", f"{lib}/*", str(JAVA_SOURCE)], check=True,
-                           capture_output=True)
-            for f in Path(tmp).glob("*.class"):
-                os.replace(f, cache / f.name)
-    return ["java", "-cp", f"{cache}:{lib}/*", "OijDataStreamCase"]
+    if not (cache / "OijDataStreamCase.class").exists() and shutil.which("javac") is None:
+        raise Unsupported("the flink-ds adapter compiles a small Java class once: it needs a JDK (javac)")
+    return java_command(JAVA_SOURCE, cache, lib)
 
 
 def case_text(q: Query, events: Sequence[Event]) -> str:

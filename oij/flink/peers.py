@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 JAVA_SOURCE = Path(__file__).with_name("java") / "OijIntervalJoin.java"
@@ -39,12 +40,23 @@ def datastream_command(cache: Path) -> list[str] | None:
     lib = flink_lib()
     if lib is None or shutil.which("javac") is None or shutil.which("java") is None:
         return None
-    cls = cache / "OijIntervalJoin.class"
-    if not cls.exists() or cls.stat().st_mtime < JAVA_SOURCE.stat().st_mtime:
+    return java_command(JAVA_SOURCE, cache, lib)
+
+
+def java_command(source: Path, cache: Path, lib: Path) -> list[str]:
+    """``java -cp CACHE:LIB/* CLASS`` for the Java file ``source``, compiled with javac against the jars in
+    ``lib`` into ``cache`` if its class is missing or older than the source (compiled aside in a temporary
+    directory, then moved in: a concurrent or interrupted compile never leaves half a class)."""
+    name = source.stem
+    cls = cache / f"{name}.class"
+    if not cls.exists() or cls.stat().st_mtime < source.stat().st_mtime:
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-d", str(cache), "-cp", f"{lib}/*", str(JAVA_SOURCE)], check=True,
-                       capture_output=True)
-    return ["java", "-cp", f"{cache}:{lib}/*", "OijIntervalJoin"]
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", f"{lib}/*", str(source)], check=True,
+                           capture_output=True)
+            for f in Path(tmp).glob("*.class"):
+                os.replace(f, cache / f.name)
+    return ["java", "-cp", f"{cache}:{lib}/*", name]
 
 
 def _interval(ms: int) -> str:
