@@ -8,8 +8,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ex
 project = "oij"
 author = "the oij developers"
 copyright = "2026, the oij developers"
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "archgraph", "provediagrams",
-              "oijexec", "benchplots"]
+# sphinx-mathjax-offline (the dev extra) ships MathJax 3 and copies it into the built site's _static/mathjax/;
+# it sets mathjax_path to that copy, so the formulas render with no network (tests/test_docs_offline.py checks).
+# It must come after sphinx.ext.mathjax, whose default mathjax_path is a CDN.
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline", "sphinx.ext.viewcode",
+              "archgraph", "provediagrams", "oijexec", "benchplots"]
 html_static_path = ["_static"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -54,6 +54,16 @@ def test_the_tutorial_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     lines = text.splitlines()
     assert "(a2, b6)" in lines[8] and "LATE" in lines[9] and "LATE" in lines[12]
     root = _svg(out)
+    # it scales to the docs' text column: as wide as its container, the height from the viewBox's aspect ratio
+    assert root.get("width") == "100%" and root.get("height") is None
+    x0, y0, vb_w, vb_h = (float(v) for v in (root.get("viewBox") or "").split())
+    assert (x0, y0) == (0, 0) and vb_w > 0 and vb_h > 0
+    assert f"max-width:{vb_w:g}px" in (root.get("style") or "")
+    # and every mark starts inside the viewBox (nothing drawn outside it is cut off)
+    for e in root.iter():
+        for name, limit in (("x", vb_w), ("x1", vb_w), ("x2", vb_w), ("cx", vb_w), ("y", vb_h), ("cy", vb_h)):
+            if e.get(name) is not None:
+                assert 0 <= float(e.get(name) or "") <= limit, (e.tag, name, e.get(name))
     # one mark per tuple in each panel: 4 bases (squares of width 12), 5 probes (circles of radius 6)
     rects = [e for e in root.iter(NS + "rect") if e.get("width") == "12"]
     circles = [e for e in root.iter(NS + "circle") if e.get("r") == "6"]

@@ -113,23 +113,65 @@ def _replay(rec: Path, *cmd: str) -> int:
                            *cmd], capture_output=True, text=True, timeout=300, check=False).returncode
 
 
-def test_a_replay_tells_a_changed_answer_from_the_recorded_one(tmp_path: Path) -> None:
-    """The in-process replay behind kit-power's fast path: the recorded answers of the correct implementation
-    replay as equal (exit 0); a bug shape that changes one answer does not (exit 1: the negative control)."""
+def _record_vectors(tmp_path: Path, rows: int = 0) -> Path:
+    """A recording as kit-power makes one (cases and the correct implementation's answers), of 40 vectors
+    (with at least ``rows`` result rows each)."""
     import subprocess
 
+    from oij.testing import expected_output
+    from oij.testing._cases import case_features, parse_features
+    from oij.testing._protocol import all_rows
     from oij.testing._vectors import vectors
 
     rec = tmp_path / "rec"
     rec.mkdir()
-    picked = [v for v in vectors() if v.feature in ("bounds", "keys", "state-edges")][:40]
+    claimed = parse_features("all")
+    picked = [v for v in vectors() if v.feature in ("bounds", "keys", "state-edges", "late", "aggregates")
+              and case_features(v.case) <= claimed and len(all_rows(expected_output(v.case))) >= rows][:40]
     for i, v in enumerate(picked):
         text = v.case.to_jsonl()
         (rec / f"{i:05d}.in").write_text(text)
         (rec / f"{i:05d}.out").write_bytes(subprocess.run([sys.executable, str(ACCUM[1])], input=text.encode(),
                                                           capture_output=True, check=True).stdout)
+    return rec
+
+
+def test_a_replay_tells_a_changed_answer_from_the_recorded_one(tmp_path: Path) -> None:
+    """The in-process replay behind kit-power's fast path: the recorded answers of the correct implementation
+    replay as equal (exit 0); a bug shape that changes one answer does not (exit 1: the negative control)."""
+    rec = _record_vectors(tmp_path)
     assert _replay(rec, str(ACCUM[1])) == 0
     assert _replay(rec, str(IMPLS / "accum_bugs.py"), "ties-twice") == 1
+
+
+REVERSED = """import subprocess, sys
+out = subprocess.run([sys.executable, {accum!r}], input=sys.stdin.buffer.read(), capture_output=True).stdout
+sys.stdout.write("".join(reversed(out.decode().splitlines(True))))
+"""
+
+
+def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: Path) -> None:
+    """``--judge-in-replay``: a replay's differing answers are judged as oij conform judges them.  A bug shape's
+    wrong answer is a kill (confirmed by a fresh run); the right answer in another line order differs byte for
+    byte but is no kill (the negative control: a byte comparison alone would call it one)."""
+    import subprocess
+
+    from oij.commands.kitpower import Mutant, Recording, judge_replay
+
+    rec = _record_vectors(tmp_path, rows=2)
+    rev = tmp_path / "reversed.py"
+    rev.write_text(REVERSED.format(accum=str(ACCUM[1])))
+    for name, cmd, killed in [("bug", [str(IMPLS / "accum_bugs.py"), "ties-twice"], True),
+                              ("reordered", [str(rev)], False)]:
+        diffs = tmp_path / f"diffs-{name}"
+        diffs.mkdir()
+        rc = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", f"--diffs={diffs}",
+                             "--case-timeout=10", str(rec), "--", sys.executable, *cmd], capture_output=True,
+                            text=True, timeout=300, check=False).returncode
+        assert rc == 1 and any(diffs.iterdir()), name  # both differ from the recording byte for byte
+        m = Mutant("accum", "none", 0, 0, "")
+        assert judge_replay(m, Recording(rec, set(), {}, 0.0), diffs, [sys.executable, *cmd], "all") is killed
+        assert (m.verdict, m.decided) == (("killed", "replay") if killed else ("", "")), name
 
 
 def test_coverage_sees_the_statement_of_a_line() -> None:

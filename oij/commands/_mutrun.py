@@ -14,10 +14,18 @@ the unmutated one did, the kit sends the same next case.  So:
   per recorded case (``runpy``, stdin and stdout swapped), and exits 0 iff
   every answer is byte-identical to the recorded one, else 1 naming the first
   case that differs.
+* ``replay --diffs=OUT [--case-timeout=S]``: the same, but an answer that
+  differs is written to ``OUT/NNNNN.got`` and the replay goes on, up to
+  three differences; a crash is written to ``OUT/NNNNN.crash`` and a case
+  that runs longer than S seconds (``SIGALRM``) to ``OUT/NNNNN.hang``, and
+  the replay stops there.  This process cannot judge them: it has imported
+  the mutant's ``reference`` package, and the kit's judge imports the real
+  one.  kit-power judges them in its own process (``run_mutant``).
 
 A mutant whose replay exits 0 gets exactly the verdict ``oij conform`` would
-give it (survived), without 480 process starts; any other outcome (a
-difference, a crash, a hang) is decided by the real ``oij conform`` run.
+give it (survived), without 480 process starts; for any other outcome,
+kit-power either judges the differences as ``oij conform`` would at that case
+(``--judge-in-replay``) or runs the real ``oij conform``.
 
 Data flow::
 
@@ -31,11 +39,11 @@ removes).  ``replay`` starts no process.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import os
 import runpy
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -61,16 +69,32 @@ def record(out_dir: str, cmd: list[str]) -> int:
     return p.returncode
 
 
-def replay(in_dir: str, script: str, args: list[str], lines_of: str | None = None) -> int:
+class _Hang(BaseException):
+    """Raised by SIGALRM in a case that runs too long (a BaseException: the script's ``except Exception``
+    must not swallow it)."""
+
+
+MAX_DIFFS = 3  # differing answers written before a ``--diffs`` replay stops
+
+
+def replay(in_dir: str, script: str, args: list[str], lines_of: str | None = None, diffs: str | None = None,
+           case_timeout: float = 0.0) -> int:
     """Run ``script`` in-process on every recorded case; 0 iff every answer matches byte for byte.
 
     ``lines_of=FILE``: also write to ``in_dir/lines`` the line numbers of FILE that ran (kit-power's
-    coverage: a mutant on a line no case runs cannot change an answer)."""
+    coverage: a mutant on a line no case runs cannot change an answer).  ``diffs=OUT``: write the differing
+    answers, a crash or a hang to OUT (see the module docstring) and go on after a differing answer."""
     cases = sorted(Path(in_dir).glob("*.in"))
     sys.argv = [script, *args]
     ran: set[int] = set()
     if lines_of is not None:
         _trace_lines(os.path.realpath(lines_of), ran)
+    if case_timeout > 0:
+        def alarm(signum: int, frame: Any) -> None:
+            raise _Hang
+
+        signal.signal(signal.SIGALRM, alarm)
+    found = 0
     for c in cases:
         expect = c.with_suffix(".out").read_bytes()
         stdin = io.TextIOWrapper(io.BytesIO(c.read_bytes()), encoding="utf-8")
@@ -78,22 +102,42 @@ def replay(in_dir: str, script: str, args: list[str], lines_of: str | None = Non
         stdout = io.TextIOWrapper(buf, encoding="utf-8", newline="")
         old_in, old_out = sys.stdin, sys.stdout
         sys.stdin, sys.stdout = stdin, stdout
+        stop = ""
         try:
-            with contextlib.suppress(SystemExit):
+            if case_timeout > 0:
+                signal.setitimer(signal.ITIMER_REAL, case_timeout)
+            try:
                 runpy.run_path(script, run_name="__main__")
+            except SystemExit as e:
+                if e.code not in (None, 0):
+                    stop = f"crash: exit code {e.code}"
             stdout.flush()
-        except Exception as e:  # a crash is a difference (the real run decides what kind)
-            sys.stdin, sys.stdout = old_in, old_out
-            print(f"{c.name}: {type(e).__name__}: {e}")
-            return 1
+        except _Hang:
+            stop = f"hang: more than {case_timeout:g} s"
+        except Exception as e:  # a crash is a difference
+            stop = f"crash: {type(e).__name__}: {e}"
         finally:
+            if case_timeout > 0:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdin, sys.stdout = old_in, old_out
+        if stop:
+            print(f"{c.name}: {stop}")
+            if diffs is not None:
+                Path(diffs, c.stem + (".hang" if stop.startswith("hang") else ".crash")).write_text(stop + "\n")
+            return 1
         if c is cases[0] and not _prefers_took(args):
             print("replay: the mutant's package was not the one imported (--prefer)")
             return 2
         if buf.getvalue() != expect:
             print(f"{c.name}: the answer differs")
-            return 1
+            if diffs is None:
+                return 1
+            Path(diffs, c.stem + ".got").write_bytes(buf.getvalue())
+            found += 1
+            if found >= MAX_DIFFS:
+                return 1
+    if found:
+        return 1
     if lines_of is not None:
         sys.settrace(None)
         (Path(in_dir) / "lines").write_text(" ".join(map(str, sorted(ran))) + "\n")
@@ -133,13 +177,15 @@ def _prefers_took(args: list[str]) -> bool:
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "record" and argv[2] == "--":
         return record(argv[1], argv[3:])
-    lines_of = None
-    if len(argv) >= 2 and argv[0] == "replay" and argv[1].startswith("--lines="):
-        lines_of = argv.pop(1).split("=", 1)[1]
-    if len(argv) >= 5 and argv[0] == "replay" and argv[2] == "--":
-        return replay(argv[1], argv[4], argv[5:], lines_of)  # argv[3] is the interpreter of CMD: this one runs it
+    opts: dict[str, str] = {}
+    while len(argv) >= 2 and argv[0] == "replay" and argv[1].startswith("--") and "=" in argv[1]:
+        k, v = argv.pop(1)[2:].split("=", 1)
+        opts[k] = v
+    if len(argv) >= 5 and argv[0] == "replay" and argv[2] == "--" and set(opts) <= {"lines", "diffs", "case-timeout"}:
+        return replay(argv[1], argv[4], argv[5:], opts.get("lines"), opts.get("diffs"),
+                      float(opts.get("case-timeout", "0")))  # argv[3] is the interpreter of CMD: this one runs it
     print("usage: python -m oij.commands._mutrun record DIR -- CMD... | "
-          "replay [--lines=FILE] DIR -- python SCRIPT ARGS...",
+          "replay [--lines=FILE] [--diffs=OUT] [--case-timeout=S] DIR -- python SCRIPT ARGS...",
           file=sys.stderr)
     return 2
 

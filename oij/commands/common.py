@@ -8,13 +8,15 @@ import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from oij.io import open_blocks, open_events
 from oij.io.atomic import atomic_text, check_writable
-from oij.io.blocks import EventBlock
 from oij.io.errors import InputError
 from spec.model import Event, Query, SpecError, check_query
+
+if TYPE_CHECKING:
+    from oij.io.blocks import EventBlock
 
 T = TypeVar("T")
 

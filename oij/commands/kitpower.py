@@ -101,6 +101,7 @@ class Mutant:
     replay_events: int | None = None
     found_by: str = ""
     kind: str = ""  # mismatch, protocol, crash, hang
+    decided: str = ""  # "replay": killed by the judged replay (no real run; no seconds or replay size)
     reason: str = ""  # for equivalent mutants: the manifest's reason
     tail: str = field(default="", repr=False)  # the last lines of the output of a survivor or error
 
@@ -128,6 +129,10 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-replay", action="store_true",
                    help="run every mutant through oij conform (slow): no recorded run, no in-process replay, no "
                    "coverage shortcut")
+    p.add_argument("--judge-in-replay", action="store_true",
+                   help="decide kills from the in-process replay too: the first differing answer the kit's judge "
+                   "rejects (confirmed by one fresh run of that case) is where oij conform would fail; fast, but "
+                   "such kills have no seconds or replay size (a real run of a sample gives those)")
     p.add_argument("--deep", metavar="JSON", default=None,
                    help="run nothing through oij conform: replay the survivors of an earlier result against "
                    "--deep-cases more generated cases; those they tell apart are gaps of the kit, not equivalent "
@@ -310,12 +315,14 @@ def _mutant_dir(target: Target, repo: Path, code: str | None) -> Iterator[tuple[
 
 
 def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True,
-               rec: Recording | None = None, extra: tuple[str, ...] = ()) -> Mutant:
+               rec: Recording | None = None, extra: tuple[str, ...] = (), judge: bool = False) -> Mutant:
     """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
     ``source=False``: run ``target.command`` as it is (no mutant).  With ``rec``: a mutant on a line the
     recorded run never reached survives without a run ("unreached"), and one whose in-process replay of the
     recorded cases gives every recorded answer survives without the 480 process starts of a real run
-    ("replayed"); any other mutant gets the real run."""
+    ("replayed"); any other mutant gets the real run, unless ``judge``: then the replay's differences are
+    judged as ``oij conform`` judges that case (:func:`judge_replay`), and only an undecided mutant gets the
+    real run."""
     code = mutant_source(m, (repo / target.path).read_text()) if source else ""
     if code is None:
         m.verdict = "no-op"
@@ -325,12 +332,19 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
             m.verdict, m.kind = "survived", "unreached"
             return m
         t0 = time.perf_counter()
-        with _mutant_dir(target, repo, code) as (_, _, cmd):
+        with _mutant_dir(target, repo, code) as (lib, _, cmd):
+            diffs = lib.parent / "diffs"
+            diffs.mkdir()
+            opts = [f"--diffs={diffs}", f"--case-timeout={CASE_TIMEOUT:g}"] if judge else []
             try:
-                r = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", str(rec.dir), "--",
-                                    *cmd], capture_output=True, text=True, check=False, cwd=tempfile.gettempdir(),
-                                   timeout=min(timeout, max(20.0, 5 * rec.seconds)))
+                r = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", *opts, str(rec.dir),
+                                    "--", *cmd], capture_output=True, text=True, check=False,
+                                   cwd=tempfile.gettempdir(),
+                                   timeout=timeout if judge else min(timeout, max(20.0, 5 * rec.seconds)))
                 same = r.returncode == 0
+                if judge and r.returncode == 1 and judge_replay(m, rec, diffs, cmd, target.features):
+                    m.seconds = round(time.perf_counter() - t0, 3)
+                    return m
             except subprocess.TimeoutExpired:
                 same = False
         if same:
@@ -373,6 +387,47 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
     return m
 
 
+CASE_TIMEOUT = 10.0  # oij conform's --timeout default: a case that runs longer in-process hangs as a command too
+
+
+def judge_replay(m: Mutant, rec: Recording, diffs: Path, cmd: list[str], features: str) -> bool:
+    """Decide a mutant from its replay's differences (``_mutrun replay --diffs``), as ``oij conform`` at its
+    defaults would: it sends the recorded cases in order, the same ones as long as every answer passes, so the
+    first differing answer that its judge rejects is where the real run fails, and the mutant is killed there.
+
+    Each rejected answer is confirmed by running that case once through the mutant as a fresh command
+    (``run_command``, the kit's own runner and timeout), so that no state the replay's one process carries
+    between cases can decide a kill.  Sets ``m`` (killed, kind, found_by, decided="replay") and returns True;
+    False when undecided (every differing answer passed): the real run decides."""
+    from oij.testing._cases import Case, case_features, parse_features
+    from oij.testing._protocol import ProtocolError, parse_output
+    from oij.testing._runner import Outcome, judge, run_command
+    from oij.testing._vectors import interleaved
+    from spec.profiles import CANONICAL
+
+    feats = parse_features(features)
+    names = sorted(rec.dir.glob("*.in"))
+    vectors = [f"vector {v.feature}/{v.name}" for v in interleaved() if case_features(v.case) <= feats]
+    found = sorted(diffs.iterdir())
+    for f in found:
+        i = int(f.stem)
+        case = Case.from_jsonl(names[i].read_text(), str(names[i]))
+        if f.suffix == ".got":
+            try:
+                outcome = Outcome(parse_output(f.read_bytes()))
+            except ProtocolError as e:
+                outcome = Outcome(None, f"protocol error: {e}")
+            if judge(case, outcome, CANONICAL, feats) is None:
+                continue  # a different answer the kit accepts (another order, a float's last digit)
+        fresh = judge(case, run_command(cmd, case.to_jsonl(), CASE_TIMEOUT), CANONICAL, feats)
+        if fresh is None:
+            return False  # the replay and a fresh run disagree: let the real run decide
+        m.verdict, m.kind, m.decided = "killed", fresh.kind, "replay"
+        m.found_by = vectors[i] if i < len(vectors) else f"search, case {i - len(vectors) + 1}"
+        return True
+    return False
+
+
 SHAPES = "tests/impls/accum_bugs.py"
 
 
@@ -403,7 +458,7 @@ def _pick(items: list[Any], n: int) -> list[Any]:
 def summarize(mutants: list[Mutant]) -> dict[str, Any]:
     """Counts, seconds per kill and replay sizes of one target's mutants."""
     killed = [m for m in mutants if m.verdict == "killed"]
-    secs = [m.seconds for m in killed]
+    secs = [m.seconds for m in killed if m.decided != "replay"]
     sizes = [m.replay_events for m in killed if m.replay_events is not None]
     count = {v: sum(1 for m in mutants if m.verdict == v)
              for v in ("killed", "equivalent", "survived", "timeout", "error")}
@@ -418,6 +473,7 @@ def summarize(mutants: list[Mutant]) -> dict[str, Any]:
         "replays_over_6_events": sum(1 for s in sizes if s > 6),
         "found_by_vectors": sum(1 for m in killed if m.found_by.startswith("vector")),
         "found_by_search": sum(1 for m in killed if m.found_by.startswith("search")),
+        "killed_in_replay": sum(1 for m in killed if m.decided == "replay"),
         "survived_unreached": sum(1 for m in mutants if m.verdict == "survived" and m.kind == "unreached"),
     }
 
@@ -443,7 +499,8 @@ def rescore(path: str, manifest: dict[tuple[str, str, int], dict[str, Any]]) -> 
 
 
 def rerun(path: str, repo: Path, jobs: int, timeout: float,
-          manifest: dict[tuple[str, str, int], dict[str, Any]], replay: bool = True) -> dict[str, Any]:
+          manifest: dict[tuple[str, str, int], dict[str, Any]], replay: bool = True,
+          judge: bool = False) -> dict[str, Any]:
     """An earlier result whose unkilled mutants ran again under the current kit (a kit only ever gets
     stronger between the two runs if the change only added cases, so the kills of the first run stand)."""
     import json
@@ -460,7 +517,7 @@ def rerun(path: str, repo: Path, jobs: int, timeout: float,
         def one(i: int) -> Mutant:
             d = result["mutants"][i]
             m = Mutant(d["target"], d["operator"], d["occurrence"], d["line_no"], d["line"])
-            return run_mutant(m, TARGETS[m.target], repo, timeout, rec=recs.get(m.target))
+            return run_mutant(m, TARGETS[m.target], repo, timeout, rec=recs.get(m.target), judge=judge)
 
         _rerun_all(result, again, one, jobs, manifest)
     result["rerun"] = {"mutants": len(again), "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -557,7 +614,8 @@ def run_kit_power(args: argparse.Namespace) -> int:
         write_text(str(Path(args.deep_out) / "gaps.json"), json.dumps(gaps, indent=1) + "\n")
         return 1 if gaps["told_apart"] else 0
     if args.rerun:
-        return _write(rerun(args.rerun, repo, args.jobs, args.timeout, load_manifest(mpath), not args.no_replay),
+        return _write(rerun(args.rerun, repo, args.jobs, args.timeout, load_manifest(mpath), not args.no_replay,
+                           args.judge_in_replay),
                       args)
     names = [x.strip() for x in args.targets.split(",") if x.strip()]
     unknown = [n for n in names if n not in TARGETS]
@@ -617,7 +675,8 @@ def _run_work(args: argparse.Namespace, repo: Path, names: list[str], sample: di
     from oij.bench import machine
 
     def one(item: tuple[Mutant, Target]) -> Mutant:
-        return run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target))
+        return run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target),
+                          judge=args.judge_in_replay)
 
     def report(m: Mutant) -> None:
         how = f" ({m.kind})" if m.verdict == "survived" and m.kind else ""

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
 from oij.io.errors import InputError
-from oij.io.jsonl import read_jsonl
 from spec.model import End, Event, Query
 
 if TYPE_CHECKING:
@@ -28,6 +27,8 @@ def open_events(path: str, q: Query | None = None,
     For oij-jsonl the query comes from the file; ``q`` must then be None.
     """
     import sys
+
+    from oij.io.jsonl import read_jsonl
 
     if path.endswith(".parquet"):
         from oij.io.blocks import blocks_to_events
@@ -56,6 +57,7 @@ def open_blocks(path: str, q: Query | None = None,
 
     from oij.io.blocks import EventBlock as Block
     from oij.io.blocks import read_jsonl_blocks, read_parquet_blocks
+    from oij.io.jsonl import read_jsonl
 
     if path.endswith(".parquet"):
         query, blocks = read_parquet_blocks(path, q)

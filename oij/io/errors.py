@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 class InputError(Exception):
@@ -86,6 +89,8 @@ class IdSet:
 
         O(n log n) for the sort, plus O(pages touched); the same final state as ``add`` one by one.
         """
+        import numpy as np
+
         n = len(ids)
         if n == 0:
             return True

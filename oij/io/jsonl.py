@@ -32,11 +32,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Generator, Iterable, Iterator
-from typing import IO, Annotated, Any, Literal
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 import orjson
 
 from oij.io.errors import IdSet, InputError
@@ -58,6 +56,10 @@ from spec.model import (
     check_number,
     check_query,
 )
+
+if TYPE_CHECKING:  # numpy is imported by the column writers only, when they run (a quick start)
+    import numpy as np
+    import numpy.typing as npt
 
 QUERY_FIELDS = frozenset(
     {"type", "lower", "upper", "lower_inclusive", "upper_inclusive", "aggregate", "join", "channels", "lateness",
@@ -489,15 +491,17 @@ def parse_result_lines(lines: Iterable[str | bytes]) -> Results:
 # ---------------------------------------------------------------------- vectorised writing
 
 _I64_MIN = -(1 << 63)
-_POW10 = np.array([10**i for i in range(20)], dtype=np.uint64)
 
 
 def _digits(x: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
     """Decimal text of every int64, right-aligned in 20 columns, zero bytes as padding."""
+    import numpy as np
+
+    pow10 = np.array([10**i for i in range(20)], dtype=np.uint64)
     neg = x < 0
     mag = np.where(neg, -(x + 1), x).astype(np.uint64) + neg.astype(np.uint64)  # |x|, int64 min included
     out = np.zeros((len(x), 20), dtype=np.uint8)
-    ndig = 1 + (mag[:, None] >= _POW10[None, 1:]).sum(axis=1)
+    ndig = 1 + (mag[:, None] >= pow10[None, 1:]).sum(axis=1)
     v = mag.copy()
     for col in range(19, -1, -1):
         out[:, col] = (v % np.uint64(10)).astype(np.uint8) + 48
@@ -511,6 +515,8 @@ def _digits(x: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
 
 def pair_lines(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], null: npt.NDArray[np.bool_]) -> bytes:
     """The pair lines of (a[i], b[i] or null), in the order given; byte-identical to :func:`result_lines`.  O(n)."""
+    import numpy as np
+
     pre, mid, end = b'{"type":"pair","base":', b',"probe":', b"}\n"
     n = len(a)
     if n == 0:
@@ -536,6 +542,8 @@ def pair_lines(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], null: npt.NDA
 def canonical_pair_order(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64],
                          null: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
     """The permutation that sorts pairs canonically (:func:`spec.batch.pair_order`: base, null first, probe)."""
+    import numpy as np
+
     order: npt.NDArray[np.intp] = np.lexsort((np.where(null, 0, b), ~null, a))
     return order
 
@@ -543,6 +551,8 @@ def canonical_pair_order(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64],
 def pair_columns(pairs: list[tuple[int, int | None]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                                                 npt.NDArray[np.bool_]] | None:
     """Pairs as columns (a, b, b is null), or None if an id does not fit int64.  O(n)."""
+    import numpy as np
+
     n = len(pairs)
     try:
         a = np.fromiter((p[0] for p in pairs), np.int64, n)

@@ -338,8 +338,11 @@ def explain_svg(q: Query, steps: Sequence[Step], got: Results | None = None, tit
             svg.text(lx + 18, y, label, font_size=10)
             lx += 30 + 6.0 * len(label)
     height = int(y + 14)
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" font-family="sans-serif">')
+    # Scales to its container (a docs column, a browser window): the drawing is laid out in a width x height
+    # user space (the viewBox) and shown as wide as the container, never wider than drawn; with no height
+    # attribute the height follows from the viewBox's aspect ratio, so nothing is cut off or stretched.
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {width} {height}" '
+            f'style="max-width:{width}px;height:auto" font-family="sans-serif">')
     return "\n".join([head, f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>', *svg.parts,
                       "</svg>"]) + "\n"
 
