@@ -166,3 +166,17 @@ def output_file(path: str | None, inputs: Iterable[str | None] = ()) -> Iterator
 
 def is_stdout(path: str | None) -> bool:
     return path is None or path == "-"
+
+
+def sort_dir(args: argparse.Namespace) -> str | None:
+    """Where the canonical order's sorted runs go (oij/io/extsort.py): ``--tmp-dir``, else beside the output
+    file, else (stdout) ``$TMPDIR``."""
+    d: str | None = getattr(args, "tmp_dir", None)
+    if d:
+        if not os.path.isdir(d) or not os.access(d, os.W_OK):
+            raise UsageError(f"--tmp-dir {d}: not a writable directory")
+        return d
+    out: str | None = getattr(args, "output", None)
+    if out and out != "-":
+        return os.path.dirname(os.path.abspath(out))
+    return None

@@ -15,10 +15,12 @@ from oij.commands.common import (
     is_stdout,
     output_file,
     progress,
+    sort_dir,
 )
 from oij.io.atomic import write_text
 from oij.io.errors import InputError
-from oij.io.jsonl import result_lines, write_results
+from oij.io.extsort import CanonicalSorter
+from oij.io.jsonl import result_lines
 from reference.oracle import Oracle
 from spec.batch import Results
 from spec.model import StreamTuple, Watermark
@@ -37,8 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--order",
         choices=["canonical", "arrival"],
         default="canonical",
-        help="canonical: sorted (memory grows with the output); arrival: in emission order, constant memory",
+        help="canonical: sorted, in bounded memory (sorted runs spilled to --tmp-dir and merged); arrival: in "
+        "emission order, no temporary files",
     )
+    p.add_argument("--tmp-dir", metavar="DIR",
+                   help="where the canonical order's sorted runs go (default: beside the output, or $TMPDIR for "
+                   "stdout); removed at the end, on an error and on Ctrl-C")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--stats",
@@ -56,11 +62,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _drain(o: Oracle, out: IO[str]) -> None:
-    out.writelines(result_lines(Results(o.pairs, o.aggregates, o.late)))
+def _drain(o: Oracle, out: IO[str] | CanonicalSorter) -> int:
+    """Hand the oracle's results so far to ``out`` (the output in arrival order, or the sorter) and clear them;
+    the number of late ids handed over."""
+    res = Results(o.pairs, o.aggregates, o.late)
+    if isinstance(out, CanonicalSorter):
+        out.add(res)
+    else:
+        out.writelines(result_lines(res))
+    late = len(o.late)
     o.pairs = []
     o.aggregates = []
     o.late = []
+    return late
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,10 +82,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_profile(args)
     canonical = args.order == "canonical"
     check_outputs([args.output, args.stats], [args.file])
-    with input_events(args.file, args) as (q, events), output_file(args.output, [args.file]) as out:
+    with input_events(args.file, args) as (q, events), output_file(args.output, [args.file]) as out, \
+            CanonicalSorter(sort_dir(args)) as sorter:
         o = Oracle(q, instrument=args.stats is not None)
         on_tuple, on_watermark = o.on_tuple, o.on_watermark
-        n = 0
+        sink: IO[str] | CanonicalSorter = sorter if canonical else out
+        n = late = 0
         try:
             for e in progress(events, enabled=not args.no_progress, desc="join"):
                 if type(e) is StreamTuple:
@@ -81,28 +97,28 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     o.on_end()
                 n += 1
-                if not canonical and n & 0xFFFF == 0:
-                    _drain(o, out)
+                if n & 0xFFFF == 0:
+                    late += _drain(o, sink)
         except InputError as err:
             if is_stdout(args.output):
                 # A stream: nothing read is dropped; the results of the valid prefix are written, then the error.
-                _finish(o, out, canonical)
+                _finish(o, out, sink)
                 err.args = (f"{err.args[0]} (the results of the {n} events before it were written)",)
             else:
                 # A file is written whole or not at all: the old one stays.
                 err.args = (f"{err.args[0]} ({args.output} was left as it was)",)
             raise
-        _finish(o, out, canonical)
+        late += _finish(o, out, sink)
     if args.stats is not None:
-        _write_stats(o, n, args.stats)
+        _write_stats(o, n, late, args.stats)
     return 0
 
 
-def _write_stats(o: Oracle, events: int, path: str) -> None:
+def _write_stats(o: Oracle, events: int, late: int, path: str) -> None:
     samples = o.state_samples
     stats = {
         "events": events,
-        "late": len(o.late),
+        "late": late,
         "joins": o.joins,
         "entries_visited": o.visited,
         "entries_in_window": o.in_window,
@@ -113,14 +129,14 @@ def _write_stats(o: Oracle, events: int, path: str) -> None:
     write_text(path, json.dumps(stats, indent=1) + "\n")
 
 
-def _finish(o: Oracle, out: IO[str], canonical: bool) -> None:
-    if canonical:
-        write_results(out, Results(o.pairs, o.aggregates, o.late))
-    else:
-        _drain(o, out)
+def _finish(o: Oracle, out: IO[str], sink: IO[str] | CanonicalSorter) -> int:
+    late = _drain(o, sink)
+    if isinstance(sink, CanonicalSorter):
+        sink.write(out)
     out.flush()
     if out is sys.stdout:
         sys.stdout.flush()
+    return late
 
 
 def _run_profile(args: argparse.Namespace) -> int:

@@ -17,9 +17,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from oij.commands.common import UsageError, add_query_flags, check_outputs, input_blocks, output_file
+from oij.commands.common import (
+    UsageError,
+    add_query_flags,
+    check_outputs,
+    input_blocks,
+    output_file,
+    sort_dir,
+)
 from oij.io.atomic import write_text
-from oij.io.jsonl import result_lines, write_pairs, write_results
+from oij.io.extsort import CanonicalSorter
+from oij.io.jsonl import result_lines
 from spec.batch import Results
 from spec.model import Query
 
@@ -70,8 +78,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--cdf", help="write the latency CDF (percentile, ms) as JSON to this file")
     p.add_argument("--no-output", action="store_true", help="do not write result lines (nor keep them: bounded memory)")
     p.add_argument("--order", choices=["canonical", "arrival"], default="canonical",
-                   help="canonical: sorted, byte-identical to `oij join` (memory grows with the output); arrival: "
-                   "each result written as the driver receives it, in bounded memory (the order varies between runs)")
+                   help="canonical: sorted, byte-identical to `oij join`, in bounded memory (sorted runs spilled to "
+                   "--tmp-dir and merged); arrival: each result written as the driver receives it (the order varies "
+                   "between runs)")
+    p.add_argument("--tmp-dir", metavar="DIR",
+                   help="where the canonical order's sorted runs go (default: beside the output, or $TMPDIR for "
+                   "stdout); removed at the end, on an error and on Ctrl-C")
     add_query_flags(p)
     p.set_defaults(func=run)
 
@@ -110,32 +122,28 @@ def run(args: argparse.Namespace) -> int:
                      cond_index=args.cond_index)
     ep = epoch_size(opt)
     t_setup = time.perf_counter()
-    streamed = args.no_output or args.order == "arrival"
     with contextlib.ExitStack() as stack:
-        stream: Callable[[Results], None] | None = None
+        stream: Callable[[Results], None]
+        sorter: CanonicalSorter | None = None
         if args.no_output:
             stream = _discard
-        elif streamed:  # results go out as they complete; the file appears whole at the end, or not at all
+        elif args.order == "arrival":  # results go out as they complete; the file appears whole at the end, or not
             out = stack.enter_context(output_file(args.output, [args.file]))
 
             def stream(r: Results) -> None:
                 out.writelines(result_lines(r))
-
+        else:  # canonical: results go to the external sort as they complete (bounded memory), then out in order
+            sorter = stack.enter_context(CanonicalSorter(sort_dir(args)))
+            stream = _SortedStream(sorter)
         try:
-            q, res, metrics = _execute(args, opt, ep, stream)
+            q, _res, metrics = _execute(args, opt, ep, stream)
         except EngineFailure as e:
             print(f"oij: error: {e}", file=sys.stderr)
             return 1
-    metrics["setup_and_total_s"] = time.perf_counter() - t_setup
-    cols = metrics.pop("pair_columns", None)
-    if not streamed:
-        with output_file(args.output, [args.file]) as out2:
-            if cols is not None:  # pairs mode: formatted column-wise, the same bytes
-                a, b, null, late = cols
-                write_pairs(out2, a, b, null)
-                out2.writelines(result_lines(Results(late=late.tolist())))
-            else:
-                write_results(out2, res)
+        metrics["setup_and_total_s"] = time.perf_counter() - t_setup
+        if sorter is not None:
+            with output_file(args.output, [args.file]) as out2:
+                sorter.write(out2)
     _table(metrics, q)
     if args.metrics:
         _write_json(args.metrics, {k: v for k, v in metrics.items() if k != "latency_cdf"})
@@ -146,6 +154,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _discard(r: Results) -> None:
     """``--no-output``: results are counted by the sink and dropped."""
+
+
+class _SortedStream:
+    """The canonical order's stream: every result to the external sort; the sink hands pairs over as columns
+    (``pairs``), with no Python object per pair."""
+
+    def __init__(self, sorter: CanonicalSorter) -> None:
+        self.sorter = sorter
+
+    def __call__(self, r: Results) -> None:
+        self.sorter.add(r)
+
+    def pairs(self, a: Any, b: Any) -> None:
+        import numpy as np
+
+        self.sorter.add_pair_columns(a, b, np.zeros(len(a), np.bool_))
 
 
 def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Results], None] | None

@@ -110,7 +110,11 @@ class Sink:
             self.n_pairs += len(pairs)
             self.latency.offer(now - pairs["born"])
             if self.stream is not None:
-                self.stream(Results(pairs=list(zip(pairs["a"].tolist(), pairs["b"].tolist(), strict=True))))
+                columns = getattr(self.stream, "pairs", None)  # a stream that takes columns (oij run's sorter)
+                if columns is not None:
+                    columns(pairs["a"], pairs["b"])
+                else:
+                    self.stream(Results(pairs=list(zip(pairs["a"].tolist(), pairs["b"].tolist(), strict=True))))
             else:
                 self.pair_a.append(pairs["a"].copy())
                 self.pair_b.append(pairs["b"].copy())

@@ -1,0 +1,310 @@
+"""The canonical order of a result of any size, in bounded memory: an external merge sort.
+
+``oij join`` and ``oij run`` write their results sorted (``Results.canonical``:
+pairs by base id, the null probe first, then probe id; aggregate rows by base
+id; late ids ascending), so that two outputs can be compared with ``cmp``.
+Sorting in memory makes memory grow with the output; GNU sort has long sorted
+files larger than memory with sorted *runs* spilled to disk and merged.  So
+does :class:`CanonicalSorter`:
+
+* ``add(results)`` buffers rows as int64 columns (pairs: base, probe, null;
+  late: id) and aggregate rows as (base id, formatted line).  When the buffer
+  holds ``run_rows`` rows, it is sorted and spilled as one *run*: raw column
+  files in a temporary directory.
+* ``write(out)`` merges the runs with a block-wise k-way merge: it reads a block
+  of every run, takes from each block the rows not above the smallest last key
+  among the blocks (every row still unread in any run is at least that key),
+  sorts that batch and writes it; then refills the blocks it emptied.  Memory:
+  one block per run plus one batch.
+
+Why the bytes equal the in-memory sort's: every batch is sorted, every row of a
+later batch is at least the bound of the earlier one, and rows with equal keys
+are equal rows (a pair is its key; a base id has one aggregate row; a late id
+is its key), so the order between equal keys cannot show.
+
+Ids beyond int64 (the protocol allows them; generated and real streams do not
+use them) cannot go in the columns: the sorter then reads its runs back and
+sorts in memory, as before.
+
+Data flow::
+
+    Results --add--> column buffer --(run_rows)--> sort --> run files (tmp dir)
+    write: run files --blocks--> batch <= bound --> sort --> pair / aggregate / late lines --> out
+
+Files: the run directory is created (``tempfile.mkdtemp`` in ``tmp_dir``,
+beside the output or in ``$TMPDIR``) on the first spill and removed by
+``close`` (the ``with`` block's end), on success, on an error and on SIGINT or
+SIGTERM (both raise in oij's CLI).  No process, no shared memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from oij.io.atomic import TMP_MARK, naming
+from spec.batch import Results
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+RUN_ROWS = 1 << 21  # rows per run: about 40 MiB of buffered columns
+BLOCK_ROWS = 1 << 16  # rows read from each run per refill
+
+
+@dataclass
+class _Part:
+    """One part of the result (pairs, aggregates or late) being sorted: its buffer and its runs."""
+
+    name: str
+    cols: int  # int64 key columns: pairs 3 (base, null-last flag, probe), aggregates 1, late 1
+    lines: bool  # rows carry a formatted line (aggregates)
+    buf: list[list[Any]] = field(default_factory=list)  # per column, chunks of arrays
+    buf_lines: list[bytes] = field(default_factory=list)
+    buffered: int = 0
+    runs: list[tuple[str, int]] = field(default_factory=list)  # (file stem, rows)
+
+
+@dataclass
+class _Memory:
+    """The rows of a sorter that met an id beyond int64: pairs, (base id, aggregate line), late ids."""
+
+    pairs: list[tuple[int, int | None]] = field(default_factory=list)
+    aggregates: list[tuple[int, bytes]] = field(default_factory=list)
+    late: list[int] = field(default_factory=list)
+
+    def add(self, res: Results, lines: list[bytes]) -> None:
+        self.pairs += res.pairs
+        self.aggregates += zip((r[0] for r in res.aggregates), lines, strict=True)
+        self.late += res.late
+
+
+class CanonicalSorter:
+    """Collects result rows in any order; writes them in canonical order (module docstring).
+
+    ``add`` is O(rows) amortised plus O(run_rows log run_rows) per spill; ``write`` is O(N log k) for N rows in
+    k runs (numpy sorts per batch).  Memory: O(run_rows + k * block_rows), whatever N is."""
+
+    def __init__(self, tmp_dir: str | None = None, run_rows: int | None = None, block_rows: int = BLOCK_ROWS) -> None:
+        self.tmp_dir = tmp_dir
+        # OIJ_SORT_RUN_ROWS: a developer's knob (the tests make tiny runs through the CLI with it)
+        self.run_rows = run_rows if run_rows is not None else int(os.environ.get("OIJ_SORT_RUN_ROWS", RUN_ROWS))
+        self.block_rows = block_rows
+        self.dir: str | None = None
+        self.parts = {"pairs": _Part("pairs", 3, False), "aggregates": _Part("aggregates", 1, True),
+                      "late": _Part("late", 1, False)}
+        self.memory: _Memory | None = None  # set once an id does not fit int64: everything sorted in memory
+        self.spills = 0
+
+    # ------------------------------------------------------------------ collecting
+    def add(self, res: Results) -> None:
+        """Take the rows of ``res`` (any order)."""
+        from oij.io.jsonl import result_lines
+
+        lines = [x.encode() for x in result_lines(Results(aggregates=res.aggregates))]
+        if self.memory is not None:
+            self.memory.add(res, lines)
+            return
+        import numpy as np
+
+        try:
+            n = len(res.pairs)
+            a = np.fromiter((p[0] for p in res.pairs), np.int64, n)
+            flag = np.fromiter((p[1] is not None for p in res.pairs), np.int64, n)
+            b = np.fromiter((0 if p[1] is None else p[1] for p in res.pairs), np.int64, n)
+            keys = np.fromiter((r[0] for r in res.aggregates), np.int64, len(res.aggregates))
+            late = np.fromiter(res.late, np.int64, len(res.late))
+        except OverflowError:
+            self._to_memory()
+            self.add(res)
+            return
+        if n:
+            self._take(self.parts["pairs"], [a, flag, b])
+        if len(keys):
+            self._take(self.parts["aggregates"], [keys], lines)
+        if len(late):
+            self._take(self.parts["late"], [late])
+
+    def add_pair_columns(self, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64],
+                         null: npt.NDArray[np.bool_]) -> None:
+        """Take pairs given as columns (the engines' pairs mode); ``b`` is ignored where ``null``."""
+        import numpy as np
+
+        if self.memory is not None:
+            self.memory.pairs += [(x, None if z else y) for x, y, z in zip(a.tolist(), b.tolist(), null.tolist(),
+                                                                         strict=True)]
+            return
+        self._take(self.parts["pairs"], [a.astype(np.int64), (~null).astype(np.int64),
+                                          np.where(null, 0, b).astype(np.int64)])
+
+    def _take(self, part: _Part, cols: list[Any], lines: list[bytes] | None = None) -> None:
+        if not part.buf:
+            part.buf = [[] for _ in range(part.cols)]
+        for i, c in enumerate(cols):
+            part.buf[i].append(c)
+        if lines is not None:
+            part.buf_lines += lines
+        part.buffered += len(cols[0])
+        if part.buffered >= self.run_rows:
+            self._spill(part)
+
+    def _sorted_buffer(self, part: _Part) -> tuple[list[Any], list[bytes]]:
+        import numpy as np
+
+        cols = [np.concatenate(c) for c in part.buf]
+        order = np.lexsort(tuple(reversed(cols)))  # the first column is the primary key
+        lines = [part.buf_lines[i] for i in order.tolist()] if part.lines else []
+        return [c[order] for c in cols], lines
+
+    def _spill(self, part: _Part) -> None:
+        """Sort the buffer of ``part`` and write it as a run."""
+        cols, lines = self._sorted_buffer(part)
+        if self.dir is None:
+            self.dir = tempfile.mkdtemp(prefix=f".oij-sort{TMP_MARK}", dir=self.tmp_dir)
+        stem = os.path.join(self.dir, f"{part.name}-{len(part.runs)}")
+        with naming(self.dir):  # a full disk names the run directory
+            for i, c in enumerate(cols):
+                with open(f"{stem}.{i}", "wb") as f:
+                    f.write(memoryview(c))  # not ndarray.tofile: its error on a full disk has no errno
+            if part.lines:
+                import numpy as np
+
+                with open(f"{stem}.lines", "wb") as f:
+                    f.write(b"".join(lines))
+                with open(f"{stem}.offsets", "wb") as f:
+                    f.write(memoryview(np.cumsum([0, *(len(x) for x in lines)], dtype=np.int64)))
+        part.runs.append((stem, len(cols[0])))
+        part.buf, part.buf_lines, part.buffered = [], [], 0
+        self.spills += 1
+
+    def _to_memory(self) -> None:
+        """An id beyond int64: read every run and buffer back into memory (sorted there at the end)."""
+        mem = _Memory()
+        for name, part in self.parts.items():
+            for cols, lines in self._blocks(part):
+                if name == "pairs":
+                    mem.pairs += [(x, y if f else None) for x, f, y in zip(*(c.tolist() for c in cols), strict=True)]
+                elif name == "late":
+                    mem.late += cols[0].tolist()
+                else:
+                    mem.aggregates += zip(cols[0].tolist(), lines, strict=True)
+            part.buf, part.buf_lines, part.buffered = [], [], 0
+        self.memory = mem
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+    def write(self, out: IO[str]) -> None:
+        """Write every row in canonical order: pairs, aggregate rows, late ids (the bytes of
+        ``result_lines(results.canonical())``)."""
+        from oij.io.jsonl import result_lines, write_pairs
+
+        if self.memory is not None:
+            from spec.batch import pair_order
+
+            m = self.memory
+            out.writelines(result_lines(Results(pairs=sorted(m.pairs, key=pair_order))))
+            out.write(b"".join(x for _, x in sorted(m.aggregates, key=lambda r: r[0])).decode())
+            out.writelines(result_lines(Results(late=sorted(m.late))))
+            return
+        for name in ("pairs", "aggregates", "late"):
+            for cols, lines in self._merged(self.parts[name]):
+                if name == "pairs":
+                    write_pairs(out, cols[0], cols[2], cols[1] == 0)
+                elif name == "aggregates":
+                    out.write(b"".join(lines).decode())
+                else:
+                    out.writelines(result_lines(Results(late=cols[0].tolist())))
+
+    def _blocks(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
+        """Every row of ``part`` (runs, then the buffer), unsorted, in blocks."""
+        for stem, rows in part.runs:
+            yield from self._run_blocks(part, stem, rows)
+        if part.buffered:
+            yield self._sorted_buffer(part)
+
+    def _run_blocks(self, part: _Part, stem: str, rows: int) -> Iterator[tuple[list[Any], list[bytes]]]:
+        import numpy as np
+
+        files = [open(f"{stem}.{i}", "rb") for i in range(part.cols)]  # noqa: SIM115 -- closed below
+        try:
+            offsets = np.fromfile(f"{stem}.offsets", np.int64) if part.lines else None
+            text = open(f"{stem}.lines", "rb") if part.lines else None  # noqa: SIM115
+            try:
+                for start in range(0, rows, self.block_rows):
+                    n = min(self.block_rows, rows - start)
+                    cols = [np.fromfile(f, np.int64, n) for f in files]
+                    lines: list[bytes] = []
+                    if text is not None and offsets is not None:
+                        o = offsets[start: start + n + 1]
+                        data = text.read(int(o[-1] - o[0]))
+                        rel = (o - o[0]).tolist()
+                        lines = [data[rel[k]: rel[k + 1]] for k in range(n)]
+                    yield cols, lines
+            finally:
+                if text is not None:
+                    text.close()
+        finally:
+            for f in files:
+                f.close()
+
+    def _merged(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
+        """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring)."""
+        import numpy as np
+
+        sources: list[Iterator[tuple[list[Any], list[bytes]]]] = [
+            self._run_blocks(part, stem, rows) for stem, rows in part.runs]
+        if part.buffered:
+            sources.append(iter([self._sorted_buffer(part)]))
+            part.buf, part.buf_lines, part.buffered = [], [], 0
+        heads: list[tuple[list[Any], list[bytes]] | None] = [next(s, None) for s in sources]
+        while True:
+            live = [k for k, h in enumerate(heads) if h is not None and len(h[0][0])]
+            if not live:
+                return
+            # the bound: the smallest last key among the blocks (lexicographic over the key columns)
+            lasts = [tuple(int(c[-1]) for c in heads[k][0]) for k in live]  # type: ignore[index]
+            bound = min(lasts)
+            take_cols: list[list[Any]] = [[] for _ in range(part.cols)]
+            take_lines: list[bytes] = []
+            for k in live:
+                cols, lines = heads[k]  # type: ignore[misc]
+                n = _count_not_above(cols, bound)
+                for i in range(part.cols):
+                    take_cols[i].append(cols[i][:n])
+                take_lines += lines[:n]
+                rest = ([c[n:] for c in cols], lines[n:])
+                heads[k] = rest if len(rest[0][0]) else next(sources[k], None)
+            merged = [np.concatenate(c) for c in take_cols]
+            order = np.lexsort(tuple(reversed(merged)))
+            yield [c[order] for c in merged], ([take_lines[i] for i in order.tolist()] if part.lines else [])
+
+    def close(self) -> None:
+        """Remove the run files (idempotent)."""
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+            for p in self.parts.values():
+                p.runs = []
+
+    def __enter__(self) -> CanonicalSorter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _count_not_above(cols: list[Any], bound: tuple[int, ...]) -> int:
+    """How many leading rows of the sorted columns ``cols`` have a key <= ``bound`` (lexicographic)."""
+    import numpy as np
+
+    le = np.zeros(len(cols[0]), dtype=bool)
+    eq = np.ones(len(cols[0]), dtype=bool)
+    for c, x in zip(cols, bound, strict=True):
+        le |= eq & (c < x)
+        eq &= c == x
+    return int(np.count_nonzero(le | eq))

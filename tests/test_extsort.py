@@ -1,0 +1,113 @@
+"""The external merge sort of the canonical output (oij/io/extsort.py): the same bytes as the in-memory sort."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oij.io import extsort
+from oij.io.extsort import CanonicalSorter
+from oij.io.jsonl import result_lines
+from spec.batch import Results
+
+ids = st.integers(-(1 << 63), (1 << 63) - 1)
+small = st.integers(-5, 40)
+values = st.one_of(st.none(), st.integers(-10, 10), st.floats(allow_nan=False), st.just(float("inf")))
+
+
+@st.composite
+def results_in_chunks(draw: st.DrawFn, id_: st.SearchStrategy[int] = small) -> list[Results]:
+    """Result rows split into chunks as a command hands them over (pairs repeat: a multiset)."""
+    chunks = []
+    bases = draw(st.lists(id_, unique=True, max_size=30))
+    for _ in range(draw(st.integers(0, 6))):
+        pairs = draw(st.lists(st.tuples(id_, st.one_of(st.none(), id_)), max_size=25))
+        late = draw(st.lists(id_, max_size=8))
+        k = draw(st.integers(0, len(bases)))
+        aggs = [(b, draw(st.integers(0, 5)), draw(values)) for b in bases[:k]]
+        bases = bases[k:]
+        chunks.append(Results(pairs, aggs, late))
+    return chunks
+
+
+def _in_memory(chunks: list[Results]) -> str:
+    whole = Results([p for c in chunks for p in c.pairs], [r for c in chunks for r in c.aggregates],
+                    [i for c in chunks for i in c.late])
+    return "".join(result_lines(whole.canonical()))
+
+
+def _sorted(chunks: list[Results], tmp: Path, run_rows: int, block_rows: int) -> tuple[str, int]:
+    out = io.StringIO()
+    with CanonicalSorter(str(tmp), run_rows=run_rows, block_rows=block_rows) as s:
+        for c in chunks:
+            s.add(c)
+        s.write(out)
+        spills = s.spills
+    assert os.listdir(tmp) == []  # the runs are gone
+    return out.getvalue(), spills
+
+
+@settings(max_examples=150, deadline=None)
+@given(results_in_chunks(), st.integers(1, 9), st.integers(1, 5))
+def test_the_external_sort_writes_the_bytes_of_the_in_memory_sort(chunks: list[Results], run_rows: int,
+                                                                   block_rows: int) -> None:
+    """Tiny runs and blocks, so that every boundary is crossed; duplicates, null probes, negative ids."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        got, _ = _sorted(chunks, Path(d), run_rows, block_rows)
+    assert got == _in_memory(chunks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(results_in_chunks(ids), st.integers(1, 9))
+def test_extreme_ids_sort_like_the_in_memory_sort(chunks: list[Results], run_rows: int) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        got, _ = _sorted(chunks, Path(d), run_rows, 2)
+    assert got == _in_memory(chunks)
+
+
+def test_an_id_beyond_int64_falls_back_to_memory_with_the_same_bytes(tmp_path: Path) -> None:
+    chunks = [Results([(5, 1), (3, None)], [(7, 2, 1.5)], [9]), Results([(4, 2)], [], [8]),
+              Results([(1 << 64, 3), (2, 1 << 70)], [(1 << 65, 1, None)], [1 << 66])]
+    got, spills = _sorted(chunks, tmp_path, 1, 1)
+    assert spills > 0 and got == _in_memory(chunks)
+
+
+def test_many_runs_are_spilled_and_merged(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(7)
+    chunks = [Results([(rng.randrange(50), rng.choice([None, rng.randrange(50)])) for _ in range(300)], [],
+                      [rng.randrange(1000) for _ in range(20)]) for _ in range(10)]
+    got, spills = _sorted(chunks, tmp_path, 64, 16)
+    assert spills >= 10 and got == _in_memory(chunks)
+
+
+def test_negative_control_a_merge_that_ignores_the_bound_is_caught(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taking whole blocks instead of the rows up to the bound writes rows out of order: the comparison with
+    the in-memory sort sees it."""
+    chunks = [Results([(1, 1), (9, 9), (10, 1), (11, 1)], [], []), Results([(2, 2), (3, 3), (4, 1), (5, 1)], [], [])]
+    assert _sorted(chunks, tmp_path, 4, 2)[0] == _in_memory(chunks)
+    monkeypatch.setattr(extsort, "_count_not_above", lambda cols, bound: len(cols[0]))
+    assert _sorted(chunks, tmp_path, 4, 2)[0] != _in_memory(chunks)
+
+
+def test_the_runs_are_removed_when_writing_fails(tmp_path: Path) -> None:
+    class Full(io.StringIO):
+        def write(self, s: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError), CanonicalSorter(str(tmp_path), run_rows=2) as s:
+        s.add(Results([(3, 1), (2, 1), (1, 1)], [], [4, 5]))
+        assert s.spills and os.listdir(tmp_path)
+        s.write(Full())
+    assert os.listdir(tmp_path) == []
