@@ -170,14 +170,14 @@ class CanonicalSorter:
         with naming(self.dir):  # a full disk names the run directory
             for i, c in enumerate(cols):
                 with open(f"{stem}.{i}", "wb") as f:
-                    f.write(memoryview(c))  # not ndarray.tofile: its error on a full disk has no errno
+                    f.write(c.data)  # not ndarray.tofile: its error on a full disk has no errno
             if part.lines:
                 import numpy as np
 
                 with open(f"{stem}.lines", "wb") as f:
                     f.write(b"".join(lines))
                 with open(f"{stem}.offsets", "wb") as f:
-                    f.write(memoryview(np.cumsum([0, *(len(x) for x in lines)], dtype=np.int64)))
+                    f.write(np.cumsum([0, *(len(x) for x in lines)], dtype=np.int64).data)
         part.runs.append((stem, len(cols[0])))
         part.buf, part.buf_lines, part.buffered = [], [], 0
         self.spills += 1
