@@ -259,6 +259,7 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0), _t("b", 1, top), _t("p", 2, top - 2)))
     yield Vector("extreme", "near-min", "timestamps at -(2^62 - 1)",
                  _case(Query(0, 2), _t("b", 1, -top), _t("p", 2, -top + 2)))
+    yield from found_by_mutants()
     yield Vector("empty", "empty", "no tuple at all", _case(Query(-1, 1)))
     yield Vector("empty", "base-only", "bases only", _case(Query(-1, 1, join="left"), _t("b", 1, 3)))
     yield Vector("empty", "probe-only", "probes only", _case(Query(-1, 1), _t("p", 1, 3)))
@@ -323,6 +324,54 @@ def flink_operator_vectors() -> Iterator[Vector]:
             yield Vector("flink-operator", f"{name}-{order}" if order else name,
                          f"Flink IntervalJoinOperatorTest, {name}{f' ({order})' if order else ''}: Flink expects "
                          f"the pairs {pairs} (by timestamp)", flink_operator_case(lower, upper, li, ui, seq))
+
+
+def found_by_mutants() -> Iterator[Vector]:
+    """Cases that told apart oracle mutants the generated cases of a default run did not
+    (``oij bench kit-power --deep``, then shrunk): each pins one situation of the oracle's code."""
+    far = 1 << 62
+    yield Vector("found-by-mutants", "min-left-lateness-at-zero", "min, left join, lateness 3: a base and a probe "
+                 "both at ts 0 (the min is the probe's 0.0, not an initial value)",
+                 _case(Query(-1, 0, aggregate="min", join="left", lateness=3), _t("b", 3, 0, value=-1e308),
+                       _t("p", 5, 0, value=0.0)))
+    yield Vector("found-by-mutants", "exclusive-window-probe-ahead-of-w", "(1, 3) exclusive, W = 30: the probe at 35 "
+                 "is ahead of W and stays for the base at 33 that arrives after W moved",
+                 _case(Query(1, 3, False, False, join="left"), _t("p", 45, 29, 2), _t("p", 52, 35, 2), Watermark(30),
+                       _t("b", 53, 33, 2)))
+    yield Vector("found-by-mutants", "cond-count-near-max-ts", "count with a condition x >= value + 1 near the top "
+                 "of the timestamp range: the probe one tick after the base is in (-1, 7]",
+                 _case(Query(-1, 7, False, True, aggregate="count", join="left",
+                             cond=(Comparison("x", ">=", "value", 1.0),)),
+                       _tf("p", 3, far - 61, 1.0000000000000002e16, 1e16, value=-1e16),
+                       _tf("b", 4, far - 62, 1.0000000000000002e16, 1.0, value=1.0)))
+    yield Vector("found-by-mutants", "point-window-two-channels-sum", "sum over the window [0, 0] with two "
+                 "channels: the probe on channel 1 at the base's ts is summed (0.5)",
+                 _case(Query(0, 0, aggregate="sum", channels=2), _t("p", 2, 12, value=0.5, channel=1),
+                       _t("b", 5, 12, value=1e16)))
+    yield Vector("found-by-mutants", "left-point-window-at-w", "left join, window [0, 0], W at the base's ts "
+                 "before it arrives: the base is not final until its probe at the same ts has had its turn",
+                 _case(Query(0, 0, join="left"), Watermark(-far + 62), _t("b", 4, -far + 62), _t("p", 6, -far + 62)))
+    yield Vector("found-by-mutants", "max-base-at-w", "max, window [-2, 0], W = 105 before a base at 105: the "
+                 "probe at 105 that follows still counts",
+                 _case(Query(-2, 0, aggregate="max"), Watermark(105), _t("b", 90, 105, value=0.0),
+                       _t("p", 91, 105, value=0.0)))
+    yield Vector("found-by-mutants", "count-wake-after-purge", "count, [-2, 2]: two bases final at W = 32, then a "
+                 "base at 40 whose probes arrive behind it (39, then 33), then W = 174",
+                 _case(Query(-2, 2, aggregate="count"), _t("b", 6, 24, 9), _t("b", 10, 23, 9), Watermark(32),
+                       _t("b", 17, 40, 9), _t("p", 19, 39, 9), _t("p", 20, 33, 9), Watermark(174)))
+    yield Vector("found-by-mutants", "two-bases-one-probe-then-w", "[0, 1]: bases at 11 and 10, a probe at 10, "
+                 "then W = 191: only the base at 10 joins",
+                 _case(Query(0, 1), _t("b", 1, 11), _t("b", 2, 10), _t("p", 6, 10), Watermark(191)))
+    yield Vector("found-by-mutants", "avg-left-two-bases-no-probe", "avg, left join, window (1, 1]: two bases near "
+                 "the top of the range and no probe: two rows with count 0 and a null value",
+                 _case(Query(1, 1, False, True, aggregate="avg", join="left"), _t("b", 112, far - 858),
+                       _t("b", 170, far - 794)))
+    yield Vector("found-by-mutants", "count-left-final-on-arrival-no-key", "count, left join, [-3, -1], W = 16 "
+                 "before the first tuple of its key: the base at 16 is final on arrival, count 0",
+                 _case(Query(-3, -1, aggregate="count", join="left"), Watermark(16), _t("b", 10, 16, 9)))
+    yield Vector("found-by-mutants", "count-probe-at-w-after-base", "count, [1, 3]: a base at 10, W = 12, then a "
+                 "probe at 12 (on time: W is not above it) joins the base",
+                 _case(Query(1, 3, aggregate="count"), _t("b", 1, 10), Watermark(12), _t("p", 2, 12)))
 
 
 def interleaved() -> list[Vector]:
