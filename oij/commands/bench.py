@@ -55,7 +55,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="comma-separated workload presets (default: 100 keys; 10K keys whose hot set rotates)")
     m.add_argument("--sizes", default="1000000,10000000", help="comma-separated stream lengths in tuples")
     m.add_argument("--commands", default="join,kp,dp,hp,key,scale",
-                   help="join (oij join --order arrival) and/or patterns (oij run --no-output)")
+                   help="join (oij join) and/or patterns (oij run --pattern P)")
+    m.add_argument("--mode", choices=["default", "streamed"], default="default",
+                   help="default: the commands' default flags, the canonical output written to a file (sorted "
+                   "runs spilled beside it); streamed: oij join --order arrival -o /dev/null, oij run --no-output")
     m.add_argument("--replicas", type=int, default=2)
     m.add_argument("--skip", default="", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
     m.add_argument("--seed", type=int, default=1)
@@ -432,15 +435,26 @@ def run_memory(args: argparse.Namespace) -> int:
                 for c in commands:
                     if f"{preset}:{c}:{n}" in skip:
                         continue
-                    argv = ([*oij, "join", path, "--order", "arrival", "-o", os.devnull, "--no-progress"]
-                            if c == "join" else
-                            [*oij, "run", path, "--pattern", c, "--replicas", str(args.replicas), "--no-output"])
+                    out = os.path.join(d, "out.jsonl")
+                    if args.mode == "streamed":
+                        argv = ([*oij, "join", path, "--order", "arrival", "-o", os.devnull, "--no-progress"]
+                                if c == "join" else
+                                [*oij, "run", path, "--pattern", c, "--replicas", str(args.replicas), "--no-output"])
+                    else:
+                        argv = ([*oij, "join", path, "-o", out, "--no-progress"] if c == "join" else
+                                [*oij, "run", path, "--pattern", c, "--replicas", str(args.replicas), "-o", out])
                     print(f"{preset} {c} {n:,} tuples ...", file=sys.stderr, flush=True)
                     m = measure_tree(argv)
-                    row = {"preset": preset, "command": c, "tuples": n, **m}
+                    lines = 0
+                    if os.path.exists(out):
+                        with open(out, "rb") as f:
+                            lines = sum(buf.count(b"\n") for buf in iter(lambda: f.read(1 << 20), b""))
+                        os.unlink(out)
+                    row = {"preset": preset, "command": c, "tuples": n, "mode": args.mode, "output_lines": lines, **m}
                     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
                     rows.append(row)
-                    write_text(args.out, json.dumps({"benchmark": "memory", "replicas": args.replicas,
+                    write_text(args.out, json.dumps({"benchmark": "memory", "mode": args.mode,
+                                                     "replicas": args.replicas,
                                                      "machine": f"{os.cpu_count()} cores", "rows": rows},
                                                     indent=1) + "\n")
                 os.unlink(path)

@@ -71,6 +71,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seq-limit", type=int, default=2_000_000,
                    help="run the sequential oracle and keep events in memory up to this many events (default 2e6)")
     p.add_argument("--first", type=int, default=10, help="differences listed per engine (default 10)")
+    p.add_argument("--got", action="append", metavar="NAME=PATH", default=[],
+                   help="also judge another system's output: oij-jsonl result lines, Parquet (file or dataset "
+                   "directory) or CSV with a header; repeatable. With --got, no engine runs unless --patterns names "
+                   "some; each difference gets a small replay case in OUT/replays/")
+    p.add_argument("--got-columns", metavar="[NAME:]FIELD=COLUMN,...", action="append", default=[],
+                   help="column names of a --got output written by another tool (of --got NAME, or of every --got): "
+                   "fields kind, base, probe, count, value, id (e.g. flink:base=a_id,probe=b_id); repeatable")
     p.add_argument("--no-progress", action="store_true", help="no progress messages")
     add_query_flags(p)
     p.set_defaults(func=run)
@@ -190,7 +197,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give a FILE or --preset, not both")
     if args.seq_limit < 0:
         raise UsageError("--seq-limit must be >= 0")
-    names = _engines(args)
+    from oij.commands._got import parse_columns, parse_got
+
+    names = _engines(args) if args.patterns is not None or not args.got else []
+    gots = parse_got(args.got, [SPARK_ORACLE, SEQ_ORACLE, *names])
+    got_columns = parse_columns(args.got_columns, [n for n, _ in gots])
     if args.spark:
         from oij.spark.session import check_java
 
@@ -275,6 +286,18 @@ def run(args: argparse.Namespace) -> int:
         prog.say(f"engine {name}: {r.wall_s:.1f}s" + (f" (failed: {r.error})" if r.error else ""))
     for name, res in mem.items():
         write_results(results_dir, name, res)
+    # the outputs of other systems (--got), validated as they are read
+    from oij.commands._got import read_got, read_got_results
+    from oij.spark.compare import engine_dir
+
+    for name, path in gots:
+        prog.say(f"reading {name}: {path} ...")
+        t = time.perf_counter()
+        n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+        rows.append(Row(name, wall_s=time.perf_counter() - t, metrics={"rows": n_rows, "path": path}))
+        if not args.spark:
+            mem[name] = read_got_results(engine_dir(results_dir, name))
+        prog.say(f"{name}: {n_rows} rows")
 
     plan: dict[str, Any] = {}
     if args.spark:
@@ -301,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
         prog.say(f"Spark oracle: {r.wall_s:.1f}s; plan {plan}")
         # 5. compare in Spark
         prog.say("comparing in Spark ...")
-        compared = [x.engine for x in rows if x.engine != SPARK_ORACLE and x.engine in mem]
+        compared = [x.engine for x in rows if x.engine != SPARK_ORACLE and (x.engine in mem or
+                                                                           x.engine in dict(gots))]
         comps = compare_frames(spark, results_dir, SPARK_ORACLE, compared, first=args.first)
         reference = SPARK_ORACLE
     else:
@@ -315,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
             r.agrees = c.agrees
             r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
             r.by_kind, r.differences = c.by_kind, c.differences
+    replays = _replays(q, events, rows, dict(gots), out) if gots else {}
     prog.say("done")
 
     # 6. report
@@ -325,16 +350,48 @@ def run(args: argparse.Namespace) -> int:
         "spark_plan": plan,
         "engines": [r.__dict__ for r in rows],
         "all_agree": all(r.agrees for r in rows),
+        "replays": replays,
     }
     write_text(os.path.join(out, "report.json"), json.dumps(report, indent=2, default=str) + "\n")
     write_text(os.path.join(out, "report.md"), markdown(report, rows))
     print(table(rows, reference))
     print(f"report: {os.path.join(out, 'report.md')}, {os.path.join(out, 'report.json')}; "
           f"outputs: {results_dir}/engine=*")
-    if not names:
+    for name, cases in replays.items():
+        for case_info in cases:
+            print(f"\n{name}: {case_info['difference']}: replay case {case_info['file']} "
+                  f"({case_info['events']} events)")
+            print("\n".join("  " + x for x in case_info["timeline"]))
+    if not names and not gots:
         print("note: no engine was checked (none registered, none chosen, or the workload exceeds --seq-limit); "
               "only the oracles were compared")
     return 0 if report["all_agree"] else 1
+
+
+def _replays(q: Query, events: list[Event] | None, rows: list[Row], gots: dict[str, str],
+             out: str) -> dict[str, list[dict[str, Any]]]:
+    """A small replay case for each listed difference of each --got output (needs the events in memory)."""
+    from oij.commands._got import replay_case
+    from oij.testing._cases import Case
+    from oij.testing._timeline import timeline
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    if events is None:
+        return found
+    for r in rows:
+        if r.engine not in gots:
+            continue
+        for k, d in enumerate(r.differences, 1):
+            small, evs = replay_case(q, events, d)
+            path = os.path.join(out, "replays", f"{r.engine}-{k}.jsonl")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            case = Case(small, tuple(evs))
+            write_text(path, case.to_jsonl())
+            what = {"pair": f"pair ({d['base']}, {d['probe']})", "late": f"late id {d['id']}",
+                    "aggregate": f"aggregate of base {d['base']}"}[d["kind"]]
+            found.setdefault(r.engine, []).append({"difference": f"{d['issue']} {what}", "file": path,
+                                                   "events": len(evs), "timeline": timeline(case)})
+    return found
 
 
 def _query_dict(q: Query) -> dict[str, Any]:

@@ -1,0 +1,143 @@
+"""``oij check EVENTS --got NAME=PATH``: another system's output judged against the oracle, each difference with a
+small replay case (oij/commands/_got.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oij.cli import main
+from oij.io import open_events
+from oij.io.jsonl import parse_result_lines, result_lines
+from oij.testing._cases import Case
+from oij.workloads import resolve, with_overrides, write_workload
+from reference.oracle import run_events
+from spec.batch import Results
+
+
+def _workload(tmp_path: Path, aggregate: str | None) -> tuple[Path, Results]:
+    w = tmp_path / f"w-{aggregate}.jsonl"
+    write_workload(str(w), with_overrides(resolve("scale-oij-default"), {"aggregate": aggregate}), 3000, 3)
+    q, events, f = open_events(str(w))
+    try:
+        res = run_events(list(events), q).canonical()
+    finally:
+        if f is not None:
+            f.close()
+    return w, res
+
+
+def _write(path: Path, res: Results) -> Path:
+    path.write_text("".join(result_lines(res)))
+    return path
+
+
+def _check(tmp_path: Path, w: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "chk"
+    rc = main(["check", str(w), "--no-progress", "--out", str(out), *args])
+    return rc, json.loads((out / "report.json").read_text())
+
+
+def _subject(q_events: tuple[Any, list[Any]], ids: set[int]) -> tuple[Any, ...]:
+    """The oracle's rows of a case that involve ``ids``."""
+    q, evs = q_events
+    r = run_events(evs, q).canonical()
+    return (tuple(p for p in r.pairs if p[0] in ids or p[1] in ids), tuple(x for x in r.aggregates if x[0] in ids),
+            tuple(x for x in r.late if x in ids))
+
+
+@pytest.mark.parametrize("spark_on", [False, pytest.param(True, marks=pytest.mark.spark)])
+def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, spark_on: bool,
+                                                                  request: pytest.FixtureRequest) -> None:
+    """One pair dropped, one added; the replay case of each is at most 10 events, and in it the oracle's rows for
+    the difference's ids are those of the whole stream (so the difference reproduces)."""
+    if spark_on:
+        request.getfixturevalue("spark")
+    w, res = _workload(tmp_path, None)
+    assert len(res.pairs) > 10
+    dropped, added = res.pairs[5], (res.pairs[0][0], 10**9)
+    bad = Results([p for p in res.pairs if p != dropped] + [added], [], res.late)
+    rc, rep = _check(tmp_path, w, *([] if spark_on else ["--no-spark"]), "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    assert rc == 1
+    row = next(r for r in rep["engines"] if r["engine"] == "sys")
+    assert (row["missing"], row["extra"], row["wrong"], row["agrees"]) == (1, 1, 0, False)
+    cases = rep["replays"]["sys"]
+    assert {c["difference"] for c in cases} == {f"missing pair ({dropped[0]}, {dropped[1]})",
+                                                f"extra pair ({added[0]}, {added[1]})"}
+    for c in cases:
+        case = Case.from_jsonl(Path(c["file"]).read_text(), c["file"])
+        assert len(case.events) <= 10
+        ids = {dropped[0], dropped[1]} if "missing" in c["difference"] else {added[0]}
+        small = _subject((case.query, list(case.events)), ids)
+        if "missing" in c["difference"]:
+            assert dropped in small[0]  # the oracle joins it in the small case too: the system lacks it
+        else:
+            assert added not in small[0]
+
+
+def test_a_changed_aggregate_is_wrong_and_its_case_holds_the_window(tmp_path: Path) -> None:
+    w, res = _workload(tmp_path, "sum")
+    a, n, v = next(r for r in res.aggregates if r[1] >= 2)
+    bad = Results([], [(b, m, (x or 0) + 1 if b == a else x) for b, m, x in res.aggregates], res.late)
+    rc, rep = _check(tmp_path, w, "--no-spark", "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    assert rc == 1
+    row = next(r for r in rep["engines"] if r["engine"] == "sys")
+    assert (row["missing"], row["extra"], row["wrong"]) == (0, 0, 1)
+    (c,) = rep["replays"]["sys"]
+    case = Case.from_jsonl(Path(c["file"]).read_text(), c["file"])
+    assert len(case.events) <= 2 * n + 2
+    assert _subject((case.query, list(case.events)), {a})[1] == ((a, n, v),)
+
+
+def test_the_right_output_agrees_in_any_format(tmp_path: Path) -> None:
+    """Negative control of the above: the oracle's own output, as oij-jsonl and as CSV with other column names
+    (--got-columns), agrees; exit 0."""
+    w, res = _workload(tmp_path, None)
+    csv = tmp_path / "o.csv"
+    csv.write_text("a_id,b_id\n" + "".join(f"{a},{'' if b is None else b}\n" for a, b in res.pairs))
+    late = tmp_path / "late.jsonl"
+    assert not res.late  # the workload has no late tuple: the CSV of pairs is the whole output
+    rc, rep = _check(tmp_path, w, "--no-spark", "--got", f"mine={_write(late, res)}", "--got", f"csv={csv}",
+                     "--got-columns", "csv:base=a_id,probe=b_id")
+    assert rc == 0, rep
+    assert [r["agrees"] for r in rep["engines"]] == [True, True, True]
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ('{"type":"pair","base":1,"probe":2}\n{"type":"pair","base":"x","probe":2}\n', ":2: base: not an integer"),
+    ('{"type":"pair","base":1,"probe":2}\nnot json\n', ":2: line: not JSON"),
+    ('{"type":"aggregate","base":1,"count":-1,"value":2}\n', ":1: count: negative"),
+    ('{"type":"wat","base":1}\n', ":1: kind: must be pair, aggregate or late"),
+])
+def test_a_bad_output_row_is_one_line_naming_file_row_and_field(tmp_path: Path, text: str, where: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    w, _ = _workload(tmp_path, None)
+    got = tmp_path / "o.jsonl"
+    got.write_text(text)
+    rc = main(["check", str(w), "--no-progress", "--no-spark", "--out", str(tmp_path / "c"), "--got", f"s={got}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"{got}{where}" in err, err
+
+
+def test_a_bad_csv_row_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w, _ = _workload(tmp_path, None)
+    got = tmp_path / "o.csv"
+    got.write_text("base,probe\n1,2\n3,x\n")
+    rc = main(["check", str(w), "--no-progress", "--no-spark", "--out", str(tmp_path / "c"), "--got", f"s={got}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{got}:3: probe: not an integer: 'x'" in err, err
+
+
+def test_the_replay_case_parses_back_as_the_oracle_sees_it(tmp_path: Path) -> None:
+    """The replay file is an oij-jsonl case: ``oij join`` reads it (the file `oij explain` and `oij conform
+    --replay` take)."""
+    w, res = _workload(tmp_path, None)
+    bad = Results(res.pairs[1:], [], res.late)
+    _check(tmp_path, w, "--no-spark", "--got", f"s={_write(tmp_path / 'o', bad)}")
+    f = tmp_path / "chk" / "replays" / "s-1.jsonl"
+    out = tmp_path / "r.jsonl"
+    assert main(["join", str(f), "-o", str(out)]) == 0
+    assert res.pairs[0] in parse_result_lines(out.read_text().splitlines()).pairs
