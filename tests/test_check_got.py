@@ -70,7 +70,7 @@ def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, 
     for c in cases:
         case = Case.from_jsonl(Path(c["file"]).read_text(), c["file"])
         assert len(case.events) <= 10
-        ids = {dropped[0], dropped[1]} if "missing" in c["difference"] else {added[0]}
+        ids = {x for x in dropped if x is not None} if "missing" in c["difference"] else {added[0]}
         small = _subject((case.query, list(case.events)), ids)
         if "missing" in c["difference"]:
             assert dropped in small[0]  # the oracle joins it in the small case too: the system lacks it
