@@ -34,6 +34,22 @@ def naming(path: str) -> Iterator[None]:
         raise
 
 
+def temp_name(directory: str | None, prefix: str) -> str:
+    """A fresh name for a temporary file or directory, chosen *before* it is created: the caller assigns it,
+    then creates the file inside its ``try`` (``os.open`` with ``O_EXCL``, ``os.mkdir``), so that a Ctrl-C at any
+    instant finds the name known to the ``finally`` that removes it (``tempfile.mkstemp`` returns the name only
+    after creating the file, and a signal in between would leave it behind)."""
+    import secrets
+
+    return os.path.join(directory or tempfile.gettempdir(), f"{prefix}{secrets.token_hex(6)}")
+
+
+def create_exclusive(path: str) -> int:
+    """Create ``path`` (which must not exist) for writing, mode 0600; its descriptor.  A name already taken
+    (48 random bits: never seen) raises FileExistsError, and the caller must then not remove that file."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+
 @contextlib.contextmanager
 def atomic_text(path: str) -> Iterator[IO[str]]:
     """``path`` opened for writing text; it appears (whole) only if the block completes."""
@@ -50,9 +66,14 @@ def atomic_text(path: str) -> Iterator[IO[str]]:
 def atomic_binary(path: str) -> Iterator[IO[bytes]]:
     """``path`` opened for writing bytes; it appears (whole) only if the block completes."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK, dir=directory)
     done = False
+    tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)
     try:
+        try:
+            fd = create_exclusive(tmp)
+        except FileExistsError:
+            tmp = ""  # not ours
+            raise
         with naming(path), os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -62,7 +83,7 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         done = True
         _fsync_dir(directory)
     finally:
-        if not done:
+        if not done and tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 
@@ -72,10 +93,14 @@ def atomic_path(path: str) -> Iterator[str]:
     """A temporary path beside ``path`` for a writer that opens files itself (Parquet); renamed over ``path``
     (after an fsync) only if the block completes, removed otherwise."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK, dir=directory)
-    os.close(fd)
     done = False
+    tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)
     try:
+        try:
+            os.close(create_exclusive(tmp))
+        except FileExistsError:
+            tmp = ""  # not ours
+            raise
         with naming(path):
             yield tmp
         fd = os.open(tmp, os.O_RDONLY)
@@ -88,7 +113,7 @@ def atomic_path(path: str) -> Iterator[str]:
         done = True
         _fsync_dir(directory)
     finally:
-        if not done:
+        if not done and tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 

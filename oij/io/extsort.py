@@ -31,7 +31,7 @@ Data flow::
     Results --add--> column buffer --(run_rows)--> sort --> run files (tmp dir)
     write: run files --blocks--> batch <= bound --> sort --> pair / aggregate / late lines --> out
 
-Files: the run directory is created (``tempfile.mkdtemp`` in ``tmp_dir``,
+Files: the run directory is created (a fresh name in ``tmp_dir``,
 beside the output or in ``$TMPDIR``) on the first spill and removed by
 ``close`` (the ``with`` block's end), on success, on an error and on SIGINT or
 SIGTERM (both raise in oij's CLI).  No process, no shared memory.
@@ -41,12 +41,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from oij.io.atomic import TMP_MARK, naming
+from oij.io.atomic import TMP_MARK, naming, temp_name
 from spec.batch import Results
 
 if TYPE_CHECKING:
@@ -165,7 +164,9 @@ class CanonicalSorter:
         """Sort the buffer of ``part`` and write it as a run."""
         cols, lines = self._sorted_buffer(part)
         if self.dir is None:
-            self.dir = tempfile.mkdtemp(prefix=f".oij-sort{TMP_MARK}", dir=self.tmp_dir)
+            # named before it exists (oij.io.atomic.temp_name): close() finds it whenever a Ctrl-C comes
+            self.dir = temp_name(self.tmp_dir, f".oij-sort{TMP_MARK}")
+            os.mkdir(self.dir, 0o700)
         stem = os.path.join(self.dir, f"{part.name}-{len(part.runs)}")
         with naming(self.dir):  # a full disk names the run directory
             for i, c in enumerate(cols):
