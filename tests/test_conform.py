@@ -237,15 +237,16 @@ def test_vectors_are_deterministic_and_verify(tmp_path: Path) -> None:
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert len(files) > 400 and files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
-    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--", *OIJ, "join", "-"], capture_output=True, text=True)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "-j", "2", "--", *OIJ, "join", "-"], capture_output=True,
+                       text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^\d+ passed, 0 failed$", r.stdout, re.M)
     r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--", *toy("upper-off-by-one")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "FAIL bounds/" in r.stdout
     for p in PROFILES:
-        r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--profile", p, "--", *OIJ, "join", "-", "--profile",
-                            p], capture_output=True, text=True)
+        r = subprocess.run([*OIJ, "vectors", "verify", str(a), "-j", "2", "--profile", p, "--", *OIJ, "join", "-",
+                            "--profile", p], capture_output=True, text=True)
         assert r.returncode == 0, (p, r.stdout + r.stderr)
 
 

@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.add_argument("--profile", default="canonical", help="the expected outputs to check (default canonical)")
     v.add_argument("--timeout", type=float, default=30.0, help="seconds per case")
     v.add_argument("--show", type=int, default=3, help="failing cases to print in full (default 3)")
+    v.add_argument("-j", "--jobs", type=int, default=1,
+                   help="cases run at once (default 1; the report is the same, in the manifest's order)")
     v.set_defaults(func=run_verify)
 
 
@@ -58,8 +60,11 @@ def run_verify(args: argparse.Namespace) -> int:
         raise InputError(manifest, 0, "file", e.strerror or str(e)) from None
     except orjson.JSONDecodeError as e:
         raise InputError(manifest, 0, "line", f"not valid JSON ({e})") from None
+    if args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
     table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     shown = 0
+    todo = []
     for row in rows:
         if row.get("profile") != args.profile:
             continue
@@ -69,7 +74,12 @@ def run_verify(args: argparse.Namespace) -> int:
         case = Case.from_jsonl(text, path_in)
         with open(os.path.join(args.dir, row["expected"]), encoding="utf-8") as f:
             expected = parse_output(f.read())
-        outcome = run_command(cmd, text, args.timeout)
+        todo.append((row, text, case, expected))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # threads, each waiting on its command's process
+        outcomes = list(pool.map(lambda t: run_command(cmd, t[1], args.timeout), todo))
+    for (row, _text, case, expected), outcome in zip(todo, outcomes, strict=True):
         ok = False
         problem = outcome.problem
         diff = None
