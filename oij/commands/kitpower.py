@@ -119,7 +119,9 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once (default 2)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant before it counts as timeout")
     p.add_argument("--out", default="kit-power.json", help="where the raw numbers go (default ./kit-power.json)")
-    p.add_argument("--docs", default=None, help="also write kit-power-table.rst to this directory")
+    p.add_argument("--docs", default=None, help="also write the table (--table) to this directory")
+    p.add_argument("--table", default="kit-power-table.rst",
+                   help="the name of the table --docs writes (default kit-power-table.rst)")
     p.add_argument("--rescore", metavar="JSON", default=None,
                    help="run nothing: apply the manifest again to the survivors of an earlier result (after an entry "
                    "was added or removed) and write --out and --docs")
@@ -596,7 +598,7 @@ def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
     print(render_text(result))
     if args.docs:
         Path(args.docs).mkdir(parents=True, exist_ok=True)
-        write_text(str(Path(args.docs) / "kit-power-table.rst"), render_rst(result))
+        write_text(str(Path(args.docs) / args.table), render_rst(result))
     bad = (any(s["survived"] or s["timeout"] or s["error"] for s in result["targets"].values())
            or result["stale_manifest_entries"] or any(x["verdict"] != "killed" for x in result.get("shapes", [])))
     return 1 if bad else 0
@@ -754,7 +756,9 @@ def render_rst(result: dict[str, Any]) -> str:
            "     - score", "     - s per kill (median / max)", "     - replay events (median / max)",
            "     - found by vectors / search"]
     for n, s in result["targets"].items():
-        rst += [f"   * - ``{n}``", f"     - {s['mutants']}", f"     - {s['killed']}", f"     - {s['equivalent']}",
+        judged = s.get("killed_in_replay", 0)
+        killed = f"{s['killed']} ({judged} judged in the replay)" if judged else f"{s['killed']}"
+        rst += [f"   * - ``{n}``", f"     - {s['mutants']}", f"     - {killed}", f"     - {s['equivalent']}",
                 f"     - {s['survived'] + s['timeout'] + s['error']}", f"     - {s['score']:.3f}",
                 f"     - {_num(s['seconds_per_kill_median'])} / {_num(s['seconds_per_kill_max'])}",
                 f"     - {_num(s['replay_events_median'])} / {_num(s['replay_events_max'])}",
