@@ -15,7 +15,8 @@ does :class:`CanonicalSorter`:
   of every run, takes from each block the rows not above the smallest last key
   among the blocks (every row still unread in any run is at least that key),
   sorts that batch and writes it; then refills the blocks it emptied.  Memory:
-  one block per run plus one batch.
+  one block per run plus one batch, the blocks sized so that all of them
+  together hold at most ``MERGE_ROWS`` rows whatever the number of runs.
 
 Why the bytes equal the in-memory sort's: every batch is sorted, every row of a
 later batch is at least the bound of the earlier one, and rows with equal keys
@@ -52,8 +53,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-RUN_ROWS = 1 << 21  # rows per run: about 40 MiB of buffered columns
-BLOCK_ROWS = 1 << 16  # rows read from each run per refill
+RUN_ROWS = 1 << 20  # rows per run: 24 MiB of buffered pair columns, about 80 MiB at the peak of its sort
+BLOCK_ROWS = 1 << 16  # rows read from each run per refill, at most (fewer when there are many runs)
+MERGE_ROWS = 1 << 19  # rows held in all the runs' blocks together during the merge: flat in the number of runs
 
 
 @dataclass
@@ -228,16 +230,18 @@ class CanonicalSorter:
         if part.buffered:
             yield self._sorted_buffer(part)
 
-    def _run_blocks(self, part: _Part, stem: str, rows: int) -> Iterator[tuple[list[Any], list[bytes]]]:
+    def _run_blocks(self, part: _Part, stem: str, rows: int,
+                    block: int | None = None) -> Iterator[tuple[list[Any], list[bytes]]]:
         import numpy as np
 
+        step = block or self.block_rows
         files = [open(f"{stem}.{i}", "rb") for i in range(part.cols)]  # noqa: SIM115 -- closed below
         try:
             offsets = np.fromfile(f"{stem}.offsets", np.int64) if part.lines else None
             text = open(f"{stem}.lines", "rb") if part.lines else None  # noqa: SIM115
             try:
-                for start in range(0, rows, self.block_rows):
-                    n = min(self.block_rows, rows - start)
+                for start in range(0, rows, step):
+                    n = min(step, rows - start)
                     cols = [np.fromfile(f, np.int64, n) for f in files]
                     lines: list[bytes] = []
                     if text is not None and offsets is not None:
@@ -257,8 +261,9 @@ class CanonicalSorter:
         """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring)."""
         import numpy as np
 
+        block = max(1, min(self.block_rows, MERGE_ROWS // max(1, len(part.runs))))
         sources: list[Iterator[tuple[list[Any], list[bytes]]]] = [
-            self._run_blocks(part, stem, rows) for stem, rows in part.runs]
+            self._run_blocks(part, stem, rows, block) for stem, rows in part.runs]
         if part.buffered:
             sources.append(iter([self._sorted_buffer(part)]))
             part.buf, part.buf_lines, part.buffered = [], [], 0
