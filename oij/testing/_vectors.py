@@ -46,6 +46,10 @@ def _tf(side: str, i: int, ts: int, x: float, y: float, key: int | str = 1, valu
     return _t(side, i, ts, key, value)._replace(fields=(("x", x), ("y", y)))
 
 
+def _tx(side: str, i: int, ts: int, x: float) -> StreamTuple:
+    return _t(side, i, ts, value=0.0)._replace(fields=(("x", x),))
+
+
 def _two(q: Query, ax: float, by: float, order: str) -> Case:
     """A base at 10 (x = ax) and a probe at 9 (y = by), in ``order``."""
     if order == "base-first":
@@ -369,6 +373,46 @@ def found_by_mutants() -> Iterator[Vector]:
     yield Vector("found-by-mutants", "count-left-final-on-arrival-no-key", "count, left join, [-3, -1], W = 16 "
                  "before the first tuple of its key: the base at 16 is final on arrival, count 0",
                  _case(Query(-3, -1, aggregate="count", join="left"), Watermark(16), _t("b", 10, 16, 9)))
+    yield Vector("found-by-mutants", "count-first-probe-of-key-at-w", "count, [5, 10], W = 10: a probe at 10, the "
+                 "first tuple of its key, is on time and waits for bases (none comes): one empty output",
+                 _case(Query(5, 10, aggregate="count"), Watermark(10), _t("p", 1, 10, value=0.0)))
+    extremes: tuple[tuple[AggregateKind, tuple[float, float], str], ...] = (
+        ("min", (1e308, 1.5e308), "a"), ("max", (1.5e308, 1e308), "a"), ("min", (2.5, 2.2), "b"),
+        ("min", (2.2, 2.5), "c"))
+    for kind, vals, order in extremes:
+        yield Vector("found-by-mutants", f"{kind}-extreme-{order}", f"{kind} over two probes of values {vals[0]} and "
+                     f"{vals[1]}, in that order (the extreme kept exactly: no overflow, no rounding)",
+                     _case(Query(0, 5, aggregate=kind), _t("b", 1, 0, value=0.0), _t("p", 2, 1, value=vals[0]),
+                           _t("p", 3, 2, value=vals[1])))
+    for lo in (1, 2):
+        yield Vector("found-by-mutants", f"count-point-window-{lo}-negative-ts", f"count, window [{lo}, {lo}] at "
+                     f"negative timestamps: the base at {-9 - lo} is pending when W = -9 comes, and the probe at -9 "
+                     "is in its window (kept, not dropped)",
+                     _case(Query(lo, lo, aggregate="count"), _t("b", 1, -9 - lo, value=0.0), Watermark(-9),
+                           _t("p", 2, -9, value=0.0)))
+    yield Vector("found-by-mutants", "count-point-window-final-on-arrival", "count, window [-1, -1]: a probe at 5, "
+                 "W = 6, then a base at 6, final on arrival: its one-point window holds the probe (count 1)",
+                 _case(Query(-1, -1, aggregate="count"), _t("p", 1, 5, value=0.0), Watermark(6),
+                       _t("b", 2, 6, value=0.0)))
+    near = 1 << 61
+    yield Vector("found-by-mutants", "count-cursor-near-2-61", "count, [0, 10], timestamps near 2^61 (beyond a "
+                 "double's exact integers): the probe at 2^61 leaves the second base's window exactly",
+                 _case(Query(0, 10, aggregate="count"), _t("b", 1, near - 9, value=0.0),
+                       _t("b", 2, near + 1, value=0.0), _t("p", 3, near, value=0.0), _t("p", 4, near + 1, value=0.0),
+                       Watermark(near + 2)))
+    yield Vector("found-by-mutants", "min-cursor-keeps-the-window", "min, [0, 10]: bases at 0 and 5, probes at 5 "
+                 "(1.0) and 6 (2.0), W = 11: moving to the second base keeps both probes (min 1.0)",
+                 _case(Query(0, 10, aggregate="min"), _t("b", 1, 0, value=0.0), _t("b", 2, 5, value=0.0),
+                       _t("p", 3, 5, value=1.0), _t("p", 4, 6, value=2.0), Watermark(11)))
+    yield Vector("found-by-mutants", "min-cursor-moves-on", "min, [0, 10]: bases at 0 and 5, probes at 6 (1.0) and "
+                 "12 (3.0), W = 11: the first base sees 1.0 only, the second both (min 1.0)",
+                 _case(Query(0, 10, aggregate="min"), _t("b", 1, 0, value=0.0), _t("b", 2, 5, value=0.0),
+                       _t("p", 3, 6, value=1.0), _t("p", 4, 12, value=3.0), Watermark(11)))
+    yield Vector("found-by-mutants", "cond-inner-probes-then-base", "inner join, [0, 0], condition a.x == b.x: "
+                 "probes at 0 (x = 1) and 5 (x = 2), W = 1, a base at 5 (x = 2): the probe at 5 joins (its "
+                 "condition operands stay with it when the probe at 0 is purged)",
+                 _case(Query(0, 0, cond=(Comparison("x", "==", "x", 0.0),)), _tx("p", 1, 0, 1.0),
+                       _tx("p", 2, 5, 2.0), Watermark(1), _tx("b", 3, 5, 2.0)))
     yield Vector("found-by-mutants", "count-probe-at-w-after-base", "count, [1, 3]: a base at 10, W = 12, then a "
                  "probe at 12 (on time: W is not above it) joins the base",
                  _case(Query(1, 3, aggregate="count"), _t("b", 1, 10), Watermark(12), _t("p", 2, 12)))
