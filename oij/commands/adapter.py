@@ -182,7 +182,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oij.testing._cases import Case
+    from oij.testing._case import Case
 
     adapter = get_adapter(args.name)
     if args.features:

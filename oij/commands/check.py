@@ -372,7 +372,7 @@ def _replays(q: Query, events: list[Event] | None, rows: list[Row], gots: dict[s
              out: str) -> dict[str, list[dict[str, Any]]]:
     """A small replay case for each listed difference of each --got output (needs the events in memory)."""
     from oij.commands._got import replay_case
-    from oij.testing._cases import Case
+    from oij.testing._case import Case
     from oij.testing._timeline import timeline
 
     found: dict[str, list[dict[str, Any]]] = {}

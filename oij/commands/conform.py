@@ -64,7 +64,7 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oij.testing._cases import parse_features
+    from oij.testing._case import parse_features
     from oij.testing._runner import search, search_parallel
 
     cmd = _command(args)
@@ -154,7 +154,7 @@ def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
 
 def _replay(path: str, impl: Impl, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
     from oij.io import open_events
-    from oij.testing._cases import Case
+    from oij.testing._case import Case
     from oij.testing._runner import judge, run_impl
 
     q, events, fh = open_events(path)  # the reader every command shares (``-``: stdin)

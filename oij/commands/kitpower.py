@@ -401,7 +401,7 @@ def judge_replay(m: Mutant, rec: Recording, diffs: Path, cmd: list[str], feature
     (``run_command``, the kit's own runner and timeout), so that no state the replay's one process carries
     between cases can decide a kill.  Sets ``m`` (killed, kind, found_by, decided="replay") and returns True;
     False when undecided (every differing answer passed): the real run decides."""
-    from oij.testing._cases import Case, case_features, parse_features
+    from oij.testing._case import Case, case_features, parse_features
     from oij.testing._protocol import ProtocolError, parse_output
     from oij.testing._runner import Outcome, judge, run_command
     from oij.testing._vectors import interleaved

@@ -42,7 +42,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from oij.testing._cases import Case
+    from oij.testing._case import Case
     from oij.testing._protocol import compare, parse_output
     from oij.testing._runner import run_command
     from oij.testing._timeline import render

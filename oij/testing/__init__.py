@@ -28,12 +28,16 @@ private and may change.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from oij.testing._cases import DEFAULT_FEATURES, FEATURES, Case, cases
+from oij.testing._case import DEFAULT_FEATURES, FEATURES, Case
 from oij.testing._protocol import expected_output as _expected
-from oij.testing._runner import Impl, judge, run_impl
 from spec.batch import Results
 from spec.profiles import PROFILES, get_profile
+
+if TYPE_CHECKING:
+    from oij.testing._cases import cases
+    from oij.testing._runner import Impl
 
 __all__ = ["FEATURES", "PROFILES", "Case", "assert_conforms", "cases", "expected_output"]
 
@@ -41,6 +45,16 @@ __all__ = ["FEATURES", "PROFILES", "Case", "assert_conforms", "cases", "expected
 def expected_output(case: Case, profile: str = "canonical") -> Results:
     """The result ``case`` must produce under the named profile (canonical order)."""
     return _expected(case, get_profile(profile))
+
+
+def __getattr__(name: str) -> Any:
+    """``cases`` is imported on first use: it loads Hypothesis, which the commands that only read cases do not
+    need (``oij explain`` starts in a fraction of the time)."""
+    if name == "cases":
+        from oij.testing._cases import cases
+
+        return cases
+    raise AttributeError(f"module 'oij.testing' has no attribute {name!r}")
 
 
 def assert_conforms(impl: Impl, case: Case, *, profile: str = "canonical", features: Iterable[str] | None = None,
@@ -54,6 +68,8 @@ def assert_conforms(impl: Impl, case: Case, *, profile: str = "canonical", featu
     all); without ``late-report`` late lines are not compared.  ``timeout``
     bounds a command's run in seconds.
     """
+    from oij.testing._runner import judge, run_impl
+
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     failure = judge(case, run_impl(impl, case, timeout), get_profile(profile), feats)
     if failure is not None:

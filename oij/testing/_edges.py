@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from oij.testing._cases import Case
+from oij.testing._case import Case
 from spec.match import lower_offset, upper_offset
 from spec.model import BASE, NO_WATERMARK, StreamTuple
 from spec.watermark import arrival_watermarks

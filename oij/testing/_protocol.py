@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from oij.testing._cases import Case
+from oij.testing._case import Case
 from oij.testing._schema import OUTPUT_TYPES, validate_line
 from reference.oracle import run_events
 from spec.aggregate import AggregateValue

@@ -3,7 +3,7 @@ then the expected rows against the rows an implementation produced, the differin
 
 from __future__ import annotations
 
-from oij.testing._cases import Case
+from oij.testing._case import Case
 from oij.testing._protocol import Diff, all_rows
 from spec.batch import Results
 from spec.match import lower_offset, upper_offset

@@ -22,7 +22,7 @@ import orjson
 
 from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
-from oij.testing._cases import Case
+from oij.testing._case import Case
 from oij.testing._protocol import expected_output
 from spec.model import TS_LIMIT, AggregateKind, Comparison, End, Event, Query, StreamTuple, Watermark
 from spec.profiles import CANONICAL, PROFILES
