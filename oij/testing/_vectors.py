@@ -413,6 +413,21 @@ def found_by_mutants() -> Iterator[Vector]:
                  "condition operands stay with it when the probe at 0 is purged)",
                  _case(Query(0, 0, cond=(Comparison("x", "==", "x", 0.0),)), _tx("p", 1, 0, 1.0),
                        _tx("p", 2, 5, 2.0), Watermark(1), _tx("b", 3, 5, 2.0)))
+    yield Vector("found-by-mutants", "count-gap-purge-before-a-far-base", "count, [1, 2]: bases at 0 and 10, a "
+                 "probe at 1, W = 3: the probe is purged from the gap below the far base (no crash, counts 1 and 0)",
+                 _case(Query(1, 2, aggregate="count"), _t("b", 1, 0), _t("b", 2, 10), _t("p", 3, 1), Watermark(3)))
+    yield Vector("found-by-mutants", "count-gap-purge-keeps-the-next-probe", "count, [2, 3]: a base at 0, probes "
+                 "at 4 and 5, W = 3, then a base at 3: the purge drops nothing the base at 3 needs (counts 0 and 1)",
+                 _case(Query(2, 3, aggregate="count"), _t("b", 1, 0), _t("p", 2, 4), _t("p", 3, 5), Watermark(3),
+                       _t("b", 4, 3)))
+    yield Vector("found-by-mutants", "count-zero-lower-pending-base", "count, [0, 5]: a base and a probe at 10, "
+                 "W = 11: the pending base beside stored probes, with a lower bound of 0",
+                 _case(Query(0, 5, aggregate="count"), _t("b", 1, 10), _t("p", 2, 10), Watermark(11)))
+    yield Vector("found-by-mutants", "count-lateness-gap-purge-from-the-front", "count, [2, 3], lateness 3: a base "
+                 "at 0, probes at 4, 5, 6, then a base at 3: the purge at the front of the probes drops only the "
+                 "probes below every window (counts 0 and 2)",
+                 _case(Query(2, 3, aggregate="count", lateness=3), _t("b", 1, 0), _t("p", 2, 4), _t("p", 3, 5),
+                       _t("p", 4, 6), _t("b", 5, 3)))
     yield Vector("found-by-mutants", "count-probe-at-w-after-base", "count, [1, 3]: a base at 10, W = 12, then a "
                  "probe at 12 (on time: W is not above it) joins the base",
                  _case(Query(1, 3, aggregate="count"), _t("b", 1, 10), Watermark(12), _t("p", 2, 12)))
