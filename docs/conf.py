@@ -22,7 +22,8 @@ nitpicky = True
 nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|pyarrow|collections|typing|"
                          r"multiprocessing|shared_memory|np|bisect|concurrent|argparse|pathlib|io|os|queue|threading|fractions|decimal)"
                          r"(\..*)?"),
-                        (r"py:.*", r"proofs\.verdicts\.S")]
+                        (r"py:.*", r"proofs\.verdicts\.S"),
+                        (r"py:class", r"SearchStrategy")]  # hypothesis's, imported for type checking only
 exclude_patterns = ["_build", "_generated/*.rst"]
 html_theme = "alabaster"
 suppress_warnings: list[str] = []

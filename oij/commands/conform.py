@@ -18,7 +18,8 @@ from oij.io.atomic import write_text
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
-    from oij.testing._runner import Impl, SearchResult
+    from oij.testing._case import Impl
+    from oij.testing._runner import SearchResult
 
 FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
                  "extreme-ts, negative-ts")

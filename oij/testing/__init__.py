@@ -28,16 +28,15 @@ private and may change.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from oij.testing._case import DEFAULT_FEATURES, FEATURES, Case
+from oij.testing._case import DEFAULT_FEATURES, FEATURES, Case, Impl
 from oij.testing._protocol import expected_output as _expected
 from spec.batch import Results
 from spec.profiles import PROFILES, get_profile
 
 if TYPE_CHECKING:
-    from oij.testing._cases import cases
-    from oij.testing._runner import Impl
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["FEATURES", "PROFILES", "Case", "assert_conforms", "cases", "expected_output"]
 
@@ -47,14 +46,16 @@ def expected_output(case: Case, profile: str = "canonical") -> Results:
     return _expected(case, get_profile(profile))
 
 
-def __getattr__(name: str) -> Any:
-    """``cases`` is imported on first use: it loads Hypothesis, which the commands that only read cases do not
-    need (``oij explain`` starts in a fraction of the time)."""
-    if name == "cases":
-        from oij.testing._cases import cases
+def cases(features: Iterable[str] | None = None, max_events: int = 14) -> SearchStrategy[Case]:
+    """A Hypothesis strategy of conformance cases using only ``features`` (default: every feature but the opt-in
+    ones); at most ``max_events`` events in the random layout.  Each case enables a random subset of the
+    features (swarm testing) and is drawn by one of the scenarios that reach the core and the state edges.
 
-        return cases
-    raise AttributeError(f"module 'oij.testing' has no attribute {name!r}")
+    Hypothesis is imported here, on first use: the commands that only read cases (``oij explain``) start
+    without it."""
+    from oij.testing._cases import cases as _cases
+
+    return _cases(features, max_events)
 
 
 def assert_conforms(impl: Impl, case: Case, *, profile: str = "canonical", features: Iterable[str] | None = None,

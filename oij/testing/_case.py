@@ -8,6 +8,7 @@ generator (:mod:`oij.testing._cases`).
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,9 @@ from spec.model import (
     StreamTuple,
     Watermark,
 )
+
+Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
+"""An implementation under test: a command (argv) or a callable ``(query, events) -> Results | lines``."""
 
 FEATURES: dict[str, str] = {
     "left": "left joins: (a, null) rows for bases that match nothing",

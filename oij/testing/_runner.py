@@ -13,16 +13,16 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from hypothesis import HealthCheck, Phase, event, given, reporting, settings, target
 from hypothesis import seed as hyp_seed
 from hypothesis.errors import Flaky
 
 from oij.io.jsonl import result_lines
+from oij.testing._case import Impl
 from oij.testing._cases import DEFAULT_FEATURES, Case, case_features, cases, exercised
 from oij.testing._edges import compute_edges
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
@@ -30,8 +30,6 @@ from oij.testing._timeline import render
 from spec.batch import Results
 from spec.model import End, Event, Query, StreamTuple
 from spec.profiles import CANONICAL, PROFILES, Profile
-
-Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
 
 
 @dataclass
