@@ -130,6 +130,13 @@ def test_check_without_spark(bare: Bare) -> None:
     assert "report:" in out and (bare.work / "check" / "report.json").exists()
 
 
+def test_check_judges_another_systems_output(bare: Bare, events: Path) -> None:
+    bare.run("join", "--no-progress", str(events), "-o", "theirs.jsonl")
+    out = bare.run("check", str(events), "--no-spark", "--no-progress", "--out", "check-got", "--got",
+                   "theirs=theirs.jsonl", timeout=300).stdout
+    assert re.search(r"^theirs\s+yes\s", out, re.M), out
+
+
 def test_conform(bare: Bare) -> None:
     out = bare.run("conform", "--max-examples", "20", "-j", "2", "--replay-out", "fail.jsonl", "--", bare.python,
                    str(TOY), timeout=300).stdout
