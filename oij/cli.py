@@ -112,20 +112,61 @@ class Terminated(BaseException):
     """SIGTERM, raised as an exception so that every ``finally`` runs (temp files, processes, segments)."""
 
 
+_PENDING: list[int] = []  # a signal that came while the interpreter could not take an exception (below)
+RETRY_S = 0.005
+
+
+def _cannot_raise_here(frame: FrameType | None) -> bool:
+    """True iff an exception raised in ``frame`` could not reach oij's handlers: the import machinery (a module
+    lock's weakref callback prints "Exception ignored" and drops it), a finalizer (``__del__``), or a section
+    that must not be cut (:func:`oij.io.atomic.signals_deferred`: a child process being started)."""
+    from oij.io.atomic import signals_are_deferred
+
+    if signals_are_deferred():
+        return True
+    depth = 0
+    while frame is not None and depth < 64:
+        code = frame.f_code
+        if code.co_filename.startswith("<frozen importlib") or code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGINT and SIGTERM while oij works: ``KeyboardInterrupt`` / :class:`Terminated`, so that every ``finally``
+    runs -- unless the interpreter is where an exception would be swallowed (:func:`_cannot_raise_here`): then
+    the signal is kept and taken again RETRY_S later (SIGALRM), once out of there."""
+    if _cannot_raise_here(frame):
+        _PENDING[:] = [signum]
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+        return
+    _PENDING.clear()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated()
+
+
+def _retry(signum: int, frame: FrameType | None) -> None:
+    if _PENDING:
+        _interrupt(_PENDING[0], frame)
+
+
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
+    """SIGINT and SIGTERM raise (:func:`_interrupt`) inside the block; the old handlers come back after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, _interrupt), (signal.SIGTERM, _interrupt),
+                                                (signal.SIGALRM, _retry))}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def entry() -> None:
@@ -133,14 +174,15 @@ def entry() -> None:
     run to the last moment of the interpreter (the module docstring)."""
     rc = 1
     atexit.register(_ignore_signals)  # registered first, so it runs last of the atexit functions
+    for s, h in ((signal.SIGINT, _interrupt), (signal.SIGTERM, _interrupt), (signal.SIGALRM, _retry)):
+        signal.signal(s, h)  # main() installs the same for its block and puts these back after it
     try:
-        with _sigterm_raises():
-            rc = main()
-    except KeyboardInterrupt:  # in the instant between main's own handlers and these lines
+        rc = main()
+        _after_the_run()  # from here on, a signal writes its line and leaves (no exception to escape)
+    except KeyboardInterrupt:  # in the instant between main's return and the line above
         _ended(signal.SIGINT, 130)
     except Terminated:
         _ended(signal.SIGTERM, 143)
-    _after_the_run()
     sys.exit(rc)
 
 
@@ -172,6 +214,10 @@ def _after_the_run() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, late)
         signal.signal(signal.SIGTERM, late)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        if _PENDING:  # a signal deferred out of an import or a finalizer, not yet taken
+            late(_PENDING[0], None)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,26 @@ def naming(path: str) -> Iterator[None]:
         raise
 
 
+_HOLDS = [0]
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A section that a SIGINT or SIGTERM must not cut in two (starting a child process and recording it): oij's
+    CLI handler (:func:`oij.cli._interrupt`) keeps a signal that comes inside and takes it a few milliseconds
+    after the section ends.  Elsewhere (a library caller, no such handler) it changes nothing."""
+    _HOLDS[0] += 1
+    try:
+        yield
+    finally:
+        _HOLDS[0] -= 1
+
+
+def signals_are_deferred() -> bool:
+    """True inside :func:`signals_deferred`."""
+    return _HOLDS[0] > 0
+
+
 def temp_name(directory: str | None, prefix: str) -> str:
     """A fresh name for a temporary file or directory, chosen *before* it is created: the caller assigns it,
     then creates the file inside its ``try`` (``os.open`` with ``O_EXCL``, ``os.mkdir``), so that a Ctrl-C at any

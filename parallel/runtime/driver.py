@@ -45,6 +45,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from oij.io.atomic import signals_deferred
 from parallel.runtime.emitter import Chunk, Router, order_channels
 from parallel.runtime.replica import replica_main
 from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform, ring_dtype
@@ -151,20 +152,27 @@ class Runtime:
         self.jobs = 0
         self.closed = False
         self.broken: str | None = None
-        self._abort_seg = shared_memory.SharedMemory(name=f"{self.tag}-abort", create=True, size=8)
-        self.abort: npt.NDArray[np.int64] = np.ndarray((1,), np.int64, self._abort_seg.buf, 0)
-        self.abort[0] = 0
-        self.up: Any = self.ctx.Queue()
+        self._abort_seg: shared_memory.SharedMemory | None = None
+        self.up: Any = None
         self.ctls: list[Any] = []
         self.procs: list[Any] = []
         try:
+            with signals_deferred():  # created and recorded as one step, for close() to free (oij.cli defers Ctrl-C)
+                self._abort_seg = shared_memory.SharedMemory(name=f"{self.tag}-abort", create=True, size=8)
+            self.abort: npt.NDArray[np.int64] = np.ndarray((1,), np.int64, self._abort_seg.buf, 0)
+            self.abort[0] = 0
+            self.up = self.ctx.Queue()
             for r in range(replicas):
                 ctl = self.ctx.Queue()
                 p = self.ctx.Process(target=replica_main, args=(r, ctl, self.up, self._abort_seg.name, os.getpid()),
                                      name=f"oij-replica-{r}", daemon=True)
-                p.start()
-                self.ctls.append(ctl)
-                self.procs.append(p)
+                # a Ctrl-C in the middle of start() would leave the child reading half its start-up data (an
+                # EOFError traceback from the child): oij's handler takes it once the child is in self.procs,
+                # for close() to end
+                with signals_deferred():
+                    p.start()
+                    self.ctls.append(ctl)
+                    self.procs.append(p)
             self._pending = []
             ready: set[int] = set()
             deadline = time.monotonic() + 60
@@ -228,7 +236,8 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
-        self.abort[0] = 1
+        if hasattr(self, "abort"):
+            self.abort[0] = 1
         for ctl in self.ctls:
             with contextlib.suppress(OSError, ValueError):
                 ctl.put(("exit",))
@@ -242,13 +251,15 @@ class Runtime:
             if p.is_alive():
                 p.kill()
                 p.join(1.0)
-        for q in [*self.ctls, self.up]:
+        for q in [*self.ctls, *([self.up] if self.up is not None else [])]:
             q.close()
             q.cancel_join_thread()
-        del self.abort
-        self._abort_seg.close()
-        with contextlib.suppress(FileNotFoundError):
-            self._abort_seg.unlink()
+        if hasattr(self, "abort"):
+            del self.abort
+        if self._abort_seg is not None:
+            self._abort_seg.close()
+            with contextlib.suppress(FileNotFoundError):
+                self._abort_seg.unlink()
 
     # ------------------------------------------------------------------ a job
 
