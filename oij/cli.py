@@ -120,9 +120,9 @@ def _cannot_raise_here(frame: FrameType | None) -> bool:
     """True iff an exception raised in ``frame`` could not reach oij's handlers: the import machinery (a module
     lock's weakref callback prints "Exception ignored" and drops it), a finalizer (``__del__``), or a section
     that must not be cut (:func:`oij.io.atomic.signals_deferred`: a child process being started)."""
-    from oij.io.atomic import signals_are_deferred
-
-    if signals_are_deferred():
+    # never import in a handler (it may run inside an import); not imported yet, or half: no such section is open
+    deferred = getattr(sys.modules.get("oij.io.atomic"), "signals_are_deferred", None)
+    if deferred is not None and deferred():
         return True
     depth = 0
     while frame is not None and depth < 64:
