@@ -174,9 +174,9 @@ def entry() -> None:
     run to the last moment of the interpreter (the module docstring)."""
     rc = 1
     atexit.register(_ignore_signals)  # registered first, so it runs last of the atexit functions
-    for s, h in ((signal.SIGINT, _interrupt), (signal.SIGTERM, _interrupt), (signal.SIGALRM, _retry)):
-        signal.signal(s, h)  # main() installs the same for its block and puts these back after it
     try:
+        for s, h in ((signal.SIGALRM, _retry), (signal.SIGINT, _interrupt), (signal.SIGTERM, _interrupt)):
+            signal.signal(s, h)  # main() installs the same for its block and puts these back after it
         rc = main()
         _after_the_run()  # from here on, a signal writes its line and leaves (no exception to escape)
     except KeyboardInterrupt:  # in the instant between main's return and the line above
