@@ -161,9 +161,12 @@ class Runtime:
                 self._abort_seg = shared_memory.SharedMemory(name=f"{self.tag}-abort", create=True, size=8)
             self.abort: npt.NDArray[np.int64] = np.ndarray((1,), np.int64, self._abort_seg.buf, 0)
             self.abort[0] = 0
-            self.up = self.ctx.Queue()
+            with signals_deferred():  # a queue's semaphore is registered, then unlinked: not to be cut in two
+                self.up = self.ctx.Queue()
             for r in range(replicas):
-                ctl = self.ctx.Queue()
+                with signals_deferred():
+                    ctl = self.ctx.Queue()
+                    self.ctls.append(ctl)
                 p = self.ctx.Process(target=replica_main, args=(r, ctl, self.up, self._abort_seg.name, os.getpid()),
                                      name=f"oij-replica-{r}", daemon=True)
                 # a Ctrl-C in the middle of start() would leave the child reading half its start-up data (an
@@ -171,7 +174,6 @@ class Runtime:
                 # for close() to end
                 with signals_deferred():
                     p.start()
-                    self.ctls.append(ctl)
                     self.procs.append(p)
             self._pending = []
             ready: set[int] = set()
