@@ -104,7 +104,7 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         _fsync_dir(directory)
     finally:
         if not done and tmp:
-            with contextlib.suppress(OSError):
+            with signals_deferred(), contextlib.suppress(OSError):
                 os.unlink(tmp)
 
 
@@ -134,7 +134,7 @@ def atomic_path(path: str) -> Iterator[str]:
         _fsync_dir(directory)
     finally:
         if not done and tmp:
-            with contextlib.suppress(OSError):
+            with signals_deferred(), contextlib.suppress(OSError):
                 os.unlink(tmp)
 
 

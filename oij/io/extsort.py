@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from oij.io.atomic import TMP_MARK, naming, temp_name
+from oij.io.atomic import TMP_MARK, naming, signals_deferred, temp_name
 from spec.batch import Results
 
 if TYPE_CHECKING:
@@ -292,8 +292,9 @@ class CanonicalSorter:
     def close(self) -> None:
         """Remove the run files (idempotent)."""
         if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+            with signals_deferred():  # a Ctrl-C now is taken once the directory is gone, not halfway through
+                shutil.rmtree(self.dir, ignore_errors=True)
+                self.dir = None
             for p in self.parts.values():
                 p.runs = []
 
