@@ -269,16 +269,14 @@ class CanonicalSorter:
             part.buf, part.buf_lines, part.buffered = [], [], 0
         heads: list[tuple[list[Any], list[bytes]] | None] = [next(s, None) for s in sources]
         while True:
-            live = [k for k, h in enumerate(heads) if h is not None and len(h[0][0])]
+            live = [(k, h) for k, h in enumerate(heads) if h is not None and len(h[0][0])]
             if not live:
                 return
             # the bound: the smallest last key among the blocks (lexicographic over the key columns)
-            lasts = [tuple(int(c[-1]) for c in heads[k][0]) for k in live]  # type: ignore[index]
-            bound = min(lasts)
+            bound = min(tuple(int(c[-1]) for c in h[0]) for _, h in live)
             take_cols: list[list[Any]] = [[] for _ in range(part.cols)]
             take_lines: list[bytes] = []
-            for k in live:
-                cols, lines = heads[k]  # type: ignore[misc]
+            for k, (cols, lines) in live:
                 n = _count_not_above(cols, bound)
                 for i in range(part.cols):
                     take_cols[i].append(cols[i][:n])
