@@ -40,6 +40,7 @@ SIGTERM (both raise in oij's CLI).  No process, no shared memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -235,27 +236,20 @@ class CanonicalSorter:
         import numpy as np
 
         step = block or self.block_rows
-        files = [open(f"{stem}.{i}", "rb") for i in range(part.cols)]  # noqa: SIM115 -- closed below
-        try:
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(f"{stem}.{i}", "rb")) for i in range(part.cols)]
             offsets = np.fromfile(f"{stem}.offsets", np.int64) if part.lines else None
-            text = open(f"{stem}.lines", "rb") if part.lines else None  # noqa: SIM115
-            try:
-                for start in range(0, rows, step):
-                    n = min(step, rows - start)
-                    cols = [np.fromfile(f, np.int64, n) for f in files]
-                    lines: list[bytes] = []
-                    if text is not None and offsets is not None:
-                        o = offsets[start: start + n + 1]
-                        data = text.read(int(o[-1] - o[0]))
-                        rel = (o - o[0]).tolist()
-                        lines = [data[rel[k]: rel[k + 1]] for k in range(n)]
-                    yield cols, lines
-            finally:
-                if text is not None:
-                    text.close()
-        finally:
-            for f in files:
-                f.close()
+            text = stack.enter_context(open(f"{stem}.lines", "rb")) if part.lines else None
+            for start in range(0, rows, step):
+                n = min(step, rows - start)
+                cols = [np.fromfile(f, np.int64, n) for f in files]
+                lines: list[bytes] = []
+                if text is not None and offsets is not None:
+                    o = offsets[start: start + n + 1]
+                    data = text.read(int(o[-1] - o[0]))
+                    rel = (o - o[0]).tolist()
+                    lines = [data[rel[k]: rel[k + 1]] for k in range(n)]
+                yield cols, lines
 
     def _merged(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
         """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring)."""
