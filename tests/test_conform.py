@@ -5,8 +5,10 @@ deterministic."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -241,7 +243,18 @@ def test_vectors_are_deterministic_and_verify(tmp_path: Path) -> None:
                        text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^\d+ passed, 0 failed$", r.stdout, re.M)
-    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "--", *toy("upper-off-by-one")],
+    # the negative control, on the vectors of the upper edge (the toy's bug is there): a manifest of those rows
+    upper = tmp_path / "upper"
+    (upper / "bounds").mkdir(parents=True)
+    rows = [line for line in (a / "manifest.jsonl").read_text().splitlines()
+            if '"feature":"bounds"' in line and "_upper" in json.loads(line)["case"]]
+    assert len(rows) >= 32
+    for line in rows:
+        row = json.loads(line)
+        for f in (row["case"] + ".in.jsonl", row["expected"]):
+            shutil.copyfile(a / f, upper / f)
+    (upper / "manifest.jsonl").write_text("\n".join(rows) + "\n")
+    r = subprocess.run([*OIJ, "vectors", "verify", str(upper), "--", *toy("upper-off-by-one")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "FAIL bounds/" in r.stdout
     for p in PROFILES:

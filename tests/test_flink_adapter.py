@@ -28,8 +28,8 @@ def b(i: int, ts: int, key: int | str = 1) -> StreamTuple:
     return StreamTuple("base", i, ts, key, 1.0)
 
 
-def p(i: int, ts: int, key: int | str = 1) -> StreamTuple:
-    return StreamTuple("probe", i, ts, key, 1.0)
+def p(i: int, ts: int, key: int | str = 1, v: float = 1.0) -> StreamTuple:
+    return StreamTuple("probe", i, ts, key, v)
 
 
 # name -> (case, must it differ from the canonical output?)
@@ -57,6 +57,17 @@ def test_flink_output_is_the_profiles(name: str) -> None:
     assert sorted(got.pairs, key=str) == sorted(want.pairs, key=str), name
     canonical = expected_output(case, "canonical")
     assert (sorted(canonical.pairs, key=str) != sorted(got.pairs, key=str)) == separates, name
+
+
+def test_aggregates_are_the_group_by_over_the_left_join() -> None:
+    """flink-sql-agg: GROUP BY base over the LEFT JOIN, its changelog consolidated.  The late probe at 9 joins
+    the base at 10 and is stored, so the late base at 12 meets it too: two rows of 2.5; canonically the probe
+    and that base are late and base 1 has an empty window (the negative control)."""
+    q = Query(-5, 5, lateness=0, aggregate="sum")
+    case = Case(q, (b(1, 10), p(2, 30, 9), p(3, 9, v=2.5), b(4, 12), End()))
+    got = run_case(q, list(case.events))
+    assert got.aggregates == expected_output(case, "flink-sql").aggregates == [(1, 1, 2.5), (4, 1, 2.5)]
+    assert expected_output(case, "canonical").aggregates != got.aggregates
 
 
 def test_a_paced_run_repeats() -> None:

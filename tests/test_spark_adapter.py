@@ -31,8 +31,8 @@ def b(i: int, ts: int, key: int | str = 1) -> StreamTuple:
     return StreamTuple("base", i, ts, key, 1.0)
 
 
-def p(i: int, ts: int, key: int | str = 1) -> StreamTuple:
-    return StreamTuple("probe", i, ts, key, 1.0)
+def p(i: int, ts: int, key: int | str = 1, v: float = 1.0) -> StreamTuple:
+    return StreamTuple("probe", i, ts, key, v)
 
 
 # name -> (case, policy, the rule it shows)
@@ -90,6 +90,18 @@ def test_generated_cases_follow_the_spark_ss_profile(spark: Any) -> None:
                  max_examples=6, seed=3, vectors=False)
     assert res.failure is None, res.failure.report
     assert res.examples == 6
+
+
+def test_aggregates_are_the_left_join_grouped_by_base(spark: Any) -> None:
+    """spark-ss-agg: a base's aggregate row appears when Spark evicts it (base 4, count 0, once the batch after
+    W = 95 runs) and never for a base still held at the end (6 and 8: no flush); canonically all four have one."""
+    q = Query(-2, 0, lateness=5, aggregate="sum")
+    events = (b(1, 10), p(2, 9, v=2.0), p(3, 10, v=3.0), b(4, 20), p(5, 40), b(6, 100), p(7, 100, 2),
+              b(8, 101, 3), End())
+    case = Case(q, events)
+    got = run_case(spark, q, list(events))
+    assert got.aggregates == expected_output(case, "spark-ss").aggregates == [(1, 2, 5.0), (4, 0, 0.0)]
+    assert expected_output(case, "canonical").aggregates != got.aggregates
 
 
 def test_unsupported_cases_are_refused_before_spark_starts(tmp_path: Path) -> None:

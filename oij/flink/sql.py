@@ -31,8 +31,14 @@ Mapping: lateness mode only (``WATERMARK FOR rt AS rt - INTERVAL 'l' ms``,
 per table: the join takes the minimum); timestamps shifted by ``SHIFT``
 (Flink's row-time join treats a watermark <= 0 as 0); keys as tagged strings;
 bounds with ``>=``/``>`` and ``<=``/``<``; ``join="left"`` as ``LEFT JOIN``.
-Absent: watermark lines, channels, aggregates, late reports (Flink SQL never
-reports late rows), extreme timestamps.
+Aggregates (adapter ``flink-sql-agg``): ``GROUP BY`` the base's id over the
+``LEFT JOIN``, with ``COUNT(b.id)`` (the null row counts 0), ``SUM(b.v)``
+with null as 0.0, ``MIN``, ``MAX``, avg as sum / count.  A non-windowed
+``GROUP BY`` is an *updating* table: each new pair of a base replaces its row
+(an ``-U``/``+U`` change); the drive consolidates the changelog and compares
+the final row of each base (the revisions are counted, as Pathway's are).
+Absent: watermark lines, channels, late reports (Flink SQL never reports late
+rows), extreme timestamps.
 
 Resources: ``run_case`` creates a temporary directory and removes it; the
 streaming job is cancelled in a ``finally``; the reader thread ends when the
@@ -54,6 +60,7 @@ from typing import Any
 
 from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
 from oij.io.keys import tag_key
+from spec.aggregate import AggregateValue
 from spec.batch import Results
 from spec.model import BASE, Event, Query, StreamTuple
 
@@ -72,12 +79,15 @@ SETTLE = 1.0
 STARTUP_TIMEOUT = 60.0
 """Seconds to wait for the start sync pair (the job being deployed and both sources read)."""
 
+_LAST_REVISIONS: tuple[int, int] | None = None
+"""(changes, rows taken back) of the last aggregate run's changelog, for :func:`revision_summary`."""
+
 SYNC_KEY = "~oij-sync~"  # tagged case keys start with "i:" or "s:"
 FEATURES = LATENESS_FEATURES
 
 
 def check_supported(q: Query, events: Sequence[Event]) -> None:
-    """Raise :class:`Unsupported` unless the case is within ``FEATURES``."""
+    """Raise :class:`Unsupported` unless the case is within ``FEATURES`` or is a per-base aggregate."""
     check_lateness_case(q, events, TS_RANGE,
                         "Flink SQL watermarks come from the WATERMARK clause",
                         "the sync rows sit at SHIFT -/+ 2 * TS_RANGE")
@@ -104,9 +114,28 @@ def join_sql(q: Query, a: str, b: str) -> str:
     """The SELECT of the interval join of tables ``a`` (base) and ``b`` (probe) for query ``q``."""
     lo_op = ">=" if q.lower_inclusive else ">"
     hi_op = "<=" if q.upper_inclusive else "<"
-    how = "LEFT JOIN" if q.join == "left" else "JOIN"
-    return (f"SELECT {a}.id AS a_id, {b}.id AS b_id FROM {a} {how} {b} ON {a}.k = {b}.k "
-            f"AND {b}.rt {lo_op} {a}.rt {_interval(q.lower)} AND {b}.rt {hi_op} {a}.rt {_interval(q.upper)}")
+    how = "LEFT JOIN" if q.join == "left" or q.aggregate is not None else "JOIN"
+    on = (f"FROM {a} {how} {b} ON {a}.k = {b}.k "
+          f"AND {b}.rt {lo_op} {a}.rt {_interval(q.lower)} AND {b}.rt {hi_op} {a}.rt {_interval(q.upper)}")
+    if q.aggregate is not None:  # an updating table: one row per base, replaced by every new pair
+        return (f"SELECT {a}.id AS a_id, COUNT({b}.id) AS n, SUM({b}.v) AS s, MIN({b}.v) AS mn, MAX({b}.v) AS mx "
+                f"{on} GROUP BY {a}.id")
+    return f"SELECT {a}.id AS a_id, {b}.id AS b_id {on}"
+
+
+def _aggregate_row(kind: str, a_id: int, r: tuple[Any, ...]) -> tuple[int, int, AggregateValue]:
+    """The consolidated group ``(n, s, mn, mx)`` of base ``a_id`` as an oij aggregate row."""
+    n = int(r[0])
+    total = 0.0 if r[1] is None else float(r[1]) + 0.0
+    if kind == "count":
+        return a_id, n, n
+    if kind == "sum":
+        return a_id, n, total
+    if n == 0:
+        return a_id, 0, None
+    if kind == "avg":
+        return a_id, n, total / n
+    return a_id, n, float(r[2] if kind == "min" else r[3]) + 0.0
 
 
 class _Drive:
@@ -118,15 +147,18 @@ class _Drive:
             os.mkdir(d)
         self.n = 0
         self.rows: list[tuple[int, int | None]] = []
+        self.groups: dict[int, tuple[Any, ...]] = {}  # consolidated aggregate rows (a GROUP BY's changelog)
+        self.changes = 0
+        self.retractions = 0
         self.last_row = time.monotonic()
         self.error: BaseException | None = None
         self.lock = threading.Lock()
 
-    def put(self, side: str, id_: int, ts: int, key: str) -> None:
+    def put(self, side: str, id_: int, ts: int, key: str, value: float = 0.0) -> None:
         d = self.dirs[side]
         tmp = os.path.join(d, f".e{self.n:06d}.json")  # hidden: the source skips it until the rename
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"id": id_, "k": key, "t": ts}) + "\n")
+            f.write(json.dumps({"id": id_, "k": key, "t": ts, "v": value}) + "\n")
         os.rename(tmp, os.path.join(d, f"e{self.n:06d}.json"))
         self.n += 1
 
@@ -134,8 +166,19 @@ class _Drive:
         try:
             for r in it:
                 with self.lock:
-                    self.rows.append((int(r[0]), None if r[1] is None else int(r[1])))
                     self.last_row = time.monotonic()
+                    if len(r) == 2:  # a pair, or a sync row's echo
+                        self.rows.append((int(r[0]), None if r[1] is None else int(r[1])))
+                        continue
+                    self.changes += 1
+                    kind = r.get_row_kind().name
+                    if r[1] is None:  # the echo of a sync row: COUNT is never null
+                        self.rows.append((int(r[0]), None))
+                    elif kind in ("INSERT", "UPDATE_AFTER"):
+                        self.groups[int(r[0])] = tuple(r[1:])
+                    else:  # UPDATE_BEFORE or DELETE: the row is taken back
+                        self.retractions += 1
+                        self.groups.pop(int(r[0]), None)
         except BaseException as e:  # the job was cancelled (normal end) or failed: kept for the caller
             self.error = e
 
@@ -160,7 +203,9 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
     Emits no late lines (Flink SQL does not report late rows).
     Cost: about 5 s to deploy the job, ``pace`` s per tuple, 1-2 s to end.
     """
+    global _LAST_REVISIONS
     check_supported(q, events)
+    _LAST_REVISIONS = None
     tuples = [e for e in events if isinstance(e, StreamTuple)]
     ids = [t.id for t in tuples]
     sync = [max(ids, default=0) + i for i in (1, 2, 3, 4)]  # start base, start probe, end base, end probe
@@ -174,12 +219,15 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
         delay = f"INTERVAL '{(q.lateness or 0) / 1000:.3f}' SECOND"
         for side, name in names.items():
             env.execute_sql(
-                f"CREATE TEMPORARY TABLE {name} (id BIGINT, k STRING, t BIGINT, rt AS TO_TIMESTAMP_LTZ(t, 3), "
+                f"CREATE TEMPORARY TABLE {name} (id BIGINT, k STRING, t BIGINT, v DOUBLE, "
+                f"rt AS TO_TIMESTAMP_LTZ(t, 3), "
                 f"WATERMARK FOR rt AS rt - {delay}) WITH ('connector' = 'filesystem', "
                 f"'path' = 'file://{drive.dirs[side]}', 'format' = 'json', 'source.monitor-interval' = '50ms')")
         a, b = names["base"], names["probe"]
-        echo = " ".join(f"UNION ALL SELECT id AS a_id, CAST(NULL AS BIGINT) AS b_id FROM {t} WHERE k = '{SYNC_KEY}'"
-                        for t in (a, b))
+        nulls = ("CAST(NULL AS BIGINT) AS b_id" if q.aggregate is None else
+                 "CAST(NULL AS BIGINT) AS n, CAST(NULL AS DOUBLE) AS s, CAST(NULL AS DOUBLE) AS mn, "
+                 "CAST(NULL AS DOUBLE) AS mx")
+        echo = " ".join(f"UNION ALL SELECT id AS a_id, {nulls} FROM {t} WHERE k = '{SYNC_KEY}'" for t in (a, b))
         result = env.sql_query(f"{join_sql(q, a, b)} {echo}").execute()
         it = result.collect()
         reader = threading.Thread(target=drive.read, args=(it,), daemon=True, name="oij-flink-reader")
@@ -190,7 +238,7 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
         drive.wait_for((sync[0], None), STARTUP_TIMEOUT)
         drive.wait_for((sync[1], None), STARTUP_TIMEOUT)
         for t in tuples:
-            drive.put(t.side if t.side == BASE else "probe", t.id, t.ts + SHIFT, tag_key(t.key))
+            drive.put(t.side if t.side == BASE else "probe", t.id, t.ts + SHIFT, tag_key(t.key), t.value)
             time.sleep(pace)
         drive.put("base", sync[2], high, SYNC_KEY)
         drive.put("probe", sync[3], high, SYNC_KEY)
@@ -204,8 +252,13 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
             time.sleep(SETTLE - quiet)
         with drive.lock:
             rows = [r for r in drive.rows if r[0] not in sync]
+            groups = dict(drive.groups)
+            _LAST_REVISIONS = (drive.changes, drive.retractions)
         res = Results()
-        res.pairs.extend(rows)
+        if q.aggregate is None:
+            res.pairs.extend(rows)
+        else:
+            res.aggregates.extend(_aggregate_row(q.aggregate, a, g) for a, g in groups.items() if a not in sync)
         return res.canonical()
     finally:
         if result is not None:
@@ -218,5 +271,13 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
         shutil.rmtree(work, ignore_errors=True)
 
 
-__all__ = ["FEATURES", "PACE", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "join_sql", "run_case",
-           "table_env"]
+def revision_summary() -> str | None:
+    """One line on the last aggregate run's changelog: how many changes, how many rows taken back (else None)."""
+    if _LAST_REVISIONS is None:
+        return None
+    changes, back = _LAST_REVISIONS
+    return f"flink-sql: {changes} changes of the GROUP BY, {back} rows taken back (replaced by the next)"
+
+
+__all__ = ["FEATURES", "PACE", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "join_sql", "revision_summary",
+           "run_case", "table_env"]

@@ -21,7 +21,14 @@ What is mapped, and how:
 * keys are tagged strings (``i:1`` and ``s:1`` differ), so ``mixed-keys`` works;
 * bounds: ``probe.t >= base.t + lower ms`` (``>`` when exclusive), likewise upper;
 * ``join="left"`` is Spark's left outer join: the (a, null) row appears when
-  the base is evicted; ``aggregates`` (left outer join + groupBy) are absent;
+  the base is evicted;
+* ``aggregates`` (adapter ``spark-ss-agg``): the left outer join, then
+  ``groupBy(a_id, a_ts)`` in append mode (a stateful aggregation chained after
+  the join; the grouping includes the base's watermarked event-time column, so
+  Spark emits a group once the watermark passes it): ``count(b_id)`` (the
+  null row counts 0), ``sum(b_value)`` with null as 0.0, ``min``, ``max``, and
+  avg as sum / count.  Spark adds doubles in float arithmetic, in the order the
+  rows reach the group, not exactly (see :mod:`spec.aggregate`);
 * late rows are dropped silently by Spark: ``late-report`` is absent.
 
 ``spark.sql.streaming.noDataMicroBatches.enabled=false``: with it on, Spark
@@ -46,6 +53,7 @@ from typing import Any
 
 from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
 from oij.io.keys import tag_key
+from spec.aggregate import AggregateValue
 from spec.batch import Results
 from spec.model import BASE, End, Event, Query, StreamTuple
 
@@ -63,7 +71,7 @@ POLICIES = ("min", "max")
 
 
 def check_supported(q: Query, events: Sequence[Event]) -> None:
-    """Raise :class:`Unsupported` unless the case is within ``FEATURES``."""
+    """Raise :class:`Unsupported` unless the case is within ``FEATURES`` or is a per-base aggregate."""
     check_lateness_case(q, events, TS_RANGE,
                         "Spark derives watermarks from event times",
                         "Spark timestamps end in year 9999")
@@ -86,12 +94,27 @@ def _write_inputs(dirname: str, events: Sequence[Event]) -> int:
     now = time.time()
     for j, t in enumerate(tuples):
         path = os.path.join(dirname, f"e{j:06d}.json")
-        row = {"side": t.side, "id": t.id, "t": t.ts + SHIFT, "key": tag_key(t.key)}
+        row = {"side": t.side, "id": t.id, "t": t.ts + SHIFT, "key": tag_key(t.key), "value": t.value}
         with open(path, "w", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         stamp = now - (len(tuples) - j) * 2.0
         os.utime(path, (stamp, stamp))
     return len(tuples)
+
+
+def _aggregate_row(kind: str, r: Any) -> tuple[int, int, AggregateValue]:
+    """One group of the aggregation as an oij aggregate row ``(base, count, value)``."""
+    n = int(r["n"])
+    total = 0.0 if r["s"] is None else float(r["s"]) + 0.0
+    if kind == "count":
+        return int(r["a_id"]), n, n
+    if kind == "sum":
+        return int(r["a_id"]), n, total
+    if n == 0:
+        return int(r["a_id"]), 0, None
+    if kind == "avg":
+        return int(r["a_id"]), n, total / n
+    return int(r["a_id"]), n, float(r["mn"] if kind == "min" else r["mx"]) + 0.0
 
 
 def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min") -> Results:
@@ -103,7 +126,7 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
     Cost: one micro-batch per tuple, about 0.3 to 1 s each here.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     check_supported(q, events)
     settings = spark_conf(policy)
@@ -121,7 +144,7 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
             return res
         schema = StructType([
             StructField("side", StringType()), StructField("id", LongType()),
-            StructField("t", LongType()), StructField("key", StringType()),
+            StructField("t", LongType()), StructField("key", StringType()), StructField("value", DoubleType()),
         ])
         src = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(inp)
                .withColumn("ts", F.timestamp_millis("t")))
@@ -130,25 +153,35 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
                 .select(F.col("id").alias("a_id"), F.col("key").alias("a_key"), F.col("ts").alias("a_ts"))
                 .withWatermark("a_ts", delay))
         probe = (src.where(F.col("side") != BASE)
-                 .select(F.col("id").alias("b_id"), F.col("key").alias("b_key"), F.col("ts").alias("b_ts"))
+                 .select(F.col("id").alias("b_id"), F.col("key").alias("b_key"), F.col("ts").alias("b_ts"),
+                         F.col("value").alias("b_value"))
                  .withWatermark("b_ts", delay))
         lo = F.col("a_ts") + F.expr(f"INTERVAL {q.lower} MILLISECONDS")
         hi = F.col("a_ts") + F.expr(f"INTERVAL {q.upper} MILLISECONDS")
         cond = ((F.col("a_key") == F.col("b_key"))
                 & (F.col("b_ts") >= lo if q.lower_inclusive else F.col("b_ts") > lo)
                 & (F.col("b_ts") <= hi if q.upper_inclusive else F.col("b_ts") < hi))
-        how = "leftOuter" if q.join == "left" else "inner"
-        joined = base.join(probe, cond, how).select("a_id", "b_id")
-        rows: list[tuple[int, int | None]] = []
+        how = "leftOuter" if q.join == "left" or q.aggregate is not None else "inner"
+        joined = base.join(probe, cond, how)
+        rows: list[Any] = []
 
         def collect(df: Any, _batch: int) -> None:
-            rows.extend((r["a_id"], r["b_id"]) for r in df.collect())
+            rows.extend(df.collect())
 
-        query = (joined.writeStream.outputMode("append").foreachBatch(collect)
+        if q.aggregate is None:
+            out = joined.select("a_id", "b_id")
+        else:
+            out = joined.groupBy("a_id", "a_ts").agg(
+                F.count("b_id").alias("n"), F.sum("b_value").alias("s"),
+                F.min("b_value").alias("mn"), F.max("b_value").alias("mx"))
+        query = (out.writeStream.outputMode("append").foreachBatch(collect)
                  .option("checkpointLocation", os.path.join(work, "ckpt"))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-        res.pairs.extend(rows)
+        if q.aggregate is None:
+            res.pairs.extend((r["a_id"], r["b_id"]) for r in rows)
+        else:
+            res.aggregates.extend(_aggregate_row(q.aggregate, r) for r in rows)
         return res.canonical()
     finally:
         if query is not None and query.isActive:
