@@ -141,3 +141,81 @@ def test_the_replay_case_parses_back_as_the_oracle_sees_it(tmp_path: Path) -> No
     out = tmp_path / "r.jsonl"
     assert main(["join", str(f), "-o", str(out)]) == 0
     assert res.pairs[0] in parse_result_lines(out.read_text().splitlines()).pairs
+
+
+def _dataset(tmp_path: Path, w: Path, cuts: tuple[int, ...]) -> Path:
+    """The events of ``w`` as a directory of Parquet files cut at rows ``cuts`` (as Spark writes a dataset: part
+    files in name order, a _SUCCESS marker), the query in each file's metadata."""
+    from oij.io.parquet import write_parquet
+
+    q, events, f = open_events(str(w))
+    try:
+        evs = list(events)
+    finally:
+        if f is not None:
+            f.close()
+    d = tmp_path / "dataset"
+    d.mkdir()
+    bounds = [0, *cuts, len(evs)]
+    single = tmp_path / "all.parquet"
+    write_parquet(str(single), q, evs, key_type="int")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(single)
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        pq.write_table(table.slice(a, b - a), d / f"part-{i:05d}-x.snappy.parquet")
+    (d / "_SUCCESS").write_text("")
+    return d
+
+
+@pytest.mark.parametrize("spark_on", [False, pytest.param(True, marks=pytest.mark.spark)])
+def test_a_parquet_dataset_is_one_stream_in_file_order(tmp_path: Path, spark_on: bool,
+                                                        request: pytest.FixtureRequest,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """EVENTS as a directory: the same verdict as the single file, through the sequential readers and (past
+    --seq-limit) through Spark, whose positions are the file's start plus the row inside it; a duplicate id
+    across files is named by its file and row there; negative control: the files in another order are another
+    stream, and the oracle's output for it differs."""
+    if spark_on:
+        request.getfixturevalue("spark")
+    w, res = _workload(tmp_path, None)
+    d = _dataset(tmp_path, w, (700, 1900))
+    got = _write(tmp_path / "got.jsonl", res)
+    extra = ["--seq-limit", "10"] if spark_on else ["--no-spark"]
+    rc, report = _check(tmp_path, d, "--got", f"mine={got}", *extra)
+    assert rc == 0 and report["all_agree"], report
+    # another order of the same files is another arrival order: the canonical output changes
+    q, events, _ = open_events(str(d))
+    assert run_events(list(events), q).canonical() == res
+    parts = sorted(d.glob("part-*"))
+    parts[0].rename(d / "part-99999-x.snappy.parquet")
+    q, events, _ = open_events(str(d))
+    with pytest.raises(Exception, match="nothing may follow the end row|missing the last row"):
+        run_events(list(events), q)
+    (d / "part-99999-x.snappy.parquet").rename(parts[0])
+    # a duplicate id in the second file, of an id of the first: named by the second file and its row
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t0, t1 = pq.read_table(parts[0]), pq.read_table(parts[1])
+    ids = t1.column("id").to_pylist()
+    ids[5] = t0.column("id").to_pylist()[3]
+    pq.write_table(t1.set_column(t1.schema.get_field_index("id"), "id", pa.array(ids, type=pa.int64())), parts[1])
+    rc = main(["check", str(d), "--no-progress", "--out", str(tmp_path / "bad"), "--got", f"mine={got}", *extra])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"{parts[1]}:6: id: duplicate id" in err, err
+
+
+def test_a_dataset_with_a_subdirectory_or_an_output_inside_is_refused(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    w, res = _workload(tmp_path, None)
+    d = _dataset(tmp_path, w, (1000,))
+    got = _write(tmp_path / "got.jsonl", res)
+    assert main(["check", str(d), "--no-spark", "--out", str(d / "out"), "--got", f"mine={got}"]) == 2
+    assert "inside the input dataset" in capsys.readouterr().err
+    assert not (d / "out").exists()
+    (d / "key=1").mkdir()
+    assert main(["join", str(d), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "a partitioned dataset has no arrival order" in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -51,7 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "each engine with the oracle in Spark; print a table and write OUT/report.json and OUT/report.md. "
         "Exit 0 only if every engine agrees. With no arguments: a small default workload.",
     )
-    p.add_argument("file", nargs="?", help="input: oij-jsonl or .parquet (default: a generated workload)")
+    p.add_argument("file", nargs="?", help="input: oij-jsonl, .parquet, or a directory of Parquet files (a "
+                   "dataset as Spark writes it: files in name order are the arrival order); default: a generated "
+                   "workload")
     p.add_argument("--preset", help=f"generate this workload preset (default {DEFAULT_PRESET} when no FILE)")
     p.add_argument("--events", type=int, default=None, help=f"tuples to generate (default {DEFAULT_EVENTS})")
     p.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
@@ -207,7 +209,6 @@ def run(args: argparse.Namespace) -> int:
 
         check_java()  # before any work: no Java, no Spark
     out = args.out
-    os.makedirs(out, exist_ok=True)
     results_dir = os.path.join(out, "results")
     if args.file not in (None, "-") and os.path.exists(args.file):
         rdir = os.path.realpath(results_dir)
@@ -215,23 +216,26 @@ def run(args: argparse.Namespace) -> int:
         link = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(args.file))), os.path.basename(args.file))
         if any(os.path.commonpath([p, rdir]) == rdir for p in (target, link)):
             raise UsageError(f"input {args.file} is inside {results_dir}, which oij check replaces: refusing")
+        if os.path.isdir(args.file) and os.path.commonpath([os.path.realpath(out), target]) == target:
+            raise UsageError(f"--out {out} is inside the input dataset {args.file}: refusing (it would become "
+                             "part of the input)")
+    os.makedirs(out, exist_ok=True)
     check_outputs([os.path.join(out, "report.json"), os.path.join(out, "report.md")], [args.file])
     shutil.rmtree(results_dir, ignore_errors=True)
     os.makedirs(results_dir)
 
     # 1. the workload
-    parquet_in = args.file is not None and args.file.endswith(".parquet")
+    parquet_in = args.file is not None and (args.file.endswith(".parquet") or os.path.isdir(args.file))
     events: list[Event] | None
     if args.file is not None:
         source = args.file
         if parquet_in:
-            import pyarrow.parquet as pq
-
+            from oij.io.parquet import parquet_rows
             from oij.spark.frames import check_schema
 
             check_schema(args.file)
             with input_events(args.file, args, int64_ids=True) as (q, it):
-                n_events = pq.ParquetFile(args.file).metadata.num_rows
+                n_events = parquet_rows(args.file)
                 fits = n_events <= args.seq_limit
                 events = list(progress(it, enabled=not args.no_progress, desc="read")) if fits else None
             spark_input = os.path.abspath(args.file)

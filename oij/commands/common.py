@@ -85,7 +85,7 @@ def input_blocks(path: str, args: argparse.Namespace) -> Iterator[tuple[Query, I
 
 @contextlib.contextmanager
 def _input(path: str, args: argparse.Namespace, opener: Any) -> Iterator[tuple[Query, Any]]:
-    if path.endswith(".parquet"):
+    if path.endswith(".parquet") or os.path.isdir(path):  # a file or a dataset (oij.io.parquet.is_parquet)
         from oij.io.parquet import parquet_query
 
         if not os.path.exists(path):

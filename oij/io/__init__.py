@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
@@ -14,11 +15,13 @@ if TYPE_CHECKING:
 __all__ = ["InputError", "open_blocks", "open_events"]
 
 STDIN_BLOCK = 4096  # events per block read from stdin (a pipe: small blocks keep latency low)
+DATASET_BLOCK = 65536  # events per block of a Parquet dataset (a directory), read row by row
 
 
 def open_events(path: str, q: Query | None = None,
                 int64_ids: bool = False) -> tuple[Query, Iterator[Event], IO[bytes] | None]:
-    """Open an event file by extension (``.parquet`` or oij-jsonl; ``-`` is stdin).
+    """Open an event file by extension (``.parquet`` or oij-jsonl; ``-`` is stdin; a directory is a Parquet
+    dataset, :mod:`oij.io.parquet`).
 
     ``int64_ids``: an id beyond 64 bits is an input error naming its line (for the commands that hand the
     events to the parallel engines or to Arrow).
@@ -30,6 +33,10 @@ def open_events(path: str, q: Query | None = None,
 
     from oij.io.jsonl import read_jsonl
 
+    if os.path.isdir(path):  # a Parquet dataset: its files one after the other
+        from oij.io.parquet import read_parquet
+
+        return (*read_parquet(path, q), None)
     if path.endswith(".parquet"):
         from oij.io.blocks import blocks_to_events
 
@@ -59,6 +66,11 @@ def open_blocks(path: str, q: Query | None = None,
     from oij.io.blocks import read_jsonl_blocks, read_parquet_blocks
     from oij.io.jsonl import read_jsonl
 
+    if os.path.isdir(path):  # a Parquet dataset, read as one stream, grouped into blocks
+        from oij.io.parquet import read_parquet
+
+        query, events = read_parquet(path, q)
+        return query, _group(events, Block, DATASET_BLOCK), None
     if path.endswith(".parquet"):
         query, blocks = read_parquet_blocks(path, q)
         return query, blocks, None
@@ -77,11 +89,11 @@ def _open_file(path: str) -> IO[bytes]:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
 
 
-def _group(events: Iterator[Event], block: type[EventBlock]) -> Iterator[EventBlock]:
+def _group(events: Iterator[Event], block: type[EventBlock], size: int = STDIN_BLOCK) -> Iterator[EventBlock]:
     buf: list[Event] = []
     for e in events:
         buf.append(e)
-        if len(buf) >= STDIN_BLOCK or type(e) is End:
+        if len(buf) >= size or type(e) is End:
             yield block.from_events(buf)
             buf = []
     if buf:

@@ -13,12 +13,21 @@ query's cond reads (other than ``ts`` and ``value``), null where a row has
 none.  A tuple with a field the cond does not read cannot be written (no data
 is silently dropped: use oij-jsonl for it).
 
+A *dataset* (a directory of Parquet files, as Spark or pyarrow writes one)
+is read as one stream: its ``.parquet`` files in name order (Spark's
+``part-00000-...``, ``part-00001-...``), the rows of each in file order;
+hidden files (``.``, ``_``: ``_SUCCESS``, checksums) are skipped; a
+subdirectory (a partitioned dataset, whose layout loses the arrival order) is
+refused.  Ids are unique, and the end row last, over the whole dataset;
+errors name the file inside the directory and its row.
+
 Data flow: the writer buffers rows column-wise and writes a row group every
 ``rows_per_group`` events, so memory is constant in the stream length.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -139,16 +148,46 @@ class ParquetEventWriter:
         self.close()
 
 
-def parquet_query(path: str) -> Query | None:
-    """The query stored in the file's metadata, or None."""
+def is_parquet(path: str) -> bool:
+    """True iff ``path`` names Parquet input: a ``.parquet`` file or a directory (a dataset)."""
+    return path.endswith(".parquet") or os.path.isdir(path)
+
+
+def dataset_files(path: str) -> list[str]:
+    """The files of Parquet input ``path``, in arrival order: ``[path]`` for a file; for a directory its
+    ``.parquet`` files in name order (see the module docstring).  O(files log files)."""
+    if not os.path.isdir(path):
+        return [path]
     try:
-        meta = pq.read_schema(path).metadata or {}
-    except (OSError, pa.ArrowInvalid) as e:
-        raise InputError(path, 0, "file", f"not a readable Parquet file ({e})") from None
-    raw = meta.get(META_KEY)
-    if raw is None:
-        return None
-    return parse_query(orjson.loads(raw), (path, 0))
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    visible = [n for n in names if not n.startswith((".", "_"))]
+    for n in visible:
+        if os.path.isdir(os.path.join(path, n)):
+            raise InputError(os.path.join(path, n), 0, "file", "a subdirectory: a partitioned dataset has no "
+                             "arrival order; give a directory of Parquet files (part files in arrival order)")
+    files = [os.path.join(path, n) for n in visible if n.endswith(".parquet")]
+    if not files:
+        raise InputError(path, 0, "file", "a directory without .parquet files")
+    return files
+
+
+def parquet_query(path: str) -> Query | None:
+    """The query stored in the file's metadata (for a dataset: in its files, which must agree), or None."""
+    found: list[tuple[str, Query | None]] = []
+    for f in dataset_files(path):
+        try:
+            meta = pq.read_schema(f).metadata or {}
+        except (OSError, pa.ArrowInvalid) as e:
+            raise InputError(f, 0, "file", f"not a readable Parquet file ({e})") from None
+        raw = meta.get(META_KEY)
+        found.append((f, None if raw is None else parse_query(orjson.loads(raw), (f, 0))))
+    first = found[0][1]
+    for f, q in found[1:]:
+        if q != first:
+            raise InputError(f, 0, "query", f"the stored query differs from that of {found[0][0]}")
+    return first
 
 
 def open_parquet(path: str, q: Query | None = None) -> tuple[Query, pq.ParquetFile]:
@@ -157,6 +196,10 @@ def open_parquet(path: str, q: Query | None = None) -> tuple[Query, pq.ParquetFi
     query = q if q is not None else stored
     if query is None:
         raise InputError(path, 0, "query", "no query in the file's metadata: give --lower and --upper")
+    return query, _open_checked(path)
+
+
+def _open_checked(path: str) -> pq.ParquetFile:
     try:
         pf = pq.ParquetFile(path)
     except (OSError, pa.ArrowInvalid) as e:
@@ -164,11 +207,18 @@ def open_parquet(path: str, q: Query | None = None) -> tuple[Query, pq.ParquetFi
     missing = [n for n in ("type", "ts") if n not in pf.schema_arrow.names]
     if missing:
         raise InputError(path, 0, missing[0], "missing column")
-    return query, pf
+    return pf
 
 
 def read_parquet(path: str, q: Query | None = None) -> tuple[Query, Iterator[Event]]:
-    """The query (``q`` if given, else the stored one) and a lazy iterator of the events."""
+    """The query (``q`` if given, else the stored one) and a lazy iterator of the events (a file or a dataset)."""
+    if os.path.isdir(path):
+        files = dataset_files(path)
+        stored = parquet_query(path)
+        query = q if q is not None else stored
+        if query is None:
+            raise InputError(path, 0, "query", "no query in the dataset's metadata: give --lower and --upper")
+        return query, _dataset_events(files, query)
     query, pf = open_parquet(path, q)
     return query, _events(pf, path, query)
 
@@ -181,6 +231,27 @@ def _events(pf: pq.ParquetFile, path: str, q: Query) -> Iterator[Event]:
         row += batch.num_rows
     if not p.ended:
         raise InputError(path, row + 1, "type", "missing the last row of type 'end'")
+
+
+def _dataset_events(files: list[str], q: Query) -> Iterator[Event]:
+    """The events of the files in order, checked as one stream (one parser: ids, the end row); rows counted
+    per file."""
+    p = EventParser(q, files[0])
+    row = 0
+    for f in files:
+        pf = _open_checked(f)
+        p.path = f
+        row = 0
+        for batch in pf.iter_batches(batch_size=65536):
+            yield from row_events(batch, row, p, f)
+            row += batch.num_rows
+    if not p.ended:
+        raise InputError(files[-1], row + 1, "type", "missing the last row of type 'end'")
+
+
+def parquet_rows(path: str) -> int:
+    """The number of rows (events) of a Parquet file or dataset, from the footers alone.  O(files)."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
 
 
 def row_events(batch: pa.RecordBatch, row: int, p: EventParser, path: str) -> Iterator[Event]:

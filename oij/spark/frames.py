@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from oij.io.errors import InputError
 from oij.io.jsonl import format_query
 from oij.io.keys import tag_key
-from oij.io.parquet import COLUMNS, FIELD_PREFIX, META_KEY, event_row, field_names, parquet_query
+from oij.io.parquet import COLUMNS, FIELD_PREFIX, META_KEY, dataset_files, event_row, field_names, parquet_query
 from spec.model import TS_LIMIT, Event, Query, StreamTuple
 
 KEYS_META = b"oij.keys"
@@ -158,10 +158,24 @@ def materialize(
 
 
 def check_schema(path: str) -> pa.Schema:
+    """The schema of an oij Parquet file, or of a dataset (a directory: every file checked, all alike)."""
     if not os.path.exists(path):
         raise InputError(path, 0, "file", "No such file or directory")
-    if os.path.isdir(path):
-        raise InputError(path, 0, "file", "is a directory; give one Parquet file (its row order is the arrival order)")
+    files = dataset_files(path)
+    first = _check_file_schema(files[0])
+    for f in files[1:]:
+        sch = _check_file_schema(f)
+        for field in sch:
+            if field.name in first.names and first.field(field.name).type != field.type:
+                raise InputError(f, 0, field.name, f"schema mismatch: {field.type} here, "
+                                 f"{first.field(field.name).type} in {files[0]}")
+        if set(sch.names) != set(first.names):
+            odd = sorted(set(sch.names) ^ set(first.names))[0]
+            raise InputError(f, 0, odd, f"schema mismatch: the files of {path} have different columns")
+    return first
+
+
+def _check_file_schema(path: str) -> pa.Schema:
     try:
         sch = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as e:
@@ -185,6 +199,29 @@ def check_schema(path: str) -> pa.Schema:
     return sch
 
 
+class RowPlace:
+    """Where global position ``pos`` (0-based over a dataset's files in order) lies: a file and its 1-based row.
+
+    Built from the footers alone; :meth:`locate` is O(log files).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.files = dataset_files(path)
+        self.starts: list[int] = []
+        n = 0
+        for f in self.files:
+            self.starts.append(n)
+            n += pq.ParquetFile(f).metadata.num_rows
+        self.rows = n
+
+    def locate(self, pos: int) -> tuple[str, int]:
+        """The file holding position ``pos`` and the row there (1-based); past the end: the last file."""
+        import bisect
+
+        i = max(0, bisect.bisect_right(self.starts, pos) - 1)
+        return self.files[i], pos - self.starts[i] + 1
+
+
 def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[Query, Any]:
     """The query and the event frame of an oij Parquet file, read by Spark (no Python per row).
 
@@ -198,15 +235,29 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
     query = q if q is not None else stored
     if query is None:
         raise InputError(path, 0, "query", "no query in the file's metadata: give --lower and --upper")
-    df = spark.read.parquet(os.path.abspath(path))
     names = set(sch.names)
+    if os.path.isdir(path):
+        # a dataset: Spark reads every file; the arrival position is the file's start (files in name order)
+        # plus the row's index inside it, joined from a small table of starts
+        place = RowPlace(path)
+        starts = spark.createDataFrame([(os.path.basename(f), s) for f, s in zip(place.files, place.starts,
+                                                                                  strict=True)],
+                                       "file_name string, start long")
+        df = spark.read.parquet(*(os.path.abspath(f) for f in place.files))
+        df = (df.select("*", F.col("_metadata.file_name").alias("file_name"),
+                        F.col("_metadata.row_index").alias("row_index"))
+              .join(F.broadcast(starts), "file_name"))
+        pos = (F.col("start") + F.col("row_index")).alias("pos")
+    else:
+        df = spark.read.parquet(os.path.abspath(path))
+        pos = F.col("_metadata.row_index").alias("pos")
 
     def col(name: str, typ: str) -> Any:
         return F.col(name).cast(typ) if name in names else F.lit(None).cast(typ)
 
     key_t = "string" if "key" in names and sch.field("key").type != pa.int64() else "long"
     frame = df.select(
-        F.col("_metadata.row_index").alias("pos"),
+        pos,
         col("type", "string").alias("type"),
         col("side", "string").alias("side"),
         col("id", "long").alias("id"),
@@ -294,6 +345,9 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
         found.append((int(dup[0]["pos"]), "id", f"duplicate id {dup[0]['id']}"))
     if found:
         pos, field, msg = min(found)
+        if os.path.isdir(path):  # name the file of the dataset and its row
+            where, row = RowPlace(path).locate(pos)
+            raise InputError(where, row, field, msg)
         raise InputError(path, pos + 1, field, msg)
     return n
 
