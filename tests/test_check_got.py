@@ -3,6 +3,7 @@ small replay case (oij/commands/_got.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ def _dataset(tmp_path: Path, w: Path, cuts: tuple[int, ...]) -> Path:
     import pyarrow.parquet as pq
 
     table = pq.read_table(single)
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         pq.write_table(table.slice(a, b - a), d / f"part-{i:05d}-x.snappy.parquet")
     (d / "_SUCCESS").write_text("")
     return d
