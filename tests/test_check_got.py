@@ -221,3 +221,40 @@ def test_a_dataset_with_a_subdirectory_or_an_output_inside_is_refused(tmp_path: 
     assert main(["join", str(d), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "a partitioned dataset has no arrival order" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A system that follows spark-ss (here: that profile's result) differs from the canonical result in hundreds
+    of rows, every one explained by spark-ss, and ``--profile spark-ss`` agrees with it; negative control: the
+    same output with one pair lost is explained by no profile, and --profile spark-ss finds the lost pair."""
+    from spec.profiles import compute_profile_result, get_profile
+
+    w = tmp_path / "late.jsonl"
+    write_workload(str(w), resolve("teach-late"), 1000, 3)
+    q, events, f = open_events(str(w))
+    try:
+        evs = list(events)
+    finally:
+        if f is not None:
+            f.close()
+    ss = compute_profile_result(evs, q, get_profile("spark-ss")).canonical()
+    assert ss != run_events(evs, q).canonical()
+    got = _write(tmp_path / "ss.jsonl", ss)
+    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"spark={got}")
+    assert rc == 1
+    (a,) = report["attribution"]
+    assert a["differences"] > 10 and "spark-ss" in a["explained_by"], a
+    assert "are explained by spark-ss" in capsys.readouterr().out
+    rc, report = _check(tmp_path, w, "--got", f"spark={got}", "--profile", "spark-ss")
+    assert rc == 0 and report["profile"] == "spark-ss"
+    lost = Results(pairs=ss.pairs[1:], aggregates=ss.aggregates, late=ss.late)
+    bad = _write(tmp_path / "bad.jsonl", lost)
+    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"spark={bad}")
+    (a,) = report["attribution"]
+    assert rc == 1 and a["explained_by"] == [] and a["partly"][0]["profile"] == "spark-ss", a
+    assert a["partly"][0]["explains"] == a["differences"] - 1  # all but the lost pair
+    assert "no named profile explains all" in capsys.readouterr().out
+    rc, report = _check(tmp_path, w, "--got", f"spark={bad}", "--profile", "spark-ss")
+    spark_row = next(r for r in report["engines"] if r["engine"] == "spark")
+    assert rc == 1 and spark_row["missing"] == 1, spark_row

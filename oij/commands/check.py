@@ -80,6 +80,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--got-columns", metavar="[NAME:]FIELD=COLUMN,...", action="append", default=[],
                    help="column names of a --got output written by another tool (of --got NAME, or of every --got): "
                    "fields kind, base, probe, count, value, id (e.g. flink:base=a_id,probe=b_id); repeatable")
+    p.add_argument("--profile", default="canonical",
+                   help="judge against a semantic profile of spec.profiles (spark-ss, flink-sql, ...; default "
+                   "canonical): its result is simulated in memory (the events within --sim-limit), and the "
+                   "comparison runs in Python")
+    p.add_argument("--sim-limit", type=int, default=200_000,
+                   help="events up to which profiles are simulated: for --profile, and to attribute each --got "
+                   "output's differences to the profiles that explain them (default 200000; about 0.35 ms per "
+                   "event per profile)")
     p.add_argument("--no-progress", action="store_true", help="no progress messages")
     add_query_flags(p)
     p.set_defaults(func=run)
@@ -197,8 +205,16 @@ def run(args: argparse.Namespace) -> int:
     prog = Progress(not args.no_progress)
     if args.file is not None and args.preset is not None:
         raise UsageError("give a FILE or --preset, not both")
-    if args.seq_limit < 0:
-        raise UsageError("--seq-limit must be >= 0")
+    if args.seq_limit < 0 or args.sim_limit < 0:
+        raise UsageError("--seq-limit and --sim-limit must be >= 0")
+    from spec.profiles import PROFILES
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
+    profiled = args.profile != "canonical"
+    if profiled and args.spark:
+        # the Spark oracle computes the canonical semantics; a profile is simulated, and compared, in Python
+        args.spark = False
     from oij.commands._got import parse_columns, parse_got
 
     names = _engines(args) if args.patterns is not None or not args.got else []
@@ -262,6 +278,9 @@ def run(args: argparse.Namespace) -> int:
     if events is None and names:
         raise UsageError(f"the workload has {n_events} events, more than --seq-limit {args.seq_limit}: engines "
                          f"need it in memory; raise --seq-limit or choose no --patterns")
+    if profiled and (events is None or n_events > args.sim_limit):
+        raise UsageError(f"--profile {args.profile}: the workload has {n_events} events; profiles are simulated in "
+                         f"memory up to --sim-limit {args.sim_limit} (and --seq-limit {args.seq_limit}) events")
     if events is None and not args.spark:
         raise UsageError(f"the workload has more than --seq-limit {args.seq_limit} events and --no-spark leaves "
                          f"no oracle that can run it")
@@ -272,7 +291,14 @@ def run(args: argparse.Namespace) -> int:
     if events is not None:
         prog.say("sequential oracle ...")
         t = time.perf_counter()
-        mem[SEQ_ORACLE] = run_events(events, q)
+        canonical = run_events(events, q)
+        if profiled:
+            from spec.profiles import compute_profile_result
+
+            prog.say(f"the {args.profile} profile (simulated) ...")
+            mem[SEQ_ORACLE] = compute_profile_result(events, q, PROFILES[args.profile]).canonical()
+        else:
+            mem[SEQ_ORACLE] = canonical
         r = Row(SEQ_ORACLE, wall_s=time.perf_counter() - t)
         r.throughput = (tuples or 0) / r.wall_s if r.wall_s > 0 else None
         rows.append(r)
@@ -343,7 +369,12 @@ def run(args: argparse.Namespace) -> int:
             r.agrees = c.agrees
             r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
             r.by_kind, r.differences = c.by_kind, c.differences
-    replays = _replays(q, events, rows, dict(gots), out) if gots else {}
+    if profiled and gots:
+        prog.say(f"no replay cases under --profile {args.profile}: a replay case carries the canonical W at each "
+                 "arrival, which other profiles do not follow")
+    replays = _replays(q, events, rows, dict(gots), out) if gots and not profiled else {}
+    attribution = _attribution(q, events, n_events, rows, gots, canonical if events is not None else None,
+                               results_dir, args, prog)
     prog.say("done")
 
     # 6. report
@@ -355,9 +386,13 @@ def run(args: argparse.Namespace) -> int:
         "engines": [r.__dict__ for r in rows],
         "all_agree": all(r.agrees for r in rows),
         "replays": replays,
+        "profile": args.profile,
+        "attribution": [a.__dict__ for a in attribution],
     }
     write_text(os.path.join(out, "report.json"), json.dumps(report, indent=2, default=str) + "\n")
     write_text(os.path.join(out, "report.md"), markdown(report, rows))
+    if profiled:
+        print(f"reference: the {args.profile} profile (spec.profiles), simulated in memory as the seq-oracle row")
     print(table(rows, reference))
     print(f"report: {os.path.join(out, 'report.md')}, {os.path.join(out, 'report.json')}; "
           f"outputs: {results_dir}/engine=*")
@@ -366,10 +401,34 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n{name}: {case_info['difference']}: replay case {case_info['file']} "
                   f"({case_info['events']} events)")
             print("\n".join("  " + x for x in case_info["timeline"]))
+    if attribution:
+        print()
+        for a in attribution:
+            print("attribution: " + a.line())
     if not names and not gots:
         print("note: no engine was checked (none registered, none chosen, or the workload exceeds --seq-limit); "
               "only the oracles were compared")
     return 0 if report["all_agree"] else 1
+
+
+def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list[Row], gots: list[tuple[str, str]],
+                 canonical: Results | None, results_dir: str, args: argparse.Namespace,
+                 prog: Progress) -> list[Any]:
+    """For each --got output that differs from the canonical result: the profiles that explain its differences
+    (:mod:`oij.commands._attribute`); only for workloads in memory within --sim-limit."""
+    from oij.commands._got import read_got_results
+    from oij.spark.compare import engine_dir
+
+    if not gots:
+        return []
+    if events is None or canonical is None or n_events > args.sim_limit:
+        prog.say(f"no attribution to profiles: {n_events} events, more than --sim-limit {args.sim_limit} "
+                 "(or --seq-limit)")
+        return []
+    from oij.commands._attribute import attribute
+
+    outs = {name: read_got_results(engine_dir(results_dir, name)) for name, _ in gots}
+    return attribute(q, events, outs, canonical, say=prog.say)
 
 
 def _replays(q: Query, events: list[Event] | None, rows: list[Row], gots: dict[str, str],
