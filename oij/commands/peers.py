@@ -6,7 +6,9 @@ Method (docs/results.rst has the write-up and the table):
   late, so every system's exact result is the batch join) and written as oij-jsonl, Parquet and, for
   the JVM peers, a CSV of ``side,id,ts,key`` (oij's time units read as ms); writing them is not timed;
 * every system is one process, timed by wall clock from start to exit, reading a file and writing its
-  pairs to a file: ``oij join``, ``oij run`` for every pattern at 1 and 2 replicas, the numpy floor
+  pairs to a file: ``oij join`` (its block path, :mod:`reference.blocks`; and, on oij-jsonl, its event path
+  too, ``OIJ_JOIN_PATH=event``: the oracle event by event), ``oij run`` for every pattern at 1 and 2
+  replicas, the numpy floor
   (:mod:`reference.batchjoin`: columnar read, sort + searchsorted, column-wise write), Flink's
   DataStream intervalJoin (Java, :mod:`oij.flink.peers`) at parallelism 1 and 2, Flink SQL's interval join
   (PyFlink) and Spark Structured Streaming's stream-stream join (pyspark, ``local[2]``);
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,7 @@ class System:
     argv: list[str]  # with {IN} and {OUT} placeholders
     kind: str  # oij | floor | peer
     out_format: str  # jsonl | csv
+    env: dict[str, str] = field(default_factory=dict)  # set in the system's environment
 
 
 def _systems(quick: bool, lower: int, upper: int, lateness: int, cache: Path, skip: set[str]
@@ -95,6 +98,10 @@ def _systems(quick: bool, lower: int, upper: int, lateness: int, cache: Path, sk
     for fmt in ("jsonl", "parquet"):
         out.append(System(f"oij join [{fmt}]", fmt, [*py, "-m", "oij.cli", "join", "{IN}", "-o", "{OUT}"], "oij",
                           "jsonl"))
+        if fmt == "jsonl":  # the same command on the oracle's event-by-event path (before issue 27)
+            out.append(System("oij join event path [jsonl]", fmt,
+                              [*py, "-m", "oij.cli", "join", "{IN}", "-o", "{OUT}"], "oij", "jsonl",
+                              {"OIJ_JOIN_PATH": "event"}))
         for pat in PATTERNS:
             for r in reps if fmt == "jsonl" else (2,):
                 out.append(System(f"oij run {pat} x{r} [{fmt}]", fmt,
@@ -232,7 +239,7 @@ def run_peers(args: argparse.Namespace) -> int:
                     out = d / "out"
                     argv = [str(paths[s.fmt]) if x == "{IN}" else str(out) if x == "{OUT}" else x for x in s.argv]
                     t0 = time.perf_counter()
-                    rc, err = _run_timed(argv, args.timeout)
+                    rc, err = _run_timed(argv, args.timeout, s.env)
                     wall = time.perf_counter() - t0
                     print(f"[{wname} {rep + 1}/{repeat}] {s.name}: {wall:.2f} s" + ("" if rc == 0 else
                           f" FAILED ({err})"), file=sys.stderr)
@@ -254,12 +261,14 @@ def run_peers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_timed(argv: list[str], timeout: float) -> tuple[int, str]:
-    """Run one system in its own process group; (exit code, last stderr line or the timeout).
+def _run_timed(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run one system in its own process group (``env`` added to its environment); (exit code, last stderr line
+    or the timeout).
 
     On timeout the whole group is killed -- a JVM started by the system goes with it.
     """
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env={**os.environ, **env} if env else None)
     try:
         _, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -340,6 +349,10 @@ def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
         add("Flink DataStream x2 / oij join, jsonl", ds2, join, 2.5, wname)
         add("Flink DataStream x2 / best pattern x2, jsonl", ds2, best, 4.0, wname)
         add("Flink DataStream x2 / best pattern x2, Parquet", ds2, best_pq, 10.0, wname)
+        floor = _median(w, "numpy floor [jsonl]")
+        add("numpy floor / oij join, jsonl (issue 27: oij join within 2x of the floor: >= 0.5)", floor, join, 0.5,
+            wname)
+        add("Flink DataStream x2 / oij join, jsonl (issue 27)", ds2, join, 4.0, wname)
     return out
 
 

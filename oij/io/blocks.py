@@ -284,6 +284,14 @@ def read_jsonl_blocks(stream: IO[bytes], path: str, block_bytes: int = BLOCK_BYT
     return q, _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
 
 
+def jsonl_blocks_after_query(stream: IO[bytes], path: str, q: Query, block_bytes: int = BLOCK_BYTES,
+                             int64_ids: bool = False) -> Iterator[EventBlock]:
+    """The lazy event blocks of an oij-jsonl stream whose query line ``q`` was already read (by
+    :func:`oij.io.jsonl.read_jsonl` or :func:`oij.io.jsonl.read_query_line`): what :func:`read_jsonl_blocks`
+    returns after the query, for a caller that chose blocks or events only once it knew the query."""
+    return _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
+
+
 def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
                   int64_ids: bool = False) -> Iterator[EventBlock]:
     p = EventParser(q, path, int64_ids)

@@ -1,0 +1,676 @@
+r"""The block path of the reference oracle: whole blocks of events decided at once, in numpy.
+
+:class:`reference.oracle.Oracle` takes the arrival sequence one event at a
+time, about 2 µs of interpreter work per tuple.  :class:`BlockOracle` takes it
+in blocks of ``block`` consecutive events (default :data:`BLOCK`; any size
+from 1 gives the same output) and decides each block with a handful of numpy
+calls.  Its output, as a multiset, is the event-by-event oracle's; in the
+canonical order (:meth:`spec.batch.Results.canonical`, which ``oij join``
+writes by default) the bytes are the same.  It keeps the arrival order's
+meaning -- lateness, watermarks, finality, purging -- and streams: its state
+is what :mod:`spec.purge` needs at the last block end plus one block, bounded
+by the live window, not by the input.
+
+Notation as in :mod:`spec`: a block is the events :math:`e_s \dots e_{t-1}`;
+:math:`W_i` is the watermark in force at the arrival of :math:`e_i`, before
+it is applied (:func:`spec.watermark.arrival_watermarks`); :math:`W_t` is the
+watermark after the block; :math:`\ell', u'` are the inclusive offsets
+(:func:`spec.match.lower_offset`, :func:`spec.match.upper_offset`), so
+:math:`lo(a) = a.ts + \ell'`, :math:`hi(a) = a.ts + u'`.
+
+**Why each step equals the event-by-event definition.**
+
+**1. W at every arrival is a prefix maximum.**  Watermark mode: the maximum
+of channel c at event i is
+
+.. math:: m_c(i) = \max\big(m_c(s),\ \max\{e_j.ts \mid s \le j < i,\ e_j
+          \text{ a watermark of channel } c\}\big)
+
+(:func:`spec.watermark.on_watermark`; a regression changes no maximum), so
+``maximum.accumulate`` along the block's watermark events, with the carry
+:math:`m_c(s)` as the first element, gives :math:`m_c` after each watermark;
+:math:`W = \min_c m_c` after it; and :math:`W_i` is W after the last
+watermark event before i (or :math:`W_s`): only a watermark changes W.  With
+many channels (:math:`N \cdot k` above :data:`WM_MATRIX_CELLS` for k
+watermarks) the same values come from the oracle's own one-watermark loop.
+Lateness mode: :math:`W_i = \max(M_s, \max_{s \le j < i} e_j.ts) - l`, with
+:math:`M_s` the maximum carried from the earlier blocks (:math:`-\infty`
+while no tuple was seen).  The specification counts only non-late tuples in
+the maximum; counting every tuple changes nothing, because a late x has
+:math:`x.ts < W = M - l \le M` and cannot raise it.
+
+**2. Late marks are one comparison.**  :math:`late_i \iff e_i \text{ is a
+tuple} \land e_i.ts < W_i` (:func:`spec.watermark.is_late`).
+
+**3. Every pair is found exactly once, in the block of its second tuple.**
+For on-time a, b with b matching a, let the later of the two arrive in block
+K.  If both arrive in K, the join of K's on-time bases with K's on-time
+probes finds the pair; if a arrived earlier, the join of the *stored* bases
+with K's probes; if b arrived earlier, K's bases with the stored probes.
+These three joins are disjoint, so nothing is found twice.  Nothing is
+missed, because the earlier tuple is still stored: state is purged only at
+block ends, by the rules of :mod:`spec.purge` under :math:`W_t`, and those
+rules keep every tuple a later on-time tuple can match (a later on-time probe
+b has :math:`b.ts \ge W_i \ge W_t`, so it can match a only if
+:math:`hi(a) \ge W_t`; a later on-time base a has :math:`a.ts \ge W_t`, so it
+can match b only if :math:`b.ts - \ell' \ge W_t`).  Nothing is spurious: the
+join tests key equality and :math:`lo(a) \le b.ts \le hi(a)` exactly, in
+integers.  So the pairs are :func:`spec.batch.compute_pairs` over the on-time
+tuples, which is :func:`spec.stream.compute_stream_result`, which the oracle
+emits.  Purging at block ends rather than at the event where W moves
+changes what is stored in between, never what is found: a stored tuple is an
+on-time tuple, so an extra one can only produce true pairs.
+
+**4. Rows when a base becomes final.**  :math:`a` is final iff :math:`W > hi(a)`
+(:func:`spec.stream.is_final`).  At the end of each block the stored bases
+with :math:`hi(a) < W_t` get their aggregate or (a, null) row and are
+dropped; at End every base is final.  The row is the one the oracle emits,
+because by then every on-time probe in a's window has arrived (one arriving
+later would have :math:`b.ts \le hi(a) < W_t \le W` at its arrival: late) and
+is still stored (:mod:`spec.purge` keeps a probe a later on-time base can
+match, and in aggregate mode one inside a pending base's window); a base that
+is final on arrival gets the same row at its block's end, since a probe of its
+window arriving after it is late.  A left join's base carries a ``matched``
+flag set by every pair of step 3.  Hence after every block the output so far is
+:func:`spec.stream.compute_emitted` of the prefix read, exactly what the
+oracle has emitted after the same prefix: a stream cut short by an input
+error keeps the same results on either path.
+
+**5. Window runs.**  The stored and new tuples of a side are sorted by the
+composite :math:`c = key \cdot (n+1) + rank(ts)`, :math:`rank(t) = |\{j :
+ts_j < t\}|` over their n sorted timestamps; the tuples of key k with
+:math:`L \le ts \le H` are then the run of c in :math:`[k(n+1) + rank(L),\
+k(n+1) + |\{j : ts_j \le H\}|)`: two ``searchsorted`` per query tuple
+(the numpy floor's method, :mod:`reference.batchjoin`; when keys x span of the
+timestamps fit in :data:`DIRECT_LIMIT`, :math:`ts - \min ts` serves as the
+rank, with the bounds clamped to the timestamps' range first).  A run gives a
+window's pairs (``repeat``), its count (:math:`e - s`), its exact sum
+(prefix sums of the exact integers :math:`v \cdot 2^{1074}` of
+:mod:`reference.exact`: :math:`C_e - C_s`, rounded once by
+:func:`reference.exact.to_float` -- the number
+:func:`spec.aggregate.compute_aggregate` defines, in any order) and its
+min/max (``reduceat`` over the runs, taken in order of s so that the gaps
+between runs add up to at most the stored probes; ``+ 0.0`` as the spec).
+
+**6. Keys and timestamps.**  Keys become small integer codes through a
+dictionary: ``1`` and ``"1"`` are different dictionary keys, as they are
+different join keys (the reader admits only ints and strs).  The dictionary
+is renumbered when it outgrows twice the stored tuples, so it stays bounded
+by the live state too.  Timestamps stay ``int64`` throughout, never floats:
+:math:`|ts|, |\ell'|, |u'| \le 2^{62}` (``spec.model.TS_LIMIT``), so
+:math:`ts + \ell'`, :math:`ts + u'` and :math:`ts - \ell'` fit; an offset is
+always applied to the tuple, never to W (:math:`W + \ell'` could overflow);
+:math:`-\infty` is :data:`NEG` :math:`= -2^{63}`, below every W and ts.
+
+Data flow::
+
+    events --block--> W before each event (prefix max + carry) --ts < W--> late ids
+                            | on-time tuples, keys -> codes
+                            v
+       block bases x (stored + block probes), stored bases x block probes --> pairs (columns)
+                            |
+                            v  store; at the block end, under W_t:
+       final bases --> aggregate rows / (a, null) rows;  purge by spec.purge (bounded state)
+
+What it supports: every query without a joining condition (:func:`supports`);
+a query with ``cond`` goes to the event-by-event oracle (``oij join`` does so).
+It creates no process and no shared memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from reference.exact import scaled, to_float
+from spec.batch import AggregateRow, Pair, Results
+from spec.match import lower_offset, upper_offset
+from spec.model import End, Event, Key, Query, StreamTuple, Watermark, check_query
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+Ids = npt.NDArray[Any]
+"""Id columns: int64, or object when an id does not fit 64 bits (the protocol allows it)."""
+
+BLOCK = 1 << 16
+"""Events per block by default."""
+
+NEG = -(1 << 63)
+r""":math:`-\infty` in int64 columns: below every timestamp and every finite W (both :math:`> -2^{63} + 1`)."""
+
+WM_MATRIX_CELLS = 1 << 22
+"""Largest channels x watermarks matrix of step 1; beyond it, the one-watermark loop."""
+
+DIRECT_LIMIT = 1 << 62
+"""Step 5 uses the timestamps themselves as the rank when keys x timestamp span stays below this (else it ranks
+them through a sort: the same runs)."""
+
+COMPACT_MIN = 1 << 16
+"""The key dictionary is renumbered only when it holds more codes than this (and than twice the state)."""
+
+
+def supports(q: Query) -> bool:
+    """True iff the block path computes ``q``: every query without a joining condition.  O(1)."""
+    return not q.cond
+
+
+# ---------------------------------------------------------------------- window runs
+
+
+def window_runs(t_kc: I64, t_ts: I64, q_kc: I64, q_lo: I64,
+                q_hi: I64) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """For each query i, the targets of key ``q_kc[i]`` with ``q_lo[i] <= ts <= q_hi[i]``: ``order[s[i]:e[i]]``.
+
+    Returns ``(s, e, order)`` with ``order`` the targets sorted by (key, ts); step 5 of the module
+    docstring.  O((n + m) log n) for n targets and m queries.
+    """
+    n = len(t_ts)
+    if n == 0 or len(q_kc) == 0:
+        z = np.zeros(len(q_kc), np.intp)
+        return z, z, np.empty(0, np.intp)
+    tmin, tmax = int(t_ts.min()), int(t_ts.max())
+    span = tmax - tmin + 2
+    if (max(int(t_kc.max()), int(q_kc.max())) + 1) * span < DIRECT_LIMIT:
+        # the timestamps themselves as the rank: c = key * span + (ts - tmin), bounds clamped to the targets'
+        # range first (so that nothing overflows); the same runs, without sorting the timestamps
+        comp = t_kc * span + (t_ts - tmin)
+        order = np.argsort(comp)
+        comp = comp[order]
+        base = q_kc * span
+        s = np.searchsorted(comp, base + (np.clip(q_lo, tmin, tmax + 1) - tmin), "left")
+        e = np.searchsorted(comp, base + (np.clip(q_hi, tmin - 1, tmax) + 1 - tmin), "left")
+        return s, np.maximum(e, s), order
+    sts = np.sort(t_ts)
+    comp = t_kc * (n + 1) + np.searchsorted(sts, t_ts, "left")
+    order = np.argsort(comp, kind="stable")
+    comp = comp[order]
+    rlo = np.searchsorted(sts, q_lo, "left")
+    rhi = np.maximum(np.searchsorted(sts, q_hi, "right"), rlo)
+    base = q_kc * (n + 1)
+    s = np.searchsorted(comp, base + rlo, "left")
+    e = np.searchsorted(comp, base + rhi, "left")
+    return s, e, order
+
+
+def window_pairs(a_kc: I64, a_ts: I64, b_kc: I64, b_ts: I64, lo: int,
+                 hi: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Indices (i, j) of every pair with ``a_kc[i] == b_kc[j]`` and ``a_ts[i] + lo <= b_ts[j] <= a_ts[i] + hi``
+    (requires ``lo <= hi``).  O((n + m) log n + pairs)."""
+    s, e, order = window_runs(b_kc, b_ts, a_kc, a_ts + lo, a_ts + hi)
+    cnt = e - s
+    ia = np.repeat(np.arange(len(a_ts)), cnt)
+    if len(ia) == 0:
+        return ia, ia
+    starts = np.cumsum(cnt) - cnt
+    ib = order[s[ia] + (np.arange(len(ia)) - starts[ia])]
+    return ia, ib
+
+
+# ---------------------------------------------------------------------- keys
+
+
+class KeyCodes:
+    """Injective codes ``0 .. next-1`` for join keys (``1`` and ``"1"`` get different codes)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[Key, int] = {}
+        self.next = 0
+
+    def _code(self, k: Key) -> int:
+        c = self.codes.get(k)
+        if c is None:
+            c = self.codes[k] = self.next
+            self.next += 1
+        return c
+
+    def encode(self, keys: npt.NDArray[Any]) -> I64:
+        """The codes of ``keys`` (int64, or object holding ints and strs).  O(n log n) for int64 keys (one
+        dictionary look-up per distinct key), O(n) look-ups for object keys."""
+        if len(keys) == 0:
+            return np.empty(0, np.int64)
+        if keys.dtype != object:
+            u, inv = np.unique(keys, return_inverse=True)
+            cu = np.fromiter((self._code(k) for k in u.tolist()), np.int64, len(u))
+            out: I64 = cu[inv.reshape(-1)]
+            return out
+        return np.fromiter((self._code(k) for k in keys.tolist()), np.int64, len(keys))
+
+    def _check(self) -> None:
+        """Assert the invariant: the codes are exactly ``0 .. next-1``, one per key.  O(codes log codes)."""
+        assert sorted(self.codes.values()) == list(range(self.next)), "key codes are not 0 .. next-1"
+
+    def compact(self, live: I64) -> I64:
+        """Keep only the codes in ``live`` (sorted, unique), renumbered ``0 .. len(live)-1`` in the same order;
+        return the map old code -> new code (-1 for a dropped one).  O(codes)."""
+        remap = np.full(self.next, -1, np.int64)
+        remap[live] = np.arange(len(live))
+        r = remap.tolist()
+        self.codes = {k: r[c] for k, c in self.codes.items() if r[c] >= 0}
+        self.next = len(live)
+        return remap
+
+
+# ---------------------------------------------------------------------- state and output
+
+
+@dataclass
+class _Tuples:
+    """Stored tuples of one side, column-wise, in no particular order.  ``ex``: the exact scaled values
+    (probes of sum/avg only); ``matched``: a pair was found (bases of a left join)."""
+
+    id: Ids
+    kc: I64
+    ts: I64
+    value: F64
+    matched: Bools
+    ex: npt.NDArray[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def take(self, m: Bools | npt.NDArray[np.intp]) -> _Tuples:
+        return _Tuples(self.id[m], self.kc[m], self.ts[m], self.value[m], self.matched[m],
+                       None if self.ex is None else self.ex[m])
+
+    def cat(self, o: _Tuples) -> _Tuples:
+        if not len(o):
+            return self
+        if not len(self):
+            return o
+        ex = None if self.ex is None or o.ex is None else np.concatenate([self.ex, o.ex])
+        return _Tuples(np.concatenate([self.id, o.id]), np.concatenate([self.kc, o.kc]),
+                       np.concatenate([self.ts, o.ts]), np.concatenate([self.value, o.value]),
+                       np.concatenate([self.matched, o.matched]), ex)
+
+    @staticmethod
+    def empty(exact: bool) -> _Tuples:
+        return _Tuples(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0),
+                       np.zeros(0, np.bool_), np.empty(0, object) if exact else None)
+
+
+@dataclass
+class BlockOutput:
+    """What a :class:`BlockOracle` emitted: pair columns ``(base, probe, probe is null)`` in chunks, aggregate
+    rows, and chunks of late ids.  Any order; :meth:`results` sorts."""
+
+    pairs: list[tuple[Ids, Ids, Bools]] = field(default_factory=list)
+    aggregates: list[AggregateRow] = field(default_factory=list)
+    late: list[Ids] = field(default_factory=list)
+
+    def add_pairs(self, a: Ids, b: Ids) -> None:
+        """Emit the pairs (a[i], b[i]).  O(n)."""
+        if len(a):
+            self.pairs.append((a, b, np.zeros(len(a), np.bool_)))
+
+    def add_nulls(self, a: Ids) -> None:
+        """Emit the rows (a[i], null) of a left join.  O(n)."""
+        if len(a):
+            self.pairs.append((a, np.zeros_like(a), np.ones(len(a), np.bool_)))
+
+    def results(self) -> Results:
+        """The output as a :class:`~spec.batch.Results` in canonical order.  O(rows log rows)."""
+        pairs: list[Pair] = []
+        for a, b, null in self.pairs:
+            pairs += [(x, None if z else y) for x, y, z in zip(a.tolist(), b.tolist(), null.tolist(), strict=True)]
+        late = [x for chunk in self.late for x in chunk.tolist()]
+        return Results(pairs, list(self.aggregates), late).canonical()
+
+
+# ---------------------------------------------------------------------- the operator
+
+
+class BlockOracle:
+    """The block path (module docstring).  ``feed`` columns of events in arrival order, then ``end``; ``take``
+    the output emitted so far at any point between calls.
+
+    Complexities: n events in a block, S stored tuples, p pairs or rows emitted, N channels.
+    """
+
+    def __init__(self, q: Query, block: int = BLOCK) -> None:
+        self.q = check_query(q)
+        if not supports(q):
+            raise ValueError("the block path has no joining condition (cond): use reference.oracle.Oracle")
+        if block < 1:
+            raise ValueError(f"block must be >= 1, got {block}")
+        self.block = block
+        self.lo = lower_offset(q)
+        self.hi = upper_offset(q)
+        self.empty = self.lo > self.hi
+        self.agg = q.aggregate
+        self.left = q.join == "left" and q.aggregate is None
+        self.exact = q.aggregate in ("sum", "avg")
+        self.keep_bases = self.agg is not None or self.left or not self.empty
+        self.cm: I64 = np.full(q.channels, NEG, np.int64)  # per-channel maxima (watermark mode)
+        self.max_ts = NEG  # largest ts seen (lateness mode)
+        self.w = NEG  # W after the events fed so far
+        self.ended = False
+        self.keys = KeyCodes()
+        self.bases = _Tuples.empty(False)
+        self.probes = _Tuples.empty(self.exact)
+        self.out = BlockOutput()
+        self.wm_matrix_cells = WM_MATRIX_CELLS
+        self.compact_min = COMPACT_MIN
+
+    # ------------------------------------------------------------------ public
+
+    def feed(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
+             value: F64, channel: I64) -> None:
+        """Process consecutive valid events, column-wise (``kind`` 0 tuple / 1 watermark, ``side`` 0 base /
+        1 probe; the columns of :class:`oij.io.blocks.EventBlock`), in blocks of ``self.block``.
+
+        Requires: not ended.  Emits (into ``self.out``): late ids, pairs, and the rows of the bases that
+        became final.  O(n log(n + S) + S log S + p) per block.
+        """
+        if self.ended:
+            raise ValueError("events after the end of the stream")
+        for i in range(0, len(kind), self.block):
+            j = i + self.block
+            self._block(kind[i:j], side[i:j], ids[i:j], ts[i:j], key[i:j], value[i:j], channel[i:j])
+
+    def end(self) -> None:
+        """The end of the stream: every stored base is final (its row is emitted); all state is dropped.
+        O(S log S + p)."""
+        if not self.ended:
+            self.ended = True
+            self._settle(final_all=True)
+
+    def take(self) -> BlockOutput:
+        """The output emitted since the last ``take`` (and forget it).  O(1)."""
+        out, self.out = self.out, BlockOutput()
+        return out
+
+    # ------------------------------------------------------------------ one block
+
+    def _is_late(self, ts: I64, w_before: I64) -> Bools:
+        """Step 2: late iff ts < W at arrival (the negative control of the tests overrides it)."""
+        late: Bools = ts < w_before
+        return late
+
+    def _channel_carry(self) -> I64:
+        """The per-channel maxima carried into the block (step 1)."""
+        return self.cm
+
+    def _ts_carry(self) -> int:
+        """The largest ts carried into the block (lateness mode, step 1)."""
+        return self.max_ts
+
+    def _block(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
+               value: F64, channel: I64) -> None:
+        if not len(kind):
+            return
+        is_t = kind == 0
+        if self.q.lateness is None:
+            wb = self._watermarks_before(~is_t, ts, channel)
+        else:
+            if not bool(is_t.all()):
+                raise ValueError("watermark events are not allowed when the query sets a lateness")
+            wb = self._lateness_before(ts)
+        late = is_t & self._is_late(ts, wb)
+        if late.any():
+            self.out.late.append(ids[late])
+        ot = is_t & ~late
+        kc = self.keys.encode(key[ot])
+        isb = side[ot] == 0
+        oid, ots, oval = ids[ot], ts[ot], value[ot]
+        isp = ~isb
+        new_b = _Tuples(oid[isb], kc[isb], ots[isb], oval[isb], np.zeros(int(isb.sum()), np.bool_))
+        pval = oval[isp]
+        new_p = _Tuples(oid[isp], kc[isp], ots[isp], pval, np.zeros(len(pval), np.bool_),
+                        np.array([scaled(v) for v in pval.tolist()], dtype=object) if self.exact else None)
+        if self.agg is None and not self.empty:
+            # step 3: block bases x (stored + block probes), stored bases x block probes
+            probes = self.probes.cat(new_p)
+            ia, ib = window_pairs(new_b.kc, new_b.ts, probes.kc, probes.ts, self.lo, self.hi)
+            ja, jb = window_pairs(self.bases.kc, self.bases.ts, new_p.kc, new_p.ts, self.lo, self.hi)
+            self.out.add_pairs(new_b.id[ia], probes.id[ib])
+            self.out.add_pairs(self.bases.id[ja], new_p.id[jb])
+            if self.left:
+                new_b.matched[ia] = True
+                self.bases.matched[ja] = True
+            self.probes = probes
+        elif self.agg is not None and not self.empty:
+            self.probes = self.probes.cat(new_p)
+        if self.keep_bases:
+            self.bases = self.bases.cat(new_b)
+        self._settle(final_all=False)
+
+    def _watermarks_before(self, is_w: Bools, ts: I64, channel: I64) -> I64:
+        """W before each event of the block (watermark mode, step 1); sets the carry.  O(n + N k) vectorised,
+        or O(n + k) interpreted steps beyond :data:`WM_MATRIX_CELLS`."""
+        widx = np.flatnonzero(is_w)
+        k = len(widx)
+        if k == 0:
+            return np.full(len(is_w), self.w, np.int64)
+        wts, wch = ts[widx], channel[widx]
+        nch = len(self.cm)
+        carry = self._channel_carry()
+        if nch * k <= self.wm_matrix_cells:
+            m = np.full((nch, k), NEG, np.int64)
+            m[wch, np.arange(k)] = wts
+            m[:, 0] = np.maximum(m[:, 0], carry)
+            m = np.maximum.accumulate(m, axis=1)
+            after: I64 = m.min(axis=0)
+            self.cm = m[:, -1].copy()
+        else:  # many channels: the oracle's rule (W moves only when a channel at W rises)
+            cm = carry.tolist()
+            w = min(cm)
+            got: list[int] = []
+            for t, c in zip(wts.tolist(), wch.tolist(), strict=True):
+                if t > cm[c]:
+                    old = cm[c]
+                    cm[c] = t
+                    if old == w:
+                        w = min(cm)
+                got.append(w)
+            after = np.array(got, np.int64)
+            self.cm = np.array(cm, np.int64)
+        prev = np.empty(k + 1, np.int64)
+        prev[0] = self.w
+        prev[1:] = after
+        self.w = int(after[-1])
+        before: I64 = prev[np.cumsum(is_w) - is_w]  # W after the last watermark strictly before each event
+        return before
+
+    def _lateness_before(self, ts: I64) -> I64:
+        """W before each event of the block (lateness mode, step 1); sets the carry.  O(n)."""
+        lateness = self.q.lateness
+        assert lateness is not None
+        run = np.maximum.accumulate(ts)
+        before = np.empty(len(ts), np.int64)
+        before[0] = NEG
+        before[1:] = run[:-1]
+        before = np.maximum(before, self._ts_carry())
+        self.max_ts = max(self.max_ts, int(run[-1]))
+        self.w = self.max_ts - lateness
+        # max - l, and -inf while no tuple was seen: NEG + l - l == NEG, and every real max is above NEG + l
+        wb: I64 = np.maximum(before, NEG + lateness) - lateness
+        return wb
+
+    def _settle(self, final_all: bool) -> None:
+        """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`spec.purge`."""
+        w = self.w
+        bases = self.bases
+        final = np.ones(len(bases), np.bool_) if final_all else bases.ts + self.hi < w
+        if final.any():
+            done = bases.take(final)
+            if self.agg is not None:
+                self._rows(done)
+            elif self.left:
+                self.out.add_nulls(done.id[~done.matched])
+            self.bases = bases.take(~final)
+        if final_all:
+            self.probes = _Tuples.empty(self.exact)
+            return
+        probes = self.probes
+        if len(probes):
+            keep = probes.ts - self.lo >= w
+            if self.agg is not None and len(self.bases) and not bool(keep.all()):
+                # still in the window of a pending base: its row is not out yet
+                c = np.flatnonzero(~keep)
+                s, e, _ = window_runs(self.bases.kc, self.bases.ts, probes.kc[c], probes.ts[c] - self.hi,
+                                      probes.ts[c] - self.lo)
+                keep[c] = e > s
+            if not bool(keep.all()):
+                self.probes = probes.take(keep)
+        self._compact()
+
+    def _rows(self, done: _Tuples) -> None:
+        """The aggregate rows of the final bases ``done`` over the stored probes (step 5).  O((m + S) log S +
+        window sizes) for m bases; sum and avg add O(S) exact integer additions."""
+        probes = self.probes
+        m = len(done)
+        if self.empty or not len(probes):
+            s = e = np.zeros(m, np.intp)
+            order = np.empty(0, np.intp)
+        else:
+            s, e, order = window_runs(probes.kc, probes.ts, done.kc, done.ts + self.lo, done.ts + self.hi)
+        cnt = e - s
+        aids, counts = done.id.tolist(), cnt.tolist()
+        agg = self.agg
+        rows: list[AggregateRow]
+        if agg == "count":
+            rows = list(zip(aids, counts, counts, strict=True))
+        elif agg == "sum" or agg == "avg":
+            assert probes.ex is not None
+            prefix = np.zeros(len(order) + 1, dtype=object)
+            if len(order):
+                prefix[1:] = np.cumsum(probes.ex[order])
+            totals = (prefix[e] - prefix[s]).tolist()
+            if agg == "sum":
+                rows = [(a, n, to_float(t, 1)) for a, n, t in zip(aids, counts, totals, strict=True)]
+            else:
+                rows = [(a, n, to_float(t, n) if n else None) for a, n, t in zip(aids, counts, totals, strict=True)]
+        else:
+            ext = np.zeros(m)
+            nz = cnt > 0
+            if nz.any():
+                ss, ee = s[nz], e[nz]
+                o = np.argsort(ss, kind="stable")  # runs in order of s: the gaps between them add up to <= S
+                idx = np.empty(2 * len(o), np.intp)
+                idx[0::2] = ss[o]
+                idx[1::2] = ee[o]
+                vals = np.append(probes.value[order], 0.0)  # so that an end index == S is valid
+                ufunc = np.minimum if agg == "min" else np.maximum
+                r = ufunc.reduceat(vals, idx)[0::2]
+                got = np.empty(len(o))
+                got[o] = r
+                ext[nz] = got
+            rows = [(a, n, v + 0.0 if n else None) for a, n, v in zip(aids, counts, ext.tolist(), strict=True)]
+        self.out.aggregates += rows
+
+    def _compact(self) -> None:
+        """Renumber the key codes when the dictionary outgrows the state (step 6).  O(1), or O(S + codes)."""
+        stored = len(self.bases) + len(self.probes)
+        if self.keys.next <= max(self.compact_min, 2 * stored):
+            return
+        live = np.unique(np.concatenate([self.bases.kc, self.probes.kc]))
+        remap = self.keys.compact(live)
+        self.bases.kc = remap[self.bases.kc]
+        self.probes.kc = remap[self.probes.kc]
+
+    # ---------------------------------------------------------------- inspection
+
+    def stored(self) -> int:
+        """Tuples held in the state.  O(1)."""
+        return len(self.bases) + len(self.probes)
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after every block).  O(S log S + codes)."""
+        q = self.q
+        if self.ended:
+            assert not len(self.bases) and not len(self.probes), "state left after the end"
+            return
+        if q.lateness is None:
+            assert self.w == int(self.cm.min()), (self.w, self.cm)
+        else:
+            assert self.max_ts == NEG or self.w == self.max_ts - q.lateness, (self.w, self.max_ts)
+            assert self.max_ts != NEG or self.w == NEG
+        self.keys._check()
+        for t in (self.bases, self.probes):
+            n = len(t)
+            assert len(t.id) == len(t.kc) == len(t.value) == len(t.matched) == n
+            assert t.ts.dtype == np.int64 and t.kc.dtype == np.int64
+            assert not n or (int(t.kc.min()) >= 0 and int(t.kc.max()) < self.keys.next)
+        b, p = self.bases, self.probes
+        assert self.keep_bases or not len(b), "bases stored although none can be needed"
+        assert bool((b.ts + self.hi >= self.w).all()), "a final base is still stored"
+        assert self.left or not bool(b.matched.any())
+        assert not self.empty or not len(p), "probes stored for an empty window"
+        if len(p):
+            needed = p.ts - self.lo >= self.w
+            if self.agg is not None:
+                s, e, _ = window_runs(b.kc, b.ts, p.kc, p.ts - self.hi, p.ts - self.lo)
+                needed |= e > s
+            assert bool(needed.all()), "a probe no future tuple or pending row needs is still stored"
+        assert (p.ex is not None) == self.exact
+        if p.ex is not None:
+            assert p.ex.tolist() == [scaled(v) for v in p.value.tolist()]
+        if self.left and len(b) and not self.empty:  # a pair with a stored probe sets the base's flag
+            ia, _ = window_pairs(b.kc, b.ts, p.kc, p.ts, self.lo, self.hi)
+            assert not bool(((np.bincount(ia, minlength=len(b)) > 0) & ~b.matched).any())
+
+
+# ---------------------------------------------------------------------- events as columns
+
+
+def event_columns(events: Iterable[Event]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], Ids, I64,
+                                                    npt.NDArray[Any], F64, I64]:
+    """Tuples and watermarks (End excluded) as the columns :meth:`BlockOracle.feed` takes.  Keys are int64 when
+    every key is an int that fits, else an object column; ids likewise.  O(n)."""
+    kind: list[int] = []
+    side: list[int] = []
+    ids: list[int] = []
+    ts: list[int] = []
+    keys: list[Key] = []
+    value: list[float] = []
+    channel: list[int] = []
+    for e in events:
+        if type(e) is StreamTuple:
+            kind.append(0)
+            side.append(0 if e.side == "base" else 1)
+            ids.append(e.id)
+            keys.append(e.key)
+            value.append(e.value)
+        elif type(e) is Watermark:
+            kind.append(1)
+            side.append(-1)
+            ids.append(0)
+            keys.append(0)
+            value.append(0.0)
+        else:
+            continue
+        ts.append(e.ts)
+        channel.append(e.channel)
+    return (np.array(kind, np.int8), np.array(side, np.int8), _int64_or_object(ids), np.array(ts, np.int64),
+            _int64_or_object(keys), np.array(value, np.float64), np.array(channel, np.int64))
+
+
+def _int64_or_object(xs: list[Any]) -> npt.NDArray[Any]:
+    if all(type(x) is int and NEG <= x < -NEG for x in xs):
+        return np.array(xs, np.int64)
+    out = np.empty(len(xs), dtype=object)
+    out[:] = xs
+    return out
+
+
+def run_blocks(events: Iterable[Event], q: Query, block: int = BLOCK) -> Results:
+    """Run the block path over a whole event sequence (up to End); the result in canonical order, as
+    :func:`reference.oracle.run_events`.  O(n log n + output)."""
+    evs: list[Event] = []
+    ended = False
+    for e in events:
+        if type(e) is End:
+            ended = True
+            break
+        evs.append(e)
+    o = BlockOracle(q, block)
+    if evs:
+        o.feed(*event_columns(evs))
+    if ended:
+        o.end()
+    return o.take().results()
