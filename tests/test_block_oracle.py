@@ -246,8 +246,8 @@ def _run(args: list[str], env: dict[str, str] | None = None, stdin: bytes | None
 
 @pytest.mark.timeout(120)
 def test_vectors_verify_a_subset(tmp_path: Path) -> None:
-    """``oij join -`` (stdin: the block path, cond vectors the event path) passes a sample of every feature's
-    vectors; the same sample fails the toy with an upper-bound bug (the verification can fail)."""
+    """``oij join -`` (stdin, the block path forced: cond vectors take the event path) passes a sample of every
+    feature's vectors; the same sample fails the toy with an upper-bound bug (the verification can fail)."""
     a, sub = tmp_path / "all", tmp_path / "sub"
     assert main(["vectors", "export", str(a)]) == 0
     rows = [json.loads(x) for x in (a / "manifest.jsonl").read_text().splitlines()]
@@ -260,7 +260,7 @@ def test_vectors_verify_a_subset(tmp_path: Path) -> None:
     assert len(by_feature) >= 8 and 30 <= len(pick) <= 80 and len(upper) == 4
     _copy_vectors(a, sub, pick)
     r = subprocess.run([*OIJ, "vectors", "verify", str(sub), "-j", "2", "--", *OIJ, "join", "-"],
-                       capture_output=True, text=True, timeout=110)
+                       capture_output=True, text=True, timeout=110, env={**os.environ, "OIJ_JOIN_PATH": "block"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{len(pick)} passed, 0 failed" in r.stdout
     _copy_vectors(a, tmp_path / "upper", upper)
@@ -280,7 +280,9 @@ def _copy_vectors(src: Path, dst: Path, rows: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OIJ_JOIN_PATH", "block")  # the cases are small: auto would take the event path
     rc = main(["conform", "--no-vectors", "--max-examples", "30", "-j", "2", "--replay-out",
                str(tmp_path / "fail.jsonl"), "--", *OIJ, "join", "-"])
     out = capsys.readouterr().out
@@ -309,7 +311,7 @@ def test_join_bytes_equal_the_event_path(tmp_path: Path, preset: str, params: li
     env = {"OIJ_SORT_RUN_ROWS": "1000"}
     r = _run(["join", str(src), "-o", str(ev), "--no-progress"], {**env, "OIJ_JOIN_PATH": "event"})
     assert r.returncode == 0, r.stderr
-    r = _run(["join", str(src), "-o", str(bl), "--no-progress"], env)
+    r = _run(["join", str(src), "-o", str(bl), "--no-progress"], {**env, "OIJ_JOIN_PATH": "block"})
     assert r.returncode == 0, r.stderr
     assert ev.read_bytes() == bl.read_bytes() and ev.stat().st_size > 0
     if preset == "scale-oij-default":
@@ -317,7 +319,7 @@ def test_join_bytes_equal_the_event_path(tmp_path: Path, preset: str, params: li
         assert _run(["generate", preset, *params, "-s", "3", "-o", str(pq), "--no-progress"]).returncode == 0
         assert _run(["join", str(pq), "-o", str(pqo), "--no-progress"]).returncode == 0
         assert pqo.read_bytes() == ev.read_bytes()
-        r = _run(["join", "-", "--no-progress"], stdin=src.read_bytes())
+        r = _run(["join", "-", "--no-progress"], {"OIJ_JOIN_PATH": "block"}, stdin=src.read_bytes())
         assert r.returncode == 0 and r.stdout == ev.read_bytes()
 
 
@@ -423,6 +425,7 @@ def test_the_block_path_is_taken_when_it_applies(tmp_path: Path, monkeypatch: py
         real(self, *cols)
 
     monkeypatch.setattr(BlockOracle, "feed", counting)
+    monkeypatch.setattr(join_mod, "SMALL_INPUT", 0)  # auto takes the block path for files of any size
     src = tmp_path / "w.jsonl"
     plain: list[Event] = [StreamTuple("base" if i % 2 else "probe", i, i, i % 3) for i in range(50)]
     _case_file(src, Query(lower=-4, upper=0), [*plain, End()])
@@ -447,5 +450,12 @@ def test_the_block_path_is_taken_when_it_applies(tmp_path: Path, monkeypatch: py
     fed.clear()
     assert main(["join", str(cond), "--no-progress"]) == 0 and not fed
     assert capsys.readouterr().out == outs[0]
+    # by default, a file under SMALL_INPUT takes the event path, and block forces the block path
+    monkeypatch.setattr(join_mod, "SMALL_INPUT", 1 << 20)
+    fed.clear()
+    assert main(["join", str(src), "--no-progress"]) == 0 and not fed
+    monkeypatch.setenv("OIJ_JOIN_PATH", "block")
+    assert main(["join", str(src), "--no-progress"]) == 0 and fed
+    assert capsys.readouterr().out == outs[0] * 2
     monkeypatch.setenv("OIJ_JOIN_PATH", "fast")
     assert main(["join", str(src)]) == 2 and "OIJ_JOIN_PATH" in capsys.readouterr().err

@@ -106,6 +106,19 @@ def test_block_reader_reads_what_the_line_reader_reads(data: bytes, block: int) 
     assert _same(_per_line(data), _blocks(data, block))
 
 
+def test_invalid_utf8_inside_a_string_gets_the_line_readers_error() -> None:
+    """pyarrow's JSON reader raises a bare ArrowException ("Wrapping ... failed", not ArrowInvalid) on invalid
+    UTF-8 inside a string; the block goes to the per-line reader, which names the line (found by the block
+    oracle's fuzz test)."""
+    lines = SEEDS[0].split(b"\n")
+    lines[1] = lines[1].replace(b'"ts"', b'"key":"\xeb2","ts"', 1) if b'"key"' not in lines[1] else \
+        re.sub(rb'"key":("[^"]*"|-?\d+)', b'"key":"\xeb2"', lines[1], count=1)
+    data = b"\n".join(lines)
+    got = _blocks(data, 1 << 20)
+    assert got[1] is not None and ":2:" in got[1], got[1]
+    assert _same(_per_line(data), got)
+
+
 def test_negative_control_without_the_null_guard_the_readers_differ(monkeypatch: pytest.MonkeyPatch) -> None:
     data = SEEDS[0].replace(b'"channel":0}', b'"channel":null}', 1)
     assert _per_line(data)[1] is not None  # the per-line reader rejects the explicit null

@@ -15,9 +15,13 @@ On bad input both paths print the same one-line error and exit 2; a file output 
 gets the results of the events before the error (the same rows: after a prefix both emitted
 :func:`spec.stream.compute_emitted` of it).
 
-``OIJ_JOIN_PATH=event`` in the environment forces the event path (a developer's knob: the tests and the
-benchmarks compare the two paths' bytes and times with it); unset, ``auto`` or ``block``: the block path
-wherever it applies.
+Which path, by default (``auto``): the block path for Parquet input and for oij-jsonl files of
+:data:`SMALL_INPUT` or more; the event path for smaller files and for stdin.  The block path's numpy costs
+about 70 ms to import, more than the event path takes for a file of some 10^4 events, and most pipes into
+``oij join -`` are the small cases of ``oij vectors verify`` and ``oij conform``.  ``OIJ_JOIN_PATH`` in the
+environment overrides it (a developer's knob: the tests and the benchmarks compare the two paths' bytes and
+times with it): ``block`` wherever the block path applies, whatever the size (a large pipe), ``event``
+always the event path.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ if TYPE_CHECKING:
 
 PATHS = ("auto", "block", "event")
 """Values of ``OIJ_JOIN_PATH`` (module docstring)."""
+
+SMALL_INPUT = 1 << 20
+"""Under ``OIJ_JOIN_PATH=auto`` (the default), oij-jsonl files smaller than this, and stdin, take the event path
+(module docstring)."""
 
 SMALL_FILE = 16 << 20
 """An oij-jsonl file smaller than this (one block of the columnar reader) is read line by line on the block path
@@ -119,10 +127,23 @@ def run(args: argparse.Namespace) -> int:
     path = os.environ.get("OIJ_JOIN_PATH", "") or "auto"
     if path not in PATHS:
         raise UsageError(f"OIJ_JOIN_PATH: must be one of {', '.join(PATHS)}, got {path!r}")
-    if args.order == "canonical" and args.stats is None and path != "event":
+    block = path == "block" or (path == "auto" and _large(args.file))
+    if args.order == "canonical" and args.stats is None and block:
         return _run_blocks(args)
     with input_events(args.file, args) as (q, events):
         return _run_events(args, q, events)
+
+
+def _large(path: str) -> bool:
+    """Whether ``auto`` takes the block path for input ``path``: Parquet, or a file of :data:`SMALL_INPUT` or more."""
+    if path == "-":
+        return False
+    if path.endswith(".parquet") or os.path.isdir(path):
+        return True
+    try:
+        return os.path.getsize(path) >= SMALL_INPUT
+    except OSError:
+        return True  # the reader reports it, as either path would
 
 
 def _run_events(args: argparse.Namespace, q: Query, events: Iterator[Event]) -> int:

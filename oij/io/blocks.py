@@ -251,7 +251,11 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     if pa.types.is_integer(key.type):
         keys: npt.NDArray[Any] = pc.fill_null(key, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
     elif pa.types.is_string(key.type) or pa.types.is_large_string(key.type):
-        keys = np.asarray(key.to_numpy(zero_copy_only=False), dtype=object)[keep]
+        try:  # pyarrow's JSON reader leaves UTF-8 inside strings unchecked: the per-line reader names the line
+            key.validate(full=True)
+            keys = np.asarray(key.to_numpy(zero_copy_only=False), dtype=object)[keep]
+        except pa.ArrowException:
+            raise _Doubt from None
     elif pa.types.is_null(key.type) and not tk.any():
         keys = np.zeros(len(tk), np.int64)
     else:
@@ -345,8 +349,8 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
             tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20),
                               parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[kt],
                                                             unexpected_field_behavior="error"))
-        except (pa.ArrowInvalid, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64: the per-line reader
-            continue  # gives the one-line error
+        except (pa.ArrowException, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64, or invalid UTF-8
+            continue  # in a string ("Unknown error: Wrapping ... failed"): the per-line reader gives the error
         if kt != key_types[0]:
             key_types.reverse()  # try this key type first next time
         if tb.num_rows != lines:
