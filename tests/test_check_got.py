@@ -32,6 +32,16 @@ def _workload(tmp_path: Path, aggregate: str | None) -> tuple[Path, Results]:
     return w, res
 
 
+def _read(w: Path) -> tuple[Any, list[Any]]:
+    """The query and the events of an event file (or dataset)."""
+    q, events, f = open_events(str(w))
+    try:
+        return q, list(events)
+    finally:
+        if f is not None:
+            f.close()
+
+
 def _write(path: Path, res: Results) -> Path:
     path.write_text("".join(result_lines(res)))
     return path
@@ -150,12 +160,7 @@ def _dataset(tmp_path: Path, w: Path, cuts: tuple[int, ...]) -> Path:
     files in name order, a _SUCCESS marker), the query in each file's metadata."""
     from oij.io.parquet import write_parquet
 
-    q, events, f = open_events(str(w))
-    try:
-        evs = list(events)
-    finally:
-        if f is not None:
-            f.close()
+    q, evs = _read(w)
     d = tmp_path / "dataset"
     d.mkdir()
     bounds = [0, *cuts, len(evs)]
@@ -232,12 +237,7 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
 
     w = tmp_path / "late.jsonl"
     write_workload(str(w), resolve("teach-late"), 1000, 3)
-    q, events, f = open_events(str(w))
-    try:
-        evs = list(events)
-    finally:
-        if f is not None:
-            f.close()
+    q, evs = _read(w)
     ss = compute_profile_result(evs, q, get_profile("spark-ss")).canonical()
     assert ss != run_events(evs, q).canonical()
     got = _write(tmp_path / "ss.jsonl", ss)
