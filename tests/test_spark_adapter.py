@@ -21,7 +21,7 @@ import pytest
 from oij.spark.streaming import Unsupported, run_case
 from oij.testing import Case, expected_output
 from oij.testing._runner import search
-from spec.model import End, Query, StreamTuple, Watermark
+from spec.model import End, Event, Query, StreamTuple, Watermark
 from spec.profiles import get_profile
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -105,10 +105,10 @@ def test_aggregates_are_the_left_join_grouped_by_base(spark: Any) -> None:
     # a finding, pinned: Spark's sum is float arithmetic in arrival order (1e16 + 1 - 1e16 = 0.0), not the
     # exact sum (1.0) of spec.aggregate; if Spark ever sums exactly, this fails: update docs/findings.rst
     q = Query(-5, 5, lateness=100, aggregate="sum")
-    events = (b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), b(5, 500, 2), p(6, 500, 2), b(7, 501, 3),
-              End())
-    assert expected_output(Case(q, events), "spark-ss").aggregates == [(1, 3, 1.0)]
-    assert run_case(spark, q, list(events)).aggregates == [(1, 3, 0.0)]
+    sums: list[Event] = [b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), b(5, 500, 2), p(6, 500, 2),
+                         b(7, 501, 3), End()]
+    assert expected_output(Case(q, tuple(sums)), "spark-ss").aggregates == [(1, 3, 1.0)]
+    assert run_case(spark, q, sums).aggregates == [(1, 3, 0.0)]
 
 
 def test_unsupported_cases_are_refused_before_spark_starts(tmp_path: Path) -> None:
