@@ -259,10 +259,9 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
     if path == "-":  # a pipe may be interactive: line by line
         query, events = read_jsonl(sys.stdin.buffer, "<stdin>")
         return query, _grouped(query, events, STDIN_BLOCK), None
-    try:
-        f = open(path, "rb")  # noqa: SIM115 -- the caller closes it
-    except OSError as e:
-        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    from oij.io import _open_file
+
+    f = _open_file(path)  # the caller closes it
     try:
         query, events = read_jsonl(f, path)  # reads the query line only
     except BaseException:
