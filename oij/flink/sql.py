@@ -58,9 +58,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
+from oij.io.adapt import LATENESS_FEATURES, Unsupported, aggregate_row, check_lateness_case
 from oij.io.keys import tag_key
-from spec.aggregate import AggregateValue
 from spec.batch import Results
 from spec.model import BASE, Event, Query, StreamTuple
 
@@ -121,21 +120,6 @@ def join_sql(q: Query, a: str, b: str) -> str:
         return (f"SELECT {a}.id AS a_id, COUNT({b}.id) AS n, SUM({b}.v) AS s, MIN({b}.v) AS mn, MAX({b}.v) AS mx "
                 f"{on} GROUP BY {a}.id")
     return f"SELECT {a}.id AS a_id, {b}.id AS b_id {on}"
-
-
-def _aggregate_row(kind: str, a_id: int, r: tuple[Any, ...]) -> tuple[int, int, AggregateValue]:
-    """The consolidated group ``(n, s, mn, mx)`` of base ``a_id`` as an oij aggregate row."""
-    n = int(r[0])
-    total = 0.0 if r[1] is None else float(r[1]) + 0.0
-    if kind == "count":
-        return a_id, n, n
-    if kind == "sum":
-        return a_id, n, total
-    if n == 0:
-        return a_id, 0, None
-    if kind == "avg":
-        return a_id, n, total / n
-    return a_id, n, float(r[2] if kind == "min" else r[3]) + 0.0
 
 
 class _Drive:
@@ -258,7 +242,8 @@ def run_case(q: Query, events: Sequence[Event], pace: float = PACE) -> Results:
         if q.aggregate is None:
             res.pairs.extend(rows)
         else:
-            res.aggregates.extend(_aggregate_row(q.aggregate, a, g) for a, g in groups.items() if a not in sync)
+            res.aggregates.extend(aggregate_row(q.aggregate, a, int(g[0]), *g[1:]) for a, g in groups.items()
+                                  if a not in sync)
         return res.canonical()
     finally:
         if result is not None:

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from spec.aggregate import AggregateValue
 from spec.model import Event, Query, StreamTuple, Watermark
 
 LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
 """The oij.testing features of a system that derives watermarks from event times and reports no late rows."""
+
+
+def aggregate_row(kind: str, base: int, n: int, total: Any, mn: Any, mx: Any) -> tuple[int, int, AggregateValue]:
+    """A system's group of base ``base`` -- its count of matched probes, the sum (null when none: 0.0), min and
+    max of their values -- as the oij aggregate row ``(base, count, value)`` of ``kind``; avg is sum / count."""
+    total_f = 0.0 if total is None else float(total) + 0.0
+    if kind == "count":
+        return base, n, n
+    if kind == "sum":
+        return base, n, total_f
+    if n == 0:
+        return base, 0, None
+    if kind == "avg":
+        return base, n, total_f / n
+    return base, n, float(mn if kind == "min" else mx) + 0.0
 
 
 class Unsupported(ValueError):
@@ -31,4 +48,4 @@ def check_lateness_case(q: Query, events: Sequence[Event], ts_range: int, waterm
             raise Unsupported(f"timestamp {e.ts} is outside +/-{ts_range} ({why_ts})")
 
 
-__all__ = ["LATENESS_FEATURES", "Unsupported", "check_lateness_case"]
+__all__ = ["LATENESS_FEATURES", "Unsupported", "aggregate_row", "check_lateness_case"]

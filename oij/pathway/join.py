@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from oij.io.adapt import Unsupported
+from oij.io.adapt import Unsupported, aggregate_row
 from oij.io.keys import tag_key
 from spec.batch import Results
 from spec.match import lower_offset, upper_offset
@@ -174,7 +174,7 @@ def run_case(q: Query, events: Sequence[Event], behavior: Behavior = "none") -> 
             if q.aggregate is None:
                 res.pairs.append((int(r[0]), None if r[1] is None else int(r[1])))
             else:
-                res.aggregates.append(_aggregate_row(q, r))
+                res.aggregates.append(aggregate_row(str(q.aggregate), int(r[0]), int(r[1]), *r[2:]))
     global _LAST
     _LAST = Run(res.canonical(), [c for c in changes if c[1] < 0], len(changes))
     return _LAST
@@ -186,20 +186,6 @@ _LAST: Run | None = None
 def last_run() -> Run | None:
     """The :class:`Run` of the last case run in this process (``oij adapter`` prints its revisions)."""
     return _LAST
-
-
-def _aggregate_row(q: Query, r: tuple[Any, ...]) -> tuple[int, int, Any]:
-    bid, n, s, mn, mx = r
-    n = int(n)
-    if q.aggregate == "count":
-        return (int(bid), n, n)
-    if q.aggregate == "sum":
-        return (int(bid), n, float(s))
-    if n == 0:
-        return (int(bid), 0, None)
-    if q.aggregate == "avg":
-        return (int(bid), n, float(s) / n)
-    return (int(bid), n, float(mn if q.aggregate == "min" else mx))
 
 
 __all__ = ["Behavior", "Run", "check_supported", "last_run", "run_case"]

@@ -51,9 +51,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from oij.io.adapt import LATENESS_FEATURES, Unsupported, check_lateness_case
+from oij.io.adapt import LATENESS_FEATURES, Unsupported, aggregate_row, check_lateness_case
 from oij.io.keys import tag_key
-from spec.aggregate import AggregateValue
 from spec.batch import Results
 from spec.model import BASE, End, Event, Query, StreamTuple
 
@@ -100,21 +99,6 @@ def _write_inputs(dirname: str, events: Sequence[Event]) -> int:
         stamp = now - (len(tuples) - j) * 2.0
         os.utime(path, (stamp, stamp))
     return len(tuples)
-
-
-def _aggregate_row(kind: str, r: Any) -> tuple[int, int, AggregateValue]:
-    """One group of the aggregation as an oij aggregate row ``(base, count, value)``."""
-    n = int(r["n"])
-    total = 0.0 if r["s"] is None else float(r["s"]) + 0.0
-    if kind == "count":
-        return int(r["a_id"]), n, n
-    if kind == "sum":
-        return int(r["a_id"]), n, total
-    if n == 0:
-        return int(r["a_id"]), 0, None
-    if kind == "avg":
-        return int(r["a_id"]), n, total / n
-    return int(r["a_id"]), n, float(r["mn"] if kind == "min" else r["mx"]) + 0.0
 
 
 def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min") -> Results:
@@ -181,7 +165,8 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
         if q.aggregate is None:
             res.pairs.extend((r["a_id"], r["b_id"]) for r in rows)
         else:
-            res.aggregates.extend(_aggregate_row(q.aggregate, r) for r in rows)
+            res.aggregates.extend(aggregate_row(q.aggregate, int(r["a_id"]), int(r["n"]), r["s"], r["mn"], r["mx"])
+                                  for r in rows)
         return res.canonical()
     finally:
         if query is not None and query.isActive:
