@@ -186,6 +186,11 @@ def test_materialize_keeps_or_streams(tmp_path: Path) -> None:
     t = pq.read_table(str(tmp_path / "b.parquet"))
     assert t.column("pos").to_pylist() == list(range(11))
     assert t.column("key").to_pylist()[:3] == ["s:x", "i:1", "i:0"]
+    # more than keep_limit but fewer than one chunk: all of it is written (it once wrote an empty file and
+    # returned [], so that `oij check small.jsonl --seq-limit 0` checked an empty workload)
+    kept, n = materialize(q, iter(events), str(tmp_path / "c.parquet"), keep_limit=0)
+    assert kept is None and n == 11
+    assert pq.read_table(str(tmp_path / "c.parquet")).column("id").to_pylist()[:10] == list(range(10))
 
 
 # ------------------------------------------------------------------ bad input

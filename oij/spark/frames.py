@@ -137,22 +137,25 @@ def materialize(
         writer.write_table(t)
         buf = []
 
+    streaming = False
     for e in events:
         n += 1
-        if writer is None and n <= keep_limit:
+        if not streaming and n <= keep_limit:
             kept.append(e)
             continue
-        if writer is None:  # too many to keep: stream from here on
+        if not streaming:  # too many to keep: stream from here on
+            streaming = True
             buf, kept = kept, []
         buf.append(e)
         if len(buf) >= chunk:
             flush()
-    if writer is None:
+    if not streaming:
         mode = key_mode(e.key for e in kept if isinstance(e, StreamTuple))
         t = events_table(kept, 0, mode, field_names(q))
         pq.write_table(t.replace_schema_metadata({**meta, KEYS_META: mode.encode()}), path, compression="zstd")
         return kept, n
-    flush()
+    flush()  # streaming: at least one event is buffered, so the writer exists now
+    assert writer is not None
     writer.close()
     return None, n
 

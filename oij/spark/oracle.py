@@ -180,14 +180,36 @@ def _floor_div(e: str, w: int) -> str:
     return f"(CASE WHEN {e} >= 0 THEN ({e}) div {w} ELSE -((-({e}) - 1) div {w}) - 1 END)"
 
 
+def prefix_max(rows: Any, order: str, cols: Sequence[str], block: int = 1 << 20, part: Sequence[str] = ()) -> Any:
+    """``rows`` with a column ``_m_<c>`` per ``c`` in ``cols``: the maximum of ``c`` over the rows with a smaller
+    ``order`` (null if none), an exclusive running maximum, separately per value of the ``part`` columns.
+
+    A two-level prefix scan (see the module docstring): ``order`` values are cut into blocks of ``block``; one
+    aggregation gives each block's maxima, a window over the (few) blocks the carry into each block, and a window
+    partitioned by block the running maxima inside it.  ``order`` must be unique per row (per ``part``).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    part = list(part)
+    f = rows.withColumn("_blk", F.expr(f"{order} div {int(block)}"))
+    per_block = f.groupBy(*part, "_blk").agg(*[F.max(c).alias(f"_b_{c}") for c in cols])
+    over_blocks = Window.partitionBy(*part).orderBy("_blk").rowsBetween(Window.unboundedPreceding, -1)
+    carry = per_block.select(*part, "_blk", *[F.max(f"_b_{c}").over(over_blocks).alias(f"_p_{c}") for c in cols])
+    in_block = Window.partitionBy(*part, "_blk").orderBy(order).rowsBetween(Window.unboundedPreceding, -1)
+    g = f.select("*", *[F.max(c).over(in_block).alias(f"_i_{c}") for c in cols])
+    g = g.join(F.broadcast(carry), [*part, "_blk"], "left")
+    return g.select(*[F.col(f"`{c}`") for c in rows.columns],
+                    *[F.greatest(F.col(f"_p_{c}"), F.col(f"_i_{c}")).alias(f"_m_{c}") for c in cols])
+
+
 def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
     """The tuples of ``frame`` with columns ``W`` (watermark at arrival, null = -inf) and ``late``.
 
     See the module docstring: a two-level exclusive prefix maximum over the
-    arrival positions, per channel, then min over channels (watermark mode)
+    arrival positions (:func:`prefix_max`), per channel, then min over channels (watermark mode)
     or minus the lateness.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     typ = F.col("type")
@@ -197,16 +219,9 @@ def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
     else:
         contrib = [F.when(typ == "tuple", F.col("ts"))]
     n = len(contrib)
-    f = frame.withColumn("_blk", F.expr(f"pos div {int(block)}")).select(
-        "*", *[c.alias(f"_c{i}") for i, c in enumerate(contrib)]
-    )
-    per_block = f.groupBy("_blk").agg(*[F.max(f"_c{i}").alias(f"_b{i}") for i in range(n)])
-    over_blocks = Window.orderBy("_blk").rowsBetween(Window.unboundedPreceding, -1)
-    carry = per_block.select("_blk", *[F.max(f"_b{i}").over(over_blocks).alias(f"_p{i}") for i in range(n)])
-    in_block = Window.partitionBy("_blk").orderBy("pos").rowsBetween(Window.unboundedPreceding, -1)
-    g = f.select("*", *[F.max(f"_c{i}").over(in_block).alias(f"_i{i}") for i in range(n)])
-    g = g.where(typ == "tuple").join(F.broadcast(carry), "_blk", "left")
-    ms = [F.greatest(F.col(f"_p{i}"), F.col(f"_i{i}")) for i in range(n)]
+    f = frame.select("*", *[c.alias(f"_c{i}") for i, c in enumerate(contrib)])
+    g = prefix_max(f, "pos", [f"_c{i}" for i in range(n)], block).where(typ == "tuple")
+    ms = [F.col(f"_m__c{i}") for i in range(n)]
     if q.lateness is not None:
         w = ms[0] - F.lit(q.lateness)
     elif n == 1:
@@ -326,25 +341,28 @@ def _cond_filter(q: Query) -> str:
     return " AND ".join(terms) if terms else "true"
 
 
-def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any]) -> Any:
-    """All matching pairs as a frame (a_id, b_id, b_value).
+def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any],
+               keep: Sequence[str] = ()) -> Any:
+    """All matching pairs as a frame (a_id, b_id, b_value and the keep columns).
 
-    ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value).
+    ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value); ``keep`` names more columns
+    of either side to carry into the pairs.
     """
+    out = ("a_id", "b_id", "b_value", *keep)
     lo, hi = lower_offset(q), upper_offset(q)
     plan["method"] = opts.method
     if lo > hi:
         plan["empty_window"] = True
-        return bases.join(probes, "key").where("false").select("a_id", "b_id", "b_value")
+        return bases.join(probes, "key").where("false").select(*out)
     if opts.method == "plain":
-        return bases.join(probes, "key").where(_range_filter(q)).select("a_id", "b_id", "b_value")
+        return bases.join(probes, "key").where(_range_filter(q)).select(*out)
     width = opts.width or min(hi - lo + 1, _MAX_WIDTH)
     plan["bucket_width"] = width
     a, b = _bucket_sides(bases, probes, q, width)
     keys = ["key", "bucket"]
     if opts.method == "salted":
         a, b, keys = _salt(spark, a, b, opts, plan)
-    return a.join(b, keys).where(_range_filter(q)).select("a_id", "b_id", "b_value")
+    return a.join(b, keys).where(_range_filter(q)).select(*out)
 
 
 def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | None = None) -> SparkResult:
@@ -368,13 +386,29 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     plan: dict[str, Any] = {}
     joined = join_pairs(spark, bases, probes, q, opts, plan)
     if q.aggregate is None:
-        pairs = joined.select(F.col("a_id").alias("base"), F.col("b_id").alias("probe"))
-        if q.join == "left":
-            unmatched = bases.join(joined.select("a_id").distinct(), "a_id", "left_anti").select(
-                F.col("a_id").alias("base"), F.lit(None).cast("long").alias("probe")
-            )
-            pairs = pairs.unionByName(unmatched)
-        return SparkResult(q, pairs, None, late, plan, [tuples])
+        return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, [tuples])
+    return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, [tuples])
+
+
+def pair_rows(bases: Any, joined: Any, q: Query) -> Any:
+    """The pair rows (base, probe) of ``joined`` (a_id, b_id, ...), and (a, null) for every base of ``bases``
+    (a_id, ...) that has none when ``q`` is a left join."""
+    from pyspark.sql import functions as F
+
+    pairs = joined.select(F.col("a_id").alias("base"), F.col("b_id").alias("probe"))
+    if q.join == "left":
+        unmatched = bases.join(joined.select("a_id").distinct(), "a_id", "left_anti").select(
+            F.col("a_id").alias("base"), F.lit(None).cast("long").alias("probe")
+        )
+        pairs = pairs.unionByName(unmatched)
+    return pairs
+
+
+def aggregate_rows(bases: Any, joined: Any, q: Query) -> Any:
+    """One row (base, count, value) per base of ``bases`` (a_id, ...): ``q.aggregate`` over the values of its
+    pairs in ``joined`` (a_id, b_value, ...), with the empty windows of the spec (sum 0.0, avg/min/max null)."""
+    from pyspark.sql import functions as F
+
     per = joined.groupBy("a_id").agg(
         F.count(F.lit(1)).alias("n"), F.sum("b_value").alias("s"), F.min("b_value").alias("lo"),
         F.max("b_value").alias("hi"),
@@ -393,8 +427,7 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     else:
         v = F.col("hi")
     v = F.when(v == 0.0, F.lit(0.0)).otherwise(v)  # -0.0 is written as 0.0
-    aggs = rows.select(F.col("a_id").alias("base"), n.alias("count"), v.alias("value"))
-    return SparkResult(q, None, aggs, late, plan, [tuples])
+    return rows.select(F.col("a_id").alias("base"), n.alias("count"), v.alias("value"))
 
 
 def run_spark_oracle(
