@@ -61,18 +61,23 @@ def _subject(q_events: tuple[Any, list[Any]], ids: set[int]) -> tuple[Any, ...]:
             tuple(x for x in r.late if x in ids))
 
 
-@pytest.mark.parametrize("spark_on", [False, pytest.param(True, marks=pytest.mark.spark)])
-def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, spark_on: bool,
+MODES = {"memory": ["--no-spark"], "spark": [], "spark-only": ["--seq-limit", "0"]}
+"""How oij check runs: all in memory; Spark beside the sequential oracle; Spark alone (replay cases from Spark)."""
+
+
+@pytest.mark.parametrize("mode", ["memory", pytest.param("spark", marks=pytest.mark.spark),
+                                  pytest.param("spark-only", marks=pytest.mark.spark)])
+def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, mode: str,
                                                                   request: pytest.FixtureRequest) -> None:
     """One pair dropped, one added; the replay case of each is at most 10 events, and in it the oracle's rows for
     the difference's ids are those of the whole stream (so the difference reproduces)."""
-    if spark_on:
+    if mode != "memory":
         request.getfixturevalue("spark")
     w, res = _workload(tmp_path, None)
     assert len(res.pairs) > 10
     dropped, added = res.pairs[5], (res.pairs[0][0], 10**9)
     bad = Results([p for p in res.pairs if p != dropped] + [added], [], res.late)
-    rc, rep = _check(tmp_path, w, *([] if spark_on else ["--no-spark"]), "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    rc, rep = _check(tmp_path, w, *MODES[mode], "--got", f"sys={_write(tmp_path / 'o', bad)}")
     assert rc == 1
     row = next(r for r in rep["engines"] if r["engine"] == "sys")
     assert (row["missing"], row["extra"], row["wrong"], row["agrees"]) == (1, 1, 0, False)
@@ -90,11 +95,17 @@ def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, 
             assert added not in small[0]
 
 
-def test_a_changed_aggregate_is_wrong_and_its_case_holds_the_window(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["memory", pytest.param("spark-only", marks=pytest.mark.spark)])
+def test_a_changed_aggregate_is_wrong_and_its_case_holds_the_window(tmp_path: Path, mode: str,
+                                                                     request: pytest.FixtureRequest) -> None:
+    """The replay case of a wrong aggregate holds its base and every probe in its window, from memory or (past
+    --seq-limit) from Spark, and in it the oracle computes the whole stream's row for that base."""
+    if mode != "memory":
+        request.getfixturevalue("spark")
     w, res = _workload(tmp_path, "sum")
     a, n, v = next(r for r in res.aggregates if r[1] >= 2)
     bad = Results([], [(b, m, (x or 0) + 1 if b == a else x) for b, m, x in res.aggregates], res.late)
-    rc, rep = _check(tmp_path, w, "--no-spark", "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    rc, rep = _check(tmp_path, w, *MODES[mode], "--got", f"sys={_write(tmp_path / 'o', bad)}")
     assert rc == 1
     row = next(r for r in rep["engines"] if r["engine"] == "sys")
     assert (row["missing"], row["extra"], row["wrong"]) == (0, 0, 1)

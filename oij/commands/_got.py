@@ -260,18 +260,29 @@ def replay_case(q: Query, events: Sequence[Event], diff: dict[str, Any]) -> tupl
     elif diff["base"] in tuples:
         a = tuples[diff["base"]][1]
         want = {a.id} | {e.id for _, e in tuples.values() if e.side != a.side and e.key == a.key and is_match(a, e, q)}
-    picked = sorted(tuples[i] for i in want if i in tuples)
+    return build_case(q, [(i, ws[i], t) for i, t in sorted(tuples[i] for i in want if i in tuples)])
+
+
+def case_ids(diff: dict[str, Any]) -> set[int]:
+    """The ids a difference names (an aggregate's probes are found from its base)."""
+    if diff["kind"] == "late":
+        return {diff["id"]}
+    return {x for x in (diff["base"], diff.get("probe")) if x is not None}
+
+
+def build_case(q: Query, picked: Sequence[tuple[int, int, StreamTuple]]) -> tuple[Query, list[Event]]:
+    """The replay case of the tuples ``picked`` as (arrival position, W at arrival, tuple), positions ascending:
+    each tuple after a watermark line with its W, in a query with one channel and no lateness bound."""
     small = Query(q.lower, q.upper, q.lower_inclusive, q.upper_inclusive, q.aggregate, q.join, 1, None, q.cond)
     out: list[Event] = []
     last = None
-    for i, t in picked:
-        w = ws[i]
+    for _, w, t in picked:
         if w != last and w != NO_WATERMARK:  # -inf (no watermark yet) needs no line
             out.append(Watermark(w, 0))
             last = w
         out.append(t._replace(channel=0))
     out.append(End())
-    return small, _drop_idle_watermarks(small, out, {t.id for _, t in picked})
+    return small, _drop_idle_watermarks(small, out, {t.id for _, _, t in picked})
 
 
 def _drop_idle_watermarks(q: Query, events: list[Event], ids: set[int]) -> list[Event]:

@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -379,10 +379,26 @@ def run(args: argparse.Namespace) -> int:
             r.agrees = c.agrees
             r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
             r.by_kind, r.differences = c.by_kind, c.differences
+    replays: dict[str, list[dict[str, Any]]] = {}
     if profiled and gots:
         prog.say(f"no replay cases under --profile {args.profile}: a replay case carries the canonical W at each "
                  "arrival, which other profiles do not follow")
-    replays = _replays(q, events, rows, dict(gots), out) if gots and not profiled else {}
+    elif gots and events is not None:
+        from oij.commands._got import replay_case
+
+        replays = _replays(rows, dict(gots), out, lambda ds: [replay_case(q, events, d) for d in ds])
+    elif gots and args.spark:  # past --seq-limit: the tuples of each difference and their W come from Spark
+        import pyarrow.parquet as pq
+
+        from oij.commands._got import build_case
+        from oij.spark.frames import KEYS_META
+        from oij.spark.replay import replay_picks
+
+        tagged = os.path.isfile(spark_input) and \
+            (pq.read_schema(spark_input).metadata or {}).get(KEYS_META) == b"tagged"
+        prog.say("replay cases from Spark ...")
+        replays = _replays(rows, dict(gots), out, lambda ds: [build_case(q, p) for p in
+                                                              replay_picks(spark, frame, q, ds, tagged)])
     attribution = _attribution(q, events, n_events, rows, gots, canonical, results_dir, args, prog)
     prog.say("done")
 
@@ -442,21 +458,20 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
     return attribute(q, events, outs, canonical, say=prog.say)
 
 
-def _replays(q: Query, events: list[Event] | None, rows: list[Row], gots: dict[str, str],
-             out: str) -> dict[str, list[dict[str, Any]]]:
-    """A small replay case for each listed difference of each --got output (needs the events in memory)."""
-    from oij.commands._got import replay_case
+CaseMaker = Callable[[list[dict[str, Any]]], list[tuple[Query, list[Event]]]]
+
+
+def _replays(rows: list[Row], gots: dict[str, str], out: str, make: CaseMaker) -> dict[str, list[dict[str, Any]]]:
+    """A small replay case for each listed difference of each --got output; ``make`` builds the cases of a list
+    of differences (from the events in memory, or from Spark past --seq-limit)."""
     from oij.testing._case import Case
     from oij.testing._timeline import timeline
 
     found: dict[str, list[dict[str, Any]]] = {}
-    if events is None:
-        return found
     for r in rows:
-        if r.engine not in gots:
+        if r.engine not in gots or not r.differences:
             continue
-        for k, d in enumerate(r.differences, 1):
-            small, evs = replay_case(q, events, d)
+        for k, (d, (small, evs)) in enumerate(zip(r.differences, make(r.differences), strict=True), 1):
             path = os.path.join(out, "replays", f"{r.engine}-{k}.jsonl")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             case = Case(small, tuple(evs))

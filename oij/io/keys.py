@@ -8,4 +8,9 @@ def tag_key(k: int | str) -> str:
     return f"i:{k}" if type(k) is int else f"s:{k}"
 
 
-__all__ = ["tag_key"]
+def untag_key(s: str) -> int | str:
+    """The key of a tagged string (:func:`tag_key`'s inverse)."""
+    return int(s[2:]) if s.startswith("i:") else s[2:]
+
+
+__all__ = ["tag_key", "untag_key"]
