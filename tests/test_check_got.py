@@ -298,3 +298,26 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
     assert rc == 1 and (sys_row["missing"], sys_row["extra"]) == (1, 1), sys_row
     rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--seq-limit", "0")
     assert rc == 1 and report["engines"][1]["missing"] + report["engines"][1]["extra"] > 0
+
+
+@pytest.mark.spark
+def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Past --sim-limit, ``--attribute P,P`` computes each profile's result in Spark: spark-ss explains every
+    difference of its own result, late-le only some; by default (auto) nothing is attributed there, and a name
+    that is no profile is a usage error."""
+    from spec.profiles import compute_profile_result, get_profile
+
+    w = tmp_path / "late.jsonl"
+    write_workload(str(w), resolve("teach-late"), 600, 3)
+    q, evs = _read(w)
+    got = _write(tmp_path / "ss.jsonl", compute_profile_result(evs, q, get_profile("spark-ss")).canonical())
+    rc, report = _check(tmp_path, w, "--got", f"s={got}", "--seq-limit", "0", "--attribute", "spark-ss,late-le")
+    (a,) = report["attribution"]
+    assert rc == 1 and a["explained_by"] == ["spark-ss"], a
+    (late_le,) = a["partly"]
+    assert late_le["profile"] == "late-le" and late_le["explains"] < a["differences"], a
+    assert "are explained by spark-ss" in capsys.readouterr().out
+    rc, report = _check(tmp_path, w, "--got", f"s={got}", "--seq-limit", "0")
+    assert rc == 1 and report["attribution"] == []
+    assert main(["check", str(w), "--got", f"s={got}", "--attribute", "spark-sss", "--out", str(tmp_path / "x")]) == 2

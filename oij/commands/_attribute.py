@@ -21,6 +21,7 @@ machine (16 profiles: about 6 s per 1,000 events); the caller bounds it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +70,7 @@ class Attribution:
 
 
 def attribute(q: Query, events: Sequence[Event], gots: dict[str, Results], canonical: Results,
-              say: Callable[[str], None] | None = None) -> list[Attribution]:
+              profiles: Sequence[str] | None = None, say: Callable[[str], None] | None = None) -> list[Attribution]:
     """Attribute each system's differences from ``canonical`` to the named profiles (see the module docstring).
 
     Requires: ``events`` the whole stream, ``canonical`` its canonical result.  O(profiles x simulation).
@@ -78,7 +79,7 @@ def attribute(q: Query, events: Sequence[Event], gots: dict[str, Results], canon
     per: dict[str, dict[str, set[Item]]] = {name: {} for name in gots}
     if any(base.values()):
         for pname, prof in PROFILES.items():
-            if pname == "canonical":
+            if pname == "canonical" or (profiles is not None and pname not in profiles):
                 continue
             if say is not None:
                 say(f"attribution: simulating the {pname} profile ...")
@@ -100,4 +101,63 @@ def attribute(q: Query, events: Sequence[Event], gots: dict[str, Results], canon
     return out
 
 
-__all__ = ["Attribution", "attribute", "difference_items"]
+
+
+def attribute_in_spark(spark: Any, frame: Any, q: Query, results_dir: str, reference: str, systems: Sequence[str],
+                       profiles: Sequence[str], opts: Any = None,
+                       say: Callable[[str], None] | None = None) -> list[Attribution]:
+    """:func:`attribute` past ``--sim-limit``: each profile's result from the Spark oracle
+    (:func:`oij.spark.profiles.spark_profile_oracle`), the differences as distinct (kind, issue, base, probe, id)
+    rows compared by joins; only counts reach the driver.
+
+    ``results_dir`` holds the canonical result (engine ``reference``) and each system's output; ``profiles`` are
+    the names to try.  O(profiles x Spark oracle run).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from oij.spark.compare import TOLERANCE, _diff_frame
+    from oij.spark.profiles import spark_profile_oracle
+
+    items = ["kind", "issue", "base", "probe", "id"]
+    res = spark.read.parquet(os.path.abspath(results_dir))
+    ref = res.where(F.col("engine") == reference)
+    d_c = {s: _diff_frame(ref, res.where(F.col("engine") == s), TOLERANCE).select(*items).distinct()
+           .persist(StorageLevel.MEMORY_AND_DISK) for s in systems}
+    counts = {s: d.count() for s, d in d_c.items()}
+    out = {s: Attribution(s, counts[s]) for s in systems}
+    try:
+        for pname in profiles:
+            if not any(counts.values()):
+                break
+            if say is not None:
+                say(f"attribution: the {pname} profile in Spark ...")
+            pr = spark_profile_oracle(spark, q, frame, PROFILES[pname], opts)
+            try:
+                p_ref = pr.frame().persist(StorageLevel.MEMORY_AND_DISK)
+                for s in systems:
+                    if not counts[s]:
+                        continue
+                    d_p = _diff_frame(p_ref, res.where(F.col("engine") == s), TOLERANCE).select(*items).distinct()
+                    on = [F.col(f"c.{c}").eqNullSafe(F.col(f"p.{c}")) for c in items]
+                    cond = on[0]
+                    for c in on[1:]:
+                        cond = cond & c
+                    n_p = d_p.count()
+                    both = d_c[s].alias("c").join(d_p.alias("p"), cond, "inner").count()
+                    if n_p == 0:
+                        out[s].explained_by.append(pname)
+                    else:
+                        out[s].partly.append({"profile": pname, "explains": counts[s] - both, "own": n_p - both})
+                p_ref.unpersist()
+            finally:
+                pr.release()
+    finally:
+        for d in d_c.values():
+            d.unpersist()
+    for a in out.values():
+        a.partly.sort(key=lambda p: (-p["explains"], p["own"], p["profile"]))
+    return list(out.values())
+
+
+__all__ = ["Attribution", "attribute", "attribute_in_spark", "difference_items"]

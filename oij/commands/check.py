@@ -85,6 +85,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "canonical): the Spark oracle computes its result at any size, and within --sim-limit it is "
                    "also simulated in memory as the seq-oracle row; the "
                    "comparison runs in Python")
+    p.add_argument("--attribute", default="auto", metavar="PROFILES",
+                   help="which profiles to try on each --got output's differences: auto (default: every named "
+                   "profile within --sim-limit, simulated in memory; none past it), all, none, or P,P,...; past "
+                   "--sim-limit each one is a Spark oracle run")
     p.add_argument("--sim-limit", type=int, default=200_000,
                    help="events up to which profiles are simulated: for --profile, and to attribute each --got "
                    "output's differences to the profiles that explain them (default 200000; about 0.35 ms per "
@@ -213,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
     if args.profile not in PROFILES:
         raise UsageError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
     profiled = args.profile != "canonical"
+    if args.attribute not in ("auto", "all", "none"):
+        bad = [n for n in args.attribute.split(",") if n.strip() not in PROFILES]
+        if bad:
+            raise UsageError(f"--attribute: unknown profile {bad[0].strip()!r}; known: {', '.join(PROFILES)}")
     from oij.commands._got import parse_columns, parse_got
 
     names = _engines(args) if args.patterns is not None or not args.got else []
@@ -399,7 +407,8 @@ def run(args: argparse.Namespace) -> int:
         prog.say("replay cases from Spark ...")
         replays = _replays(rows, dict(gots), out, lambda ds: [build_case(q, p) for p in
                                                               replay_picks(spark, frame, q, ds, tagged)])
-    attribution = _attribution(q, events, n_events, rows, gots, canonical, results_dir, args, prog)
+    attribution = _attribution(q, events, n_events, rows, gots, canonical, results_dir, args, prog,
+                               *((spark, frame) if args.spark else ()))
     prog.say("done")
 
     # 6. report
@@ -439,23 +448,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list[Row], gots: list[tuple[str, str]],
-                 canonical: Results | None, results_dir: str, args: argparse.Namespace,
-                 prog: Progress) -> list[Any]:
+                 canonical: Results | None, results_dir: str, args: argparse.Namespace, prog: Progress,
+                 spark: Any = None, frame: Any = None) -> list[Any]:
     """For each --got output that differs from the canonical result: the profiles that explain its differences
-    (:mod:`oij.commands._attribute`); only for workloads in memory within --sim-limit."""
+    (:mod:`oij.commands._attribute`): simulated in memory within --sim-limit, else by the Spark oracle for the
+    profiles --attribute names."""
     from oij.commands._got import read_got_results
     from oij.spark.compare import engine_dir
+    from spec.profiles import PROFILES
 
-    if not gots:
+    if not gots or args.attribute == "none":
         return []
-    if events is None or canonical is None or n_events > args.sim_limit:
-        prog.say(f"no attribution to profiles: {n_events} events, more than --sim-limit {args.sim_limit} "
-                 "(or --seq-limit)")
-        return []
-    from oij.commands._attribute import attribute
+    names = [n for n in PROFILES if n != "canonical"] if args.attribute in ("auto", "all") else \
+        [n.strip() for n in args.attribute.split(",") if n.strip()]
+    if events is not None and canonical is not None and n_events <= args.sim_limit:
+        from oij.commands._attribute import attribute
 
-    outs = {name: read_got_results(engine_dir(results_dir, name)) for name, _ in gots}
-    return attribute(q, events, outs, canonical, say=prog.say)
+        outs = {name: read_got_results(engine_dir(results_dir, name)) for name, _ in gots}
+        return attribute(q, events, outs, canonical, names, say=prog.say)
+    if args.attribute == "auto" or spark is None or args.profile != "canonical":
+        why = ("the reference is a profile's result, not the canonical one" if args.profile != "canonical" else
+               "no Spark" if spark is None else "each profile is one more Spark oracle run: ask with --attribute all "
+               "or --attribute P,P")
+        prog.say(f"no attribution to profiles: {n_events} events, more than --sim-limit {args.sim_limit} (or "
+                 f"--seq-limit), and {why}")
+        return []
+    from oij.commands._attribute import attribute_in_spark
+    from oij.spark.oracle import SparkOracleOptions
+
+    return attribute_in_spark(spark, frame, q, results_dir, SPARK_ORACLE, [n for n, _ in gots], names,
+                              SparkOracleOptions(method=args.method, theta=args.theta), say=prog.say)
 
 
 CaseMaker = Callable[[list[dict[str, Any]]], list[tuple[Query, list[Event]]]]
