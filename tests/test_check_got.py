@@ -321,3 +321,41 @@ def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: 
     rc, report = _check(tmp_path, w, "--got", f"s={got}", "--seq-limit", "0")
     assert rc == 1 and report["attribution"] == []
     assert main(["check", str(w), "--got", f"s={got}", "--attribute", "spark-sss", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_a_system_that_follows_a_profile_gets_replay_cases_in_the_streams_own_terms(tmp_path: Path) -> None:
+    """An output that is flink-datastream's result (W per input, minus one) differs from canonical because of
+    how it computes W; its replay cases keep the lateness bound and the tuples that decide W, so that under the
+    profile the small case shows the same difference (it reproduces against such a system); negative control: the
+    canonical-W case of the same difference shows none under the profile."""
+    from oij.commands._got import replay_case
+    from spec.profiles import compute_profile_result, get_profile
+
+    prof = get_profile("flink-datastream")
+    w = tmp_path / "late.jsonl"
+    write_workload(str(w), resolve("teach-late"), 400, 5)
+    q, evs = _read(w)
+    out = _write(tmp_path / "fl.jsonl", compute_profile_result(evs, q, prof).canonical())
+    rc, rep = _check(tmp_path, w, "--no-spark", "--got", f"fl={out}", "--first", "4")
+    assert rc == 1 and rep["attribution"][0]["explained_by"][0] == "flink-datastream"
+    cases = rep["replays"]["fl"]
+    assert len(cases) == 4 and all(c["follows"] == "flink-datastream" for c in cases)
+    shown_by_canonical_w = 0
+    for c, d in zip(cases, rep["engines"][1]["differences"], strict=True):
+        case = Case.from_jsonl(Path(c["file"]).read_text(), c["file"])
+        assert case.query.lateness == q.lateness and len(case.events) <= 10
+        ids = {x for x in (d["base"], d["probe"], d["id"]) if x is not None}
+        small = list(case.events)
+        canon, under = _subject((case.query, small), ids), _subject_under(case.query, small, ids, prof)
+        assert canon == _subject((q, evs), ids) and under == _subject_under(q, evs, ids, prof) and canon != under
+        sq, sev = replay_case(q, evs, d)
+        shown_by_canonical_w += _subject((sq, sev), ids) != _subject_under(sq, sev, ids, prof)
+    assert shown_by_canonical_w < len(cases)
+
+
+def _subject_under(q: Any, evs: list[Any], ids: set[int], prof: Any) -> tuple[Any, ...]:
+    from spec.profiles import compute_profile_result
+
+    r = compute_profile_result(evs, q, prof).canonical()
+    return (tuple(p for p in r.pairs if p[0] in ids or p[1] in ids), tuple(x for x in r.aggregates if x[0] in ids),
+            tuple(x for x in r.late if x in ids))

@@ -304,3 +304,69 @@ def _drop_idle_watermarks(q: Query, events: list[Event], ids: set[int]) -> list[
                 continue
         i += 1
     return events
+
+
+def _rows_for(res: Any, ids: set[int]) -> tuple[Any, ...]:
+    r = res.canonical()
+    return (tuple(p for p in r.pairs if p[0] in ids or p[1] in ids),
+            tuple(x for x in r.aggregates if x[0] in ids), tuple(x for x in r.late if x in ids))
+
+
+def _deciders(events: Sequence[Event], q: Query, upto: int) -> set[int]:
+    """Positions of the events that decide the watermarks in force up to position ``upto``: per input (lateness
+    mode) or per channel (watermark lines), the one with the largest ts before it, at each of the last few
+    positions (so that a profile's lag and its per-input watermark are decided as in the whole stream)."""
+    best: dict[Any, tuple[int, int]] = {}
+    out: set[int] = set()
+    for i, e in enumerate(events[:upto + 1]):
+        if isinstance(e, StreamTuple) and q.lateness is not None:
+            slot: Any = e.side
+        elif isinstance(e, Watermark):
+            slot = e.channel
+        else:
+            continue
+        if slot not in best or e.ts > best[slot][0]:
+            best[slot] = (e.ts, i)
+    out |= {i for _, i in best.values()}
+    return out
+
+
+def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], profile: Any,
+                      whole: Any) -> tuple[Query, list[Event]] | None:
+    """A small case of one difference in the stream's own terms (its query, lateness bound and channels), for a
+    system whose output is profile ``profile``'s result (``whole``: that result on the whole stream).
+
+    The canonical-W case of :func:`replay_case` does not reproduce a difference that comes from how the system
+    computes W (per input, minus one): there the system is handed the canonical W.  This case keeps the tuples
+    and watermark lines that decide W: it starts from the difference's tuples and, for each, the events
+    holding the running maxima before it, then drops events one by one while, for the difference's ids, both
+    the canonical result and the profile's result stay as in the whole stream.  So the system reproduces the
+    difference on it iff it follows the profile there.  None if those events do not keep both results.
+    """
+    from reference.oracle import run_events
+    from spec.profiles import compute_profile_result
+
+    pos = {e.id: i for i, e in enumerate(events) if isinstance(e, StreamTuple)}
+    _, small = replay_case(q, events, diff)
+    ids = {e.id for e in small if isinstance(e, StreamTuple)}
+    keep: set[int] = {pos[i] for i in ids if i in pos}
+    for p in list(keep):
+        keep |= _deciders(events, q, p - 1) | _deciders(events, q, p - 2)
+    target = (_rows_for(run_events(list(events), q), ids), _rows_for(whole, ids))
+
+    def holds(sel: list[int]) -> bool:
+        evs = [events[i] for i in sel] + [End()]
+        return (_rows_for(run_events(evs, q), ids), _rows_for(compute_profile_result(evs, q, profile), ids)) == target
+
+    sel = sorted(keep)
+    if not holds(sel):
+        return None
+    i = 0
+    while i < len(sel):
+        e = events[sel[i]]
+        trial = sel[:i] + sel[i + 1:]
+        if not (isinstance(e, StreamTuple) and e.id in ids) and holds(trial):
+            sel = trial
+            continue
+        i += 1
+    return q, [events[i] for i in sel] + [End()]

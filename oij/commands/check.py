@@ -387,14 +387,28 @@ def run(args: argparse.Namespace) -> int:
             r.agrees = c.agrees
             r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
             r.by_kind, r.differences = c.by_kind, c.differences
+    attribution = _attribution(q, events, n_events, rows, gots, canonical, results_dir, args, prog,
+                               *((spark, frame) if args.spark else ()))
     replays: dict[str, list[dict[str, Any]]] = {}
     if profiled and gots:
         prog.say(f"no replay cases under --profile {args.profile}: a replay case carries the canonical W at each "
                  "arrival, which other profiles do not follow")
     elif gots and events is not None:
-        from oij.commands._got import replay_case
+        from oij.commands._got import replay_case, replay_case_as_is
+        from spec.profiles import compute_profile_result
 
-        replays = _replays(rows, dict(gots), out, lambda ds: [replay_case(q, events, d) for d in ds])
+        follows = {a.system: a.explained_by[0] for a in attribution if a.explained_by}
+        wholes = {p: compute_profile_result(events, q, PROFILES[p]) for p in set(follows.values())}
+
+        def in_memory(engine: str, ds: list[dict[str, Any]]) -> list[tuple[Query, list[Event], str | None]]:
+            cases: list[tuple[Query, list[Event], str | None]] = []
+            for d in ds:
+                p = follows.get(engine)
+                as_is = replay_case_as_is(q, events, d, PROFILES[p], wholes[p]) if p else None
+                cases.append((*as_is, p) if as_is is not None else (*replay_case(q, events, d), None))
+            return cases
+
+        replays = _replays(rows, dict(gots), out, in_memory)
     elif gots and args.spark:  # past --seq-limit: the tuples of each difference and their W come from Spark
         import pyarrow.parquet as pq
 
@@ -405,10 +419,8 @@ def run(args: argparse.Namespace) -> int:
         tagged = os.path.isfile(spark_input) and \
             (pq.read_schema(spark_input).metadata or {}).get(KEYS_META) == b"tagged"
         prog.say("replay cases from Spark ...")
-        replays = _replays(rows, dict(gots), out, lambda ds: [build_case(q, p) for p in
-                                                              replay_picks(spark, frame, q, ds, tagged)])
-    attribution = _attribution(q, events, n_events, rows, gots, canonical, results_dir, args, prog,
-                               *((spark, frame) if args.spark else ()))
+        replays = _replays(rows, dict(gots), out, lambda _, ds: [(*build_case(q, p), None) for p in
+                                                                 replay_picks(spark, frame, q, ds, tagged)])
     prog.say("done")
 
     # 6. report
@@ -434,8 +446,10 @@ def run(args: argparse.Namespace) -> int:
           f"outputs: {results_dir}/engine=*")
     for name, cases in replays.items():
         for case_info in cases:
+            kept = (f", the stream's own terms: a system that follows {case_info['follows']} reproduces it"
+                   if case_info["follows"] else "")
             print(f"\n{name}: {case_info['difference']}: replay case {case_info['file']} "
-                  f"({case_info['events']} events)")
+                  f"({case_info['events']} events{kept})")
             print("\n".join("  " + x for x in case_info["timeline"]))
     if attribution:
         print()
@@ -480,12 +494,13 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
                               SparkOracleOptions(method=args.method, theta=args.theta), say=prog.say)
 
 
-CaseMaker = Callable[[list[dict[str, Any]]], list[tuple[Query, list[Event]]]]
+CaseMaker = Callable[[str, list[dict[str, Any]]], list[tuple[Query, list[Event], str | None]]]
 
 
 def _replays(rows: list[Row], gots: dict[str, str], out: str, make: CaseMaker) -> dict[str, list[dict[str, Any]]]:
-    """A small replay case for each listed difference of each --got output; ``make`` builds the cases of a list
-    of differences (from the events in memory, or from Spark past --seq-limit)."""
+    """A small replay case for each listed difference of each --got output; ``make`` builds the cases of one
+    output's differences: (query, events, the profile the output follows if the case keeps the stream's own
+    terms, else None for a case with the canonical W at each arrival)."""
     from oij.testing._case import Case
     from oij.testing._timeline import timeline
 
@@ -493,7 +508,8 @@ def _replays(rows: list[Row], gots: dict[str, str], out: str, make: CaseMaker) -
     for r in rows:
         if r.engine not in gots or not r.differences:
             continue
-        for k, (d, (small, evs)) in enumerate(zip(r.differences, make(r.differences), strict=True), 1):
+        for k, (d, (small, evs, follows)) in enumerate(zip(r.differences, make(r.engine, r.differences),
+                                                          strict=True), 1):
             path = os.path.join(out, "replays", f"{r.engine}-{k}.jsonl")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             case = Case(small, tuple(evs))
@@ -501,7 +517,8 @@ def _replays(rows: list[Row], gots: dict[str, str], out: str, make: CaseMaker) -
             what = {"pair": f"pair ({d['base']}, {d['probe']})", "late": f"late id {d['id']}",
                     "aggregate": f"aggregate of base {d['base']}"}[d["kind"]]
             found.setdefault(r.engine, []).append({"difference": f"{d['issue']} {what}", "file": path,
-                                                   "events": len(evs), "timeline": timeline(case)})
+                                                   "events": len(evs), "follows": follows,
+                                                   "timeline": timeline(case)})
     return found
 
 
