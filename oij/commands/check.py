@@ -7,11 +7,13 @@ Steps (each announced on stderr with its time):
 2. the sequential oracle (:func:`reference.oracle.run_events`) when the
    workload has at most ``--seq-limit`` events;
 3. every chosen engine of :mod:`parallel.registry` (default: all registered);
-4. the Spark oracle (``--spark``, the default; ``--master`` for a cluster);
+4. the Spark oracle (``--spark``, the default; ``--master`` for a cluster): the canonical result, or with
+   ``--profile P`` that semantic profile's (:mod:`oij.spark.profiles`), at any size;
 5. every output is written to ``OUT/results/engine=<name>/`` (one Parquet
    dataset partitioned by engine) and Spark compares each engine with the
    reference (the Spark oracle, or the sequential one with ``--no-spark``);
-6. one table on stdout, ``OUT/report.json`` and ``OUT/report.md``.
+6. one table on stdout, ``OUT/report.json`` and ``OUT/report.md``; for ``--got`` outputs, a replay case per
+   listed difference (``OUT/replays/``) and the profiles that explain the differences (``--attribute``).
 
 Exit code 0 iff every engine (and the sequential oracle) agrees with the reference, 1 otherwise, 2 on bad input.
 """
