@@ -263,13 +263,6 @@ def replay_case(q: Query, events: Sequence[Event], diff: dict[str, Any]) -> tupl
     return build_case(q, [(i, ws[i], t) for i, t in sorted(tuples[i] for i in want if i in tuples)])
 
 
-def case_ids(diff: dict[str, Any]) -> set[int]:
-    """The ids a difference names (an aggregate's probes are found from its base)."""
-    if diff["kind"] == "late":
-        return {diff["id"]}
-    return {x for x in (diff["base"], diff.get("probe")) if x is not None}
-
-
 def build_case(q: Query, picked: Sequence[tuple[int, int, StreamTuple]]) -> tuple[Query, list[Event]]:
     """The replay case of the tuples ``picked`` as (arrival position, W at arrival, tuple), positions ascending:
     each tuple after a watermark line with its W, in a query with one channel and no lateness bound."""

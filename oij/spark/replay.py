@@ -40,6 +40,13 @@ def _tuple(r: Any, q: Query, tagged: bool) -> tuple[int, int, StreamTuple]:
     return int(r["pos"]), w, t
 
 
+def case_ids(diff: dict[str, Any]) -> set[int]:
+    """The ids a difference names (an aggregate's probes are found from its base)."""
+    if diff["kind"] == "late":
+        return {diff["id"]}
+    return {x for x in (diff["base"], diff.get("probe")) if x is not None}
+
+
 def replay_picks(spark: Any, frame: Any, q: Query, diffs: Sequence[dict[str, Any]],
                  tagged: bool) -> list[Picked]:
     """For each difference (``oij.spark.compare`` rows), the tuples that decide it as (position, W, tuple), in
@@ -48,8 +55,6 @@ def replay_picks(spark: Any, frame: Any, q: Query, diffs: Sequence[dict[str, Any
     ``tagged``: the frame's keys are tagged strings (``i:1``, ``s:x``; a materialized oij-jsonl input).
     """
     from pyspark.sql import functions as F
-
-    from oij.commands._got import case_ids
 
     marked = mark_late(frame, q)
     ids = sorted(set().union(*(case_ids(d) for d in diffs))) if diffs else []
