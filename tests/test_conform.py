@@ -5,6 +5,8 @@ deterministic."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -19,10 +22,11 @@ import pytest
 from hypothesis import given, settings
 
 from oij.cli import main
+from oij.commands.vectors import verify
 from oij.testing import Case, assert_conforms, cases, expected_output
 from oij.testing._cases import FEATURES, parse_features
 from oij.testing._protocol import ProtocolError, parse_output
-from oij.testing._runner import fingerprint, search
+from oij.testing._runner import Outcome, fingerprint, search
 from reference.oracle import run_events
 from spec.batch import Results
 from spec.model import End, Event, Query, Side, StreamTuple
@@ -232,35 +236,87 @@ def test_fingerprint_needs_every_observation() -> None:
     assert fingerprint([(case, got), (case, None)], FEATURES).profiles == []
 
 
-def test_vectors_are_deterministic_and_verify(tmp_path: Path) -> None:
+def _join_in_process(*args: str) -> Callable[[str], Outcome]:
+    """``oij join - ARGS`` run by :func:`oij.cli.main` in this process, the case's text as its stdin: what
+    ``oij vectors verify DIR -- oij join - ARGS`` runs as one process per case, without the 372 interpreter
+    start-ups (the same parser, reader, oracle and writer; a non-zero exit or an exception is a crash, output
+    that is no result lines a protocol error, as :func:`oij.testing._runner.run_command` reports them)."""
+    def run(text: str) -> Outcome:
+        out, err = io.StringIO(), io.StringIO()
+        stdin = io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8")
+        old = sys.stdin
+        sys.stdin = stdin
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = main(["join", "-", *args])
+        except Exception as e:  # a traceback: what a process would exit 1 with
+            return Outcome(None, f"crash: {type(e).__name__}: {e}")
+        finally:
+            sys.stdin = old
+        if rc != 0:
+            return Outcome(None, f"crash: exit code {rc}; stderr: {err.getvalue().strip()}", err.getvalue())
+        try:
+            return Outcome(parse_output(out.getvalue()), None, err.getvalue())
+        except ProtocolError as e:
+            return Outcome(None, f"protocol error: {e}", err.getvalue())
+
+    return run
+
+
+def _vector_dir(src: Path, dst: Path, rows: list[str]) -> None:
+    """A vector directory holding the manifest lines ``rows`` of ``src`` and their files."""
+    for line in rows:
+        row = json.loads(line)
+        for f in (row["case"] + ".in.jsonl", row["expected"]):
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / f, dst / f)
+    (dst / "manifest.jsonl").write_text("\n".join(rows) + "\n")
+
+
+def test_vectors_are_deterministic_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every vector passes ``oij join`` under every profile, judged by ``oij vectors verify``'s own code
+    (:func:`oij.commands.vectors.verify`) with the join run in this process (:func:`_join_in_process`); the
+    command itself, a process per case, on a sample of the vectors (the first of every feature and every
+    eighth) and on three profiles.  Negative controls: the toy with an upper-bound bug fails the upper-edge
+    vectors, and the in-process join under the wrong profile fails the canonical vectors."""
     a, b = tmp_path / "a", tmp_path / "b"
     assert main(["vectors", "export", str(a)]) == 0
     assert main(["vectors", "export", str(b)]) == 0
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert len(files) > 400 and files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
-    r = subprocess.run([*OIJ, "vectors", "verify", str(a), "-j", "2", "--", *OIJ, "join", "-"], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert re.search(r"^\d+ passed, 0 failed$", r.stdout, re.M)
-    # the negative control, on the vectors of the upper edge (the toy's bug is there): a manifest of those rows
-    upper = tmp_path / "upper"
-    (upper / "bounds").mkdir(parents=True)
-    rows = [line for line in (a / "manifest.jsonl").read_text().splitlines()
-            if '"feature":"bounds"' in line and "_upper" in json.loads(line)["case"]]
-    assert len(rows) >= 32
-    for line in rows:
-        row = json.loads(line)
-        for f in (row["case"] + ".in.jsonl", row["expected"]):
-            shutil.copyfile(a / f, upper / f)
-    (upper / "manifest.jsonl").write_text("\n".join(rows) + "\n")
-    r = subprocess.run([*OIJ, "vectors", "verify", str(upper), "--", *toy("upper-off-by-one")],
-                       capture_output=True, text=True)
-    assert r.returncode == 1 and "FAIL bounds/" in r.stdout
+    manifest = (a / "manifest.jsonl").read_text().splitlines()
+    capsys.readouterr()
     for p in PROFILES:
+        n = sum(json.loads(line)["profile"] == p for line in manifest)
+        args = () if p == "canonical" else ("--profile", p)  # the default, and the flag
+        assert verify(str(a), _join_in_process(*args), profile=p) == 0, (p, capsys.readouterr().out)
+        out = capsys.readouterr().out
+        assert re.search(rf"^{n} passed, 0 failed$", out, re.M) and n >= (300 if p == "canonical" else 1), (p, out)
+    # the negative control of the in-process judging: late-le's outputs are not the canonical ones
+    assert verify(str(a), _join_in_process("--profile", "late-le")) == 1
+    assert re.search(r"^\d+ passed, [1-9]\d* failed$", capsys.readouterr().out, re.M)
+    # the command, a process per case: the first vector of every feature and every eighth, and three profiles
+    canonical = [line for line in manifest if json.loads(line)["profile"] == "canonical"]
+    first = {json.loads(line)["feature"]: line for line in reversed(canonical)}
+    sample = [line for i, line in enumerate(canonical) if i % 8 == 0 or line in first.values()]
+    assert 40 <= len(sample) <= 80 and len(first) >= 10
+    _vector_dir(a, tmp_path / "sample", sample)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(tmp_path / "sample"), "-j", "2", "--", *OIJ, "join", "-"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(rf"^{len(sample)} passed, 0 failed$", r.stdout, re.M), r.stdout
+    for p in ("spark-ss", "flink-sql", "late-joined"):
         r = subprocess.run([*OIJ, "vectors", "verify", str(a), "-j", "2", "--profile", p, "--", *OIJ, "join", "-",
                             "--profile", p], capture_output=True, text=True)
         assert r.returncode == 0, (p, r.stdout + r.stderr)
+    # the negative control, on the vectors of the upper edge (the toy's bug is there): a manifest of those rows
+    rows = [line for line in manifest if '"feature":"bounds"' in line and "_upper" in json.loads(line)["case"]]
+    assert len(rows) >= 32
+    _vector_dir(a, tmp_path / "upper", rows)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(tmp_path / "upper"), "--", *toy("upper-off-by-one")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "FAIL bounds/" in r.stdout
 
 
 def test_the_schemas_accept_what_oij_writes(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from oij.cli import main
+from oij.commands.kitpower import Recording
 from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
 from oij.testing._edges import EDGES, compute_edges, do_keys_collide
@@ -59,16 +60,30 @@ def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
         assert found.group(1).startswith("search, case "), out
 
 
-def test_the_independent_implementation_conforms(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = conform(capsys, "--", *ACCUM)
-    assert rc == 0, out
-    assert "warning" not in out, out
-
-
 def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", sys.executable,
                       str(IMPLS / "oracle_cmd.py"))
     assert rc == 0, out
+
+
+@pytest.fixture(scope="session")
+def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """``oij conform`` at its defaults on the independent implementation, run as kit-power runs it before any
+    mutant (:func:`oij.commands.kitpower.record`: through the recorder, which passes every answer through, then
+    replayed once with line tracing).  One run serves both tests below: kit-power's recording of the correct
+    run, and the verdict that the implementation conforms (a run that does not conform raises).  Session-scoped:
+    kept by a worker that runs other modules between the two (two workers each make their own)."""
+    from oij.commands.kitpower import TARGETS, record
+
+    return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0)
+
+
+@pytest.mark.timeout(900)
+def test_the_independent_implementation_conforms(accum_recording: Recording) -> None:
+    out = accum_recording.report
+    assert out.startswith("conforms: ") and re.search(r"\(\d+ test vectors, then 200 generated cases\)", out), out
+    assert "warning" not in out, out
+    assert len(list(accum_recording.dir.glob("*.in"))) == int(out.split()[1]), out  # every case was recorded
 
 
 def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -78,13 +93,25 @@ def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.timeout(900)
-def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(tmp_path: Path) -> None:
+def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
+        tmp_path: Path, accum_recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
     """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
     events; the first equivalent of the manifest rides along in the same run (one recording of the correct
-    run serves both) and is excused by the replay.  Negative control: that mutant, with an empty manifest and
-    judged by a real oij conform run, survives and kit-power exits 1."""
+    run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
+    :func:`~oij.commands.kitpower.record`, the same arguments).  Negative control: that mutant, with an empty
+    manifest and judged by a real oij conform run, survives and kit-power exits 1."""
+    from oij.commands import kitpower
     from oij.commands.kitpower import TARGETS, _pick, enumerate_mutants, load_manifest
 
+    real_record = kitpower.record
+
+    def recorded(t: kitpower.Target, repo: Path, into: Path, timeout: float,
+                 extra: tuple[str, ...] = ()) -> Recording:
+        if (t, repo.resolve(), extra) == (TARGETS["accum"], REPO.resolve(), ()):
+            return accum_recording
+        return real_record(t, repo, into, timeout, extra)
+
+    monkeypatch.setattr(kitpower, "record", recorded)
     target = TARGETS["accum"]
     sample = _pick(enumerate_mutants(target, (REPO / target.path).read_text()), 6)
     keys = [f"{m.target}:{m.operator}:{m.occurrence}" for m in sample]
@@ -155,7 +182,7 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
     byte but is no kill (the negative control: a byte comparison alone would call it one)."""
     import subprocess
 
-    from oij.commands.kitpower import Mutant, Recording, judge_replay
+    from oij.commands.kitpower import Mutant, judge_replay
 
     rec = _record_vectors(tmp_path, rows=2)
     rev = tmp_path / "reversed.py"
@@ -174,8 +201,6 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
 
 
 def test_coverage_sees_the_statement_of_a_line() -> None:
-    from oij.commands.kitpower import Recording
-
     r = Recording(Path("."), {10}, {11: (10, 12), 20: (20, 20)}, 1.0)
     assert r.reaches(11) and r.reaches(10)
     assert not r.reaches(20)  # negative control: a statement none of whose lines ran

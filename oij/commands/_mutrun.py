@@ -152,8 +152,14 @@ def _trace_lines(path: str, ran: set[int]) -> None:
             ran.add(frame.f_lineno)
         return local
 
+    seen: dict[str, bool] = {}  # a code object's file name -> whether it is ``path`` (one realpath per name)
+
     def call(frame: Any, event: str, arg: Any) -> Any:
-        if os.path.realpath(frame.f_code.co_filename) == path:
+        name = frame.f_code.co_filename
+        here = seen.get(name)
+        if here is None:
+            here = seen[name] = os.path.realpath(name) == path
+        if here:
             ran.add(frame.f_lineno)
             return local
         return None

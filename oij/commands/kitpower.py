@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -171,7 +172,15 @@ def _cosmic() -> tuple[Any, Any, Any, Any]:
 
 def enumerate_mutants(target: Target, source: str) -> list[Mutant]:
     """Every mutant of ``source`` under the kept operators, in a fixed order (one parse per operator; the mutated
-    source is made when the mutant runs, by :func:`mutant_source`)."""
+    source is made when the mutant runs, by :func:`mutant_source`).  Fresh :class:`Mutant` objects each call; the
+    positions are found once per source text in a process (:func:`_positions`)."""
+    lines = source.splitlines()
+    return [Mutant(target.name, name, occ, row, lines[row - 1].strip()) for name, occ, row in _positions(source)]
+
+
+@functools.lru_cache(maxsize=4)
+def _positions(source: str) -> tuple[tuple[str, int, int], ...]:
+    """(operator, occurrence, line number) of every mutant of ``source``, in :func:`enumerate_mutants`' order."""
     plugins, visitor_cls, get_ast, _ = _cosmic()
 
     class Count(visitor_cls):  # type: ignore[misc, valid-type]  # cosmic-ray ships no type hints
@@ -183,15 +192,14 @@ def enumerate_mutants(target: Target, source: str) -> list[Mutant]:
             self.rows += [node.start_pos[0]] * len(list(self.op.mutation_positions(node)))
             return node
 
-    lines = source.splitlines()
-    out: list[Mutant] = []
+    out: list[tuple[str, int, int]] = []
     for name in sorted(plugins.operator_names()):
         if not keep_operator(name):
             continue
         counter = Count(plugins.get_operator(name)())
         counter.walk(get_ast(source))
-        out += [Mutant(target.name, name, occ, row, lines[row - 1].strip()) for occ, row in enumerate(counter.rows)]
-    return out
+        out += [(name, occ, row) for occ, row in enumerate(counter.rows)]
+    return tuple(out)
 
 
 def mutant_source(m: Mutant, source: str) -> str | None:
@@ -257,6 +265,7 @@ class Recording:
     ran: set[int]
     statements: dict[int, tuple[int, int]]
     seconds: float  # the unmutated replay's time; a mutant's replay gets 5x that (20 s at least)
+    report: str = ""  # what oij conform printed for the recorded run (its verdict, features, situations, edges)
 
     def reaches(self, line: int) -> bool:
         """True iff some line of the innermost statement holding ``line`` ran (a mutant anywhere else cannot
@@ -275,7 +284,8 @@ def record(target: Target, repo: Path, into: Path, timeout: float, extra: tuple[
     wrapped = Target(target.name, target.path, target.package,
                      (sys.executable, "-m", "oij.commands._mutrun", "record", str(rec), "--", *target.command),
                      target.features)
-    run_mutant(m, wrapped, repo, timeout, source=False, extra=extra)
+    report: list[str] = []
+    run_mutant(m, wrapped, repo, timeout, source=False, extra=extra, output=report)
     if m.verdict != "survived":
         raise UsageError(f"kit-power: the unmutated {target.name} does not conform ({m.verdict}): {m.tail}")
     t0 = time.perf_counter()
@@ -293,7 +303,7 @@ def record(target: Target, repo: Path, into: Path, timeout: float, extra: tuple[
                 if old is None or last - first < old[1] - old[0]:
                     statements[x] = (first, last)
     ran = {int(x) for x in (rec / "lines").read_text().split()}
-    return Recording(rec, ran, statements, time.perf_counter() - t0)
+    return Recording(rec, ran, statements, time.perf_counter() - t0, "".join(report))
 
 
 @contextlib.contextmanager
@@ -317,14 +327,15 @@ def _mutant_dir(target: Target, repo: Path, code: str | None) -> Iterator[tuple[
 
 
 def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bool = True,
-               rec: Recording | None = None, extra: tuple[str, ...] = (), judge: bool = False) -> Mutant:
+               rec: Recording | None = None, extra: tuple[str, ...] = (), judge: bool = False,
+               output: list[str] | None = None) -> Mutant:
     """Run ``oij conform`` at its defaults on one mutant (in a temporary directory) and record its verdict.
     ``source=False``: run ``target.command`` as it is (no mutant).  With ``rec``: a mutant on a line the
     recorded run never reached survives without a run ("unreached"), and one whose in-process replay of the
     recorded cases gives every recorded answer survives without the 480 process starts of a real run
     ("replayed"); any other mutant gets the real run, unless ``judge``: then the replay's differences are
     judged as ``oij conform`` judges that case (:func:`judge_replay`), and only an undecided mutant gets the
-    real run."""
+    real run.  ``output``: the real run's whole output is appended to it."""
     code = mutant_source(m, (repo / target.path).read_text()) if source else ""
     if code is None:
         m.verdict = "no-op"
@@ -372,6 +383,8 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         m.seconds = round(time.perf_counter() - t0, 3)
+    if output is not None:
+        output.append(out)
     if m.verdict == "timeout":
         return m
     if p.returncode == 1:

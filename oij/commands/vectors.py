@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import orjson
 
 from oij.commands.common import UsageError
 from oij.io.errors import InputError
 from spec.profiles import PROFILES
+
+if TYPE_CHECKING:
+    from oij.testing._runner import Outcome
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,17 +47,30 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from oij.testing._case import Case
-    from oij.testing._protocol import compare, parse_output
     from oij.testing._runner import run_command
-    from oij.testing._timeline import render
 
     cmd = list(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
     if not cmd:
         raise UsageError("no command under test: oij vectors verify DIR -- CMD [ARGS...]")
-    if args.profile not in PROFILES:
-        raise UsageError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
-    manifest = os.path.join(args.dir, "manifest.jsonl")
+    timeout = args.timeout
+    return verify(args.dir, lambda text: run_command(cmd, text, timeout), profile=args.profile, show=args.show,
+                  jobs=args.jobs)
+
+
+def verify(directory: str, run: Callable[[str], Outcome], *, profile: str = "canonical", show: int = 3,
+           jobs: int = 1) -> int:
+    """What ``oij vectors verify`` does once it has its command: ``run`` each case of ``profile`` listed in
+    ``directory``'s manifest (it gets the input file's text and returns the outcome, as
+    :func:`oij.testing._runner.run_command` does for CMD), judge it, print the failing cases (the first
+    ``show``) and the table; 0 if every case passed, else 1.  ``jobs`` > 1: ``run`` is called from that many
+    threads at once (the report is the same, in the manifest's order); 1: from the calling thread."""
+    from oij.testing._case import Case
+    from oij.testing._protocol import compare, parse_output
+    from oij.testing._timeline import render
+
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    manifest = os.path.join(directory, "manifest.jsonl")
     try:
         with open(manifest, "rb") as f:
             rows = [orjson.loads(line) for line in f if line.strip()]
@@ -60,25 +78,28 @@ def run_verify(args: argparse.Namespace) -> int:
         raise InputError(manifest, 0, "file", e.strerror or str(e)) from None
     except orjson.JSONDecodeError as e:
         raise InputError(manifest, 0, "line", f"not valid JSON ({e})") from None
-    if args.jobs < 1:
+    if jobs < 1:
         raise UsageError("--jobs must be >= 1")
     table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     shown = 0
     todo = []
     for row in rows:
-        if row.get("profile") != args.profile:
+        if row.get("profile") != profile:
             continue
-        path_in = os.path.join(args.dir, row["case"] + ".in.jsonl")
+        path_in = os.path.join(directory, row["case"] + ".in.jsonl")
         with open(path_in, encoding="utf-8") as f:
             text = f.read()  # sent as it is: some vectors leave optional fields out on purpose
         case = Case.from_jsonl(text, path_in)
-        with open(os.path.join(args.dir, row["expected"]), encoding="utf-8") as f:
+        with open(os.path.join(directory, row["expected"]), encoding="utf-8") as f:
             expected = parse_output(f.read())
         todo.append((row, text, case, expected))
-    from concurrent.futures import ThreadPoolExecutor
+    if jobs == 1:
+        outcomes = [run(t[1]) for t in todo]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # threads, each waiting on its command's process
-        outcomes = list(pool.map(lambda t: run_command(cmd, t[1], args.timeout), todo))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:  # threads, each waiting on its command's process
+            outcomes = list(pool.map(lambda t: run(t[1]), todo))
     for (row, _text, case, expected), outcome in zip(todo, outcomes, strict=True):
         ok = False
         problem = outcome.problem
@@ -87,12 +108,12 @@ def run_verify(args: argparse.Namespace) -> int:
             diff = compare(expected, outcome.got)
             ok = not diff
         table[row["feature"]][0 if ok else 1] += 1
-        if not ok and shown < args.show:
+        if not ok and shown < show:
             shown += 1
             print(f"FAIL {row['case']}: {row['description']}")
             print(render(case, expected, outcome.got, diff, problem=problem) + "\n")
     if not table:
-        raise UsageError(f"{manifest}: no case for profile {args.profile!r}")
+        raise UsageError(f"{manifest}: no case for profile {profile!r}")
     print(f"{'feature':<14}{'passed':>8}{'failed':>8}")
     for feat, (p, f_) in table.items():
         print(f"{feat:<14}{p:>8}{f_:>8}")
@@ -100,4 +121,3 @@ def run_verify(args: argparse.Namespace) -> int:
     failed = sum(v[1] for v in table.values())
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
-

@@ -300,17 +300,18 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
                   int64_ids: bool = False) -> Iterator[EventBlock]:
     p = EventParser(q, path, int64_ids)
     line = 1  # the last line read so far
-    rest = b""
+    rest: list[bytes] = []  # the text after the last newline read so far (no newline in it), in pieces
     key_types = [pa.int64(), pa.string()]
     while True:
         data = stream.read(block_bytes)
         eof = not data
-        buf = rest + data
-        cut = len(buf) if eof else buf.rfind(b"\n") + 1
-        if not eof and cut == 0:
-            rest = buf  # a line longer than a block: keep reading
+        if not eof and b"\n" not in data:
+            rest.append(data)  # a line longer than a block: keep reading (joined once, not once per block)
             continue
-        chunk, rest = buf[:cut], buf[cut:]
+        buf = b"".join([*rest, data])
+        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        chunk, tail = buf[:cut], buf[cut:]
+        rest = [tail] if tail else []
         if chunk:
             lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast
             blk = _fast_jsonl(chunk, lines, p, key_types)
