@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import HealthCheck, Phase, assume, find, given, settings
 from hypothesis import strategies as st
 
 from oij.spark.compare import compare_results
@@ -32,7 +32,7 @@ Batch = tuple[Query, list[list[Event]]]
 
 
 @st.composite
-def batches(draw: st.DrawFn, size: int = 12, max_events: int = 25) -> Batch:
+def batches(draw: st.DrawFn, size: int = 20, max_events: int = 25) -> Batch:
     """A query and ``size`` arrival sequences for it; some lose their end event (no flush can happen)."""
     q = draw(queries(cond=False))
     streams = []
@@ -104,9 +104,10 @@ def run_batch(spark: Any, q: Query, streams: list[list[Event]], p: Profile) -> l
 
 @pytest.mark.parametrize("name", list(PROFILES))
 @given(batch=batches())
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_each_profile_in_spark_equals_the_spec(spark: Any, name: str, batch: Batch) -> None:
     q, streams = batch
+    assume(sum(len(s) for s in streams) >= 100)  # not Hypothesis' first, simplest draw: one example must count
     p = PROFILES[name]
     got = run_batch(spark, q, streams, p)
     for ev, g in zip(streams, got, strict=True):
