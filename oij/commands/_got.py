@@ -299,9 +299,11 @@ def _drop_idle_watermarks(q: Query, events: list[Event], ids: set[int]) -> list[
     return events
 
 
-def _rows_for(res: Any, ids: set[int]) -> tuple[Any, ...]:
+def _rows_within(res: Any, ids: set[int]) -> tuple[Any, ...]:
+    """The rows of ``res`` among the tuples ``ids``: pairs of two of them (or a null row), their aggregates and
+    late ids."""
     r = res.canonical()
-    return (tuple(p for p in r.pairs if p[0] in ids or p[1] in ids),
+    return (tuple(p for p in r.pairs if p[0] in ids and (p[1] is None or p[1] in ids)),
             tuple(x for x in r.aggregates if x[0] in ids), tuple(x for x in r.late if x in ids))
 
 
@@ -332,9 +334,10 @@ def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], p
     The canonical-W case of :func:`replay_case` does not reproduce a difference that comes from how the system
     computes W (per input, minus one): there the system is handed the canonical W.  This case keeps the tuples
     and watermark lines that decide W: it starts from the difference's tuples and, for each, the events
-    holding the running maxima before it, then drops events one by one while, for the difference's ids, both
-    the canonical result and the profile's result stay as in the whole stream.  So the system reproduces the
-    difference on it iff it follows the profile there.  None if those events do not keep both results.
+    holding the running maxima before it and the ``lag`` events just before it, then drops events one by one
+    while the rows among the difference's tuples (pairs of two of them, their aggregates and late ids), both
+    canonical and under the profile, stay those of the whole stream.  So a system that follows the profile
+    reproduces the difference on it.  None if those events do not keep both.
     """
     from reference.oracle import run_events
     from spec.profiles import compute_profile_result
@@ -345,11 +348,14 @@ def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], p
     keep: set[int] = {pos[i] for i in ids if i in pos}
     for p in list(keep):
         keep |= _deciders(events, q, p - 1) | _deciders(events, q, p - 2)
-    target = (_rows_for(run_events(list(events), q), ids), _rows_for(whole, ids))
+        # the events just before it too: a profile's lag counts events, so W one event back must be the same
+        keep |= {i for i in range(max(0, p - profile.lag), p) if not isinstance(events[i], End)}
+    target = (_rows_within(run_events(list(events), q), ids), _rows_within(whole, ids))
 
     def holds(sel: list[int]) -> bool:
         evs = [events[i] for i in sel] + [End()]
-        return (_rows_for(run_events(evs, q), ids), _rows_for(compute_profile_result(evs, q, profile), ids)) == target
+        got = (_rows_within(run_events(evs, q), ids), _rows_within(compute_profile_result(evs, q, profile), ids))
+        return got == target
 
     sel = sorted(keep)
     if not holds(sel):
