@@ -237,7 +237,7 @@ def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICA
     lazy = p.purge == "lazy-own" and p.late_tuples != "revise"
     if lazy:
         tuples = _last_ontime(tuples, opts.block)
-    tuples = tuples.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = tuples = tuples.persist(StorageLevel.MEMORY_AND_DISK)
     tuples = tuples.join(F.broadcast(_stream_end(frame, tuples, q, p)), STREAM)
     if lazy:  # forgotten by the end: the last on-time tuple of its input came after it, and at or above its ts
         gone = ("CASE WHEN side = 'base' THEN coalesce(_e_lpb > pos AND ts <= _e_lwb, false) "
@@ -264,8 +264,8 @@ def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICA
         probes = side("probe", "b", [F.col("value").alias("b_value")]).where("b_stored AND NOT b_gone")
         joined = join_pairs(spark, bases, probes, q, opts, plan)
         if q.aggregate is None:
-            return SparkResult(q, pair_rows(bases, joined, q), None, no_late, plan, [tuples])
-        return SparkResult(q, None, aggregate_rows(bases, joined, q), no_late, plan, [tuples])
+            return SparkResult(q, pair_rows(bases, joined, q), None, no_late, plan, [cached])
+        return SparkResult(q, None, aggregate_rows(bases, joined, q), no_late, plan, [cached])
     late = tuples.where("late").select("id") if p.late_tuples == "report" else no_late
     bases = side("base", "a", []).where("a_probes OR a_stored")  # the tuples that take part
     probes = side("probe", "b", [F.col("value").alias("b_value")]).where("b_probes OR b_stored")
@@ -287,5 +287,5 @@ def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICA
         pairs = kept.select(F.col("a_id").alias("base"), F.col("b_id").alias("probe"))
         if q.join == "left":
             pairs = pairs.unionByName(pair_rows(with_row, kept, q).where("probe IS NULL"))
-        return SparkResult(q, pairs, None, late, plan, [tuples])
-    return SparkResult(q, None, aggregate_rows(with_row, kept, q), late, plan, [tuples])
+        return SparkResult(q, pairs, None, late, plan, [cached])
+    return SparkResult(q, None, aggregate_rows(with_row, kept, q), late, plan, [cached])
