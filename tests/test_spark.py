@@ -37,6 +37,7 @@ from reference.oracle import run_events
 from spec.batch import Results
 from spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 
+from .budget import examples
 from .strategies import workloads
 
 pytestmark = pytest.mark.spark
@@ -99,7 +100,7 @@ def test_split_degrees_with_background_load() -> None:
 
 
 @given(workloads(max_events=30, values=EXACT_VALUES), st.sampled_from(METHODS), st.sampled_from([1 << 20, 3]))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]], method: Any, block: int) -> None:
     q, events = wl
     got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, block=block, replicas=2))
@@ -107,7 +108,7 @@ def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]
 
 
 @given(workloads(max_events=30, values=EXACT_VALUES, cond=True), st.sampled_from(METHODS))
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6, 12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_pushes_the_cond_into_the_join(spark: Any, wl: tuple[Query, list[Event]], method: Any) -> None:
     q, events = wl
     got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, replicas=2))

@@ -24,6 +24,8 @@ from oij.testing._runner import search
 from spec.model import End, Event, Query, StreamTuple, Watermark
 from spec.profiles import get_profile
 
+from .budget import examples
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 
@@ -86,10 +88,11 @@ def test_generated_cases_follow_the_spark_ss_profile(spark: Any) -> None:
     from oij.commands.adapter import get_adapter
 
     feats = get_adapter("spark-ss").features
+    n = examples(3, 6)  # a Spark micro-batch per tuple: about 16 s per case
     res = search(lambda q, ev: run_case(spark, q, ev), features=feats, profile=get_profile("spark-ss"),
-                 max_examples=6, seed=3, vectors=False)
+                 max_examples=n, seed=3, vectors=False)
     assert res.failure is None, res.failure.report
-    assert res.examples == 6
+    assert res.examples == n
 
 
 def test_aggregates_are_the_left_join_grouped_by_base(spark: Any) -> None:

@@ -24,6 +24,7 @@ from spec.batch import Results
 from spec.model import End, Event, Query, StreamTuple
 from spec.profiles import CANONICAL, PROFILES, Profile, compute_profile_result, custom_profile
 
+from .budget import examples
 from .strategies import event_lists, queries, workloads
 
 EXACT = st.integers(-1000, 1000).map(lambda k: k / 4)  # sums exact in any order
@@ -104,7 +105,8 @@ def run_batch(spark: Any, q: Query, streams: list[list[Event]], p: Profile) -> l
 
 @pytest.mark.parametrize("name", list(PROFILES))
 @given(batch=batches())
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(1, 4), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_each_profile_in_spark_equals_the_spec(spark: Any, name: str, batch: Batch) -> None:
     q, streams = batch
     assume(sum(len(s) for s in streams) >= 100)  # not Hypothesis' first, simplest draw: one example must count
