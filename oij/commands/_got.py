@@ -327,9 +327,10 @@ def _deciders(events: Sequence[Event], q: Query, upto: int) -> set[int]:
 
 
 def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], profile: Any,
-                      whole: Any) -> tuple[Query, list[Event]] | None:
+                      whole: Any, canonical: Any) -> tuple[Query, list[Event]] | None:
     """A small case of one difference in the stream's own terms (its query, lateness bound and channels), for a
-    system whose output is profile ``profile``'s result (``whole``: that result on the whole stream).
+    system whose output is profile ``profile``'s result (``whole``: that result on the whole stream;
+    ``canonical``: the canonical one).
 
     The canonical-W case of :func:`replay_case` does not reproduce a difference that comes from how the system
     computes W (per input, minus one): there the system is handed the canonical W.  This case keeps the tuples
@@ -350,7 +351,7 @@ def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], p
         keep |= _deciders(events, q, p - 1) | _deciders(events, q, p - 2)
         # the events just before it too: a profile's lag counts events, so W one event back must be the same
         keep |= {i for i in range(max(0, p - profile.lag), p) if not isinstance(events[i], End)}
-    target = (_rows_within(run_events(list(events), q), ids), _rows_within(whole, ids))
+    target = (_rows_within(canonical, ids), _rows_within(whole, ids))
 
     def holds(sel: list[int]) -> bool:
         evs = [events[i] for i in sel] + [End()]

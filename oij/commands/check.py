@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
             cases: list[tuple[Query, list[Event], str | None]] = []
             for d in ds:
                 p = follows.get(engine)
-                as_is = replay_case_as_is(q, events, d, PROFILES[p], wholes[p]) if p else None
+                as_is = replay_case_as_is(q, events, d, PROFILES[p], wholes[p], canonical) if p else None
                 cases.append((*as_is, p) if as_is is not None else (*replay_case(q, events, d), None))
             return cases
 
