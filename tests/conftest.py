@@ -12,6 +12,59 @@ from parallel.runtime.driver import Runtime
 from .procs import alive, segments
 
 
+def _group(item: pytest.Item) -> str | None:
+    """The pytest-xdist group of a test (``--dist loadgroup`` keeps a group on one worker), or None.
+
+    * ``spark-session``: every test that runs Spark in its own process: on the session-scoped ``spark``
+      fixture, or marked ``spark_session`` (test_check_got.py's, which take it through
+      ``request.getfixturevalue`` or run ``oij check`` in-process).  One worker starts one JVM for all of them;
+      on two workers each started its own, and CPU is what the test command is short of.
+    * ``kit-power``: the two tests on the session-scoped accum recording (about a minute of process starts),
+      recorded once instead of once per worker.
+    """
+    names = getattr(item, "fixturenames", ())
+    if "spark" in names or item.get_closest_marker("spark_session") is not None:
+        return "spark-session"
+    if "accum_recording" in names:
+        return "kit-power"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def spark_stays_in_its_group(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test outside the ``spark-session`` group may not start Spark's JVM in the worker's process: it would
+    start a second JVM on the other worker (mark it ``spark_session``, or take the ``spark`` fixture)."""
+    started = _jvm_started()
+    yield
+    problem = spark_escape(request.node, started)
+    if problem is not None:
+        pytest.fail(problem)
+
+
+def spark_escape(item: pytest.Item, started_before: bool) -> str | None:
+    """Why ``item`` (run just now) broke the grouping, or None: it started the JVM and is not in the group."""
+    if not started_before and _jvm_started() and _group(item) != "spark-session":
+        return ("this test started Spark in-process outside the spark-session group: mark it "
+                "@pytest.mark.spark_session (tests/conftest.py)")
+    return None
+
+
+def _jvm_started() -> bool:
+    """Whether pyspark has launched its JVM in this process (its gateway stays set after the session stops)."""
+    import sys
+
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is not None and getattr(pyspark.SparkContext, "_gateway", None) is not None
+
+
 @pytest.fixture(scope="module")
 def rt() -> Iterator[Runtime]:
     """Four replica processes (spawn) for the module; afterwards none may be alive and no segment left."""

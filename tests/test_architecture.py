@@ -57,3 +57,22 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line:
     r = _lint(tree)
     assert r.returncode != 0
     assert needle in r.stdout
+
+
+def test_a_test_that_starts_spark_outside_its_group_is_caught(request: pytest.FixtureRequest,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conftest guard that keeps Spark's JVM on one xdist worker: a test that launches it in-process
+    without the ``spark_session`` mark is named; the same test marked, or one that found the JVM already up,
+    is not (a stand-in pyspark module whose gateway is set, so no JVM starts here)."""
+    import types
+
+    from .conftest import spark_escape
+
+    fake = types.ModuleType("pyspark")
+    fake.SparkContext = type("SparkContext", (), {"_gateway": object()})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyspark", fake)
+    node = request.node
+    assert spark_escape(node, started_before=False) is not None
+    assert spark_escape(node, started_before=True) is None
+    node.add_marker(pytest.mark.spark_session)
+    assert spark_escape(node, started_before=False) is None

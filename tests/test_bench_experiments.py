@@ -7,6 +7,7 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,8 @@ from oij.cli import main
 pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def results(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
+    """Every experiment's quick run; ``spark`` runs on the worker's session (the conftest's: no JVM of its own)."""
     d = tmp_path_factory.mktemp("bench")
     for name in experiments():
         assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name

@@ -61,12 +61,14 @@ def _subject(q_events: tuple[Any, list[Any]], ids: set[int]) -> tuple[Any, ...]:
             tuple(x for x in r.late if x in ids))
 
 
+# Spark in this process, on the worker's session (tests/conftest.py keeps these tests on one worker)
+SPARK = [pytest.mark.spark, pytest.mark.spark_session]
 MODES = {"memory": ["--no-spark"], "spark": [], "spark-only": ["--seq-limit", "0"]}
 """How oij check runs: all in memory; Spark beside the sequential oracle; Spark alone (replay cases from Spark)."""
 
 
-@pytest.mark.parametrize("mode", ["memory", pytest.param("spark", marks=pytest.mark.spark),
-                                  pytest.param("spark-only", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("mode", ["memory", pytest.param("spark", marks=SPARK),
+                                  pytest.param("spark-only", marks=SPARK)])
 def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, mode: str,
                                                                   request: pytest.FixtureRequest) -> None:
     """One pair dropped, one added; the replay case of each is at most 10 events, and in it the oracle's rows for
@@ -95,7 +97,7 @@ def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, 
             assert added not in small[0]
 
 
-@pytest.mark.parametrize("mode", ["memory", pytest.param("spark-only", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("mode", ["memory", pytest.param("spark-only", marks=SPARK)])
 def test_a_changed_aggregate_is_wrong_and_its_case_holds_the_window(tmp_path: Path, mode: str,
                                                                      request: pytest.FixtureRequest) -> None:
     """The replay case of a wrong aggregate holds its base and every probe in its window, from memory or (past
@@ -186,7 +188,7 @@ def _dataset(tmp_path: Path, w: Path, cuts: tuple[int, ...]) -> Path:
     return d
 
 
-@pytest.mark.parametrize("spark_on", [False, pytest.param(True, marks=pytest.mark.spark)])
+@pytest.mark.parametrize("spark_on", [False, pytest.param(True, marks=SPARK)])
 def test_a_parquet_dataset_is_one_stream_in_file_order(tmp_path: Path, spark_on: bool,
                                                         request: pytest.FixtureRequest,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,6 +241,8 @@ def test_a_dataset_with_a_subdirectory_or_an_output_inside_is_refused(tmp_path: 
     assert not (tmp_path / "o.jsonl").exists()
 
 
+@pytest.mark.spark
+@pytest.mark.spark_session
 def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A system that follows spark-ss (here: that profile's result) differs from the canonical result in hundreds
@@ -272,6 +276,7 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
 
 
 @pytest.mark.spark
+@pytest.mark.spark_session
 @pytest.mark.parametrize("profile", ["flink-sql", "pathway-cutoff"])
 def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -301,6 +306,7 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
 
 
 @pytest.mark.spark
+@pytest.mark.spark_session
 def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Past --sim-limit, ``--attribute P,P`` computes each profile's result in Spark: spark-ss explains every

@@ -7,7 +7,8 @@ oij-jsonl, next to rows and bytes written (counted).
 ``spark``: the Spark oracle (:mod:`oij.spark.oracle`) on Parquet workloads of
 growing size, its whole plan executed into Spark's ``noop`` sink (every row
 is computed, nothing is written), for each range-join method.  One
-SparkSession (``local[*]``) per run, stopped at the end.
+SparkSession (``local[*]``) per run, stopped at the end; in a process that
+already has one (a test worker's), that one is used and left running.
 """
 
 from __future__ import annotations
@@ -79,8 +80,12 @@ def _spark(cell: Cell, ctx: Context) -> Row:
     from oij.workloads import PRESETS, write_workload
 
     if "spark" not in ctx.cache:
+        from pyspark.sql import SparkSession
+
+        borrowed = SparkSession.getActiveSession() is not None  # the caller's (one JVM per process): reused
         ctx.cache["spark"] = spark_session("local[*]", driver_memory="4g", app_name="oij-bench")
-        ctx.closers.append(ctx.cache["spark"].stop)
+        if not borrowed:  # stop only a session made here; a borrowed one stays the caller's to stop
+            ctx.closers.append(ctx.cache["spark"].stop)
         ctx.cache["dir"] = tempfile.TemporaryDirectory()
         ctx.closers.append(ctx.cache["dir"].cleanup)
     spark = ctx.cache["spark"]
