@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,13 @@ import pytest
 from parallel.runtime.driver import Runtime
 
 from .procs import alive, segments
+
+# Every JVM the tests start (the Spark sessions and clusters, PyFlink's gateway, the Flink and Spark programs the
+# adapters run) lives seconds to minutes and is judged on its output, never on its speed: C1 only and the serial
+# collector start it with a fraction of the CPU that C2 and G1 warm up with (a 1,000-event `oij check` on Spark:
+# 32 CPU-seconds with the defaults, 17 with these), and the test command is short of CPU on two cores.  Each JVM
+# says "Picked up JAVA_TOOL_OPTIONS" on stderr.  A value already in the environment is kept.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 def _group(item: pytest.Item) -> str | None:
