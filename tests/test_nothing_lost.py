@@ -19,7 +19,6 @@ import errno
 import io
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -257,9 +256,17 @@ def _segments(pid: int) -> list[str]:
     return [n for n in os.listdir("/dev/shm") if n.startswith(f"oij-{pid}-")]
 
 
-def _default_sigint() -> None:
-    """A shell's background job starts with SIGINT ignored, and Python keeps it so: restore the default."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _exec_after(setup: str, cmd: list[str]) -> list[str]:
+    """``cmd`` started through a small Python that runs ``setup`` and then execs it (same pid): what a
+    ``preexec_fn`` would do, without running Python in a forked copy of this worker.  A worker that ran a Pathway
+    or PyFlink test has grpc's event engine loaded, and its fork handlers aborted such a child before its exec
+    (SIGABRT, "epoll_wait error: Bad file descriptor"), depending on which tests the worker ran before."""
+    return [sys.executable, "-c", f"import os, resource, signal, sys\n{setup}\nos.execv(sys.argv[1], sys.argv[1:])",
+            *cmd]
+
+
+# A shell's background job starts with SIGINT ignored, and Python keeps it so: restore the default.
+DEFAULT_SIGINT = "signal.signal(signal.SIGINT, signal.SIG_DFL)"
 
 
 WRITERS = {
@@ -317,8 +324,8 @@ def test_a_signal_at_any_moment_ends_with_one_line(cmd: str, sig: str, moment: s
         _REFERENCE[cmd] = target.read_bytes()
     new = _REFERENCE[cmd]
     target.write_bytes(old)
-    p = subprocess.Popen([*OIJ, *WRITERS[cmd](workload, target)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, env=SMALL_RUNS)
+    p = subprocess.Popen(_exec_after(DEFAULT_SIGINT, [*OIJ, *WRITERS[cmd](workload, target)]),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=SMALL_RUNS)
     _signal_at(moment, p, target, old)
     p.send_signal(getattr(signal, sig))
     _out, err = p.communicate(timeout=120)
@@ -373,9 +380,8 @@ def _small_disk(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
             subprocess.run(["umount", str(d)], check=False)
 
 
-def _limit_file_size() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+LIMIT_FILE_SIZE = ("signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+                   "resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))")
 
 
 @pytest.mark.parametrize("cmd", list(WRITERS))
@@ -383,8 +389,9 @@ def test_a_full_disk_leaves_the_old_target(cmd: str, workload: Path, tmp_path: P
     with _small_disk(tmp_path) as (d, how):
         target = d / "out.jsonl"
         target.write_bytes(b"old\n")
-        p = subprocess.run([*OIJ, *WRITERS[cmd](workload, target)], capture_output=True, text=True, timeout=90,
-                           check=False, preexec_fn=_limit_file_size if how else None, env=SMALL_RUNS)
+        argv = [*OIJ, *WRITERS[cmd](workload, target)]
+        p = subprocess.run(_exec_after(LIMIT_FILE_SIZE, argv) if how else argv, capture_output=True, text=True,
+                           timeout=90, check=False, env=SMALL_RUNS)
         assert p.returncode == 1, (p.returncode, p.stderr)
         assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
         reason = os.strerror(errno.EFBIG if how else errno.ENOSPC)
