@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules: one pool of replica processes per module, and leak checks."""
+"""Shared by the test modules: one pool of replica processes per module, leak checks, the xdist groups that keep
+one Spark JVM and one kit-power recording per run (and a guard for the first), and the tests' JVM options."""
 
 from __future__ import annotations
 

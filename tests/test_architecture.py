@@ -69,7 +69,7 @@ def test_a_test_that_starts_spark_outside_its_group_is_caught(request: pytest.Fi
     from .conftest import spark_escape
 
     fake = types.ModuleType("pyspark")
-    fake.SparkContext = type("SparkContext", (), {"_gateway": object()})  # type: ignore[attr-defined]
+    vars(fake)["SparkContext"] = type("SparkContext", (), {"_gateway": object()})
     monkeypatch.setitem(sys.modules, "pyspark", fake)
     node = request.node
     assert spark_escape(node, started_before=False) is not None
