@@ -4,6 +4,7 @@ one Spark JVM and one kit-power recording per run (and a guard for the first), a
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,8 +69,6 @@ def spark_escape(item: pytest.Item, started_before: bool) -> str | None:
 
 def _jvm_started() -> bool:
     """Whether pyspark has launched its JVM in this process (its gateway stays set after the session stops)."""
-    import sys
-
     pyspark = sys.modules.get("pyspark")
     return pyspark is not None and getattr(pyspark.SparkContext, "_gateway", None) is not None
 
