@@ -1,5 +1,6 @@
 """Shared by the test modules: one pool of replica processes per module, leak checks, the xdist groups that keep
-one Spark JVM and one kit-power recording per run (and a guard for the first), and the tests' JVM options."""
+one Spark JVM, one PyFlink gateway and one kit-power recording per run (and a guard for the first two), and the
+tests' JVM options."""
 
 from __future__ import annotations
 
@@ -29,12 +30,16 @@ def _group(item: pytest.Item) -> str | None:
       fixture, or marked ``spark_session`` (test_check_got.py's, which take it through
       ``request.getfixturevalue`` or run ``oij check`` in-process).  One worker starts one JVM for all of them;
       on two workers each started its own, and CPU is what the test command is short of.
+    * ``flink-gateway``: the tests marked ``flink_gateway``, which drive Flink SQL through PyFlink in their own
+      process (test_flink_adapter.py): PyFlink's gateway JVM lives until the process exits, so one per run.
     * ``kit-power``: the two tests on the session-scoped accum recording (about a minute of process starts),
       recorded once instead of once per worker.
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
         return "spark-session"
+    if item.get_closest_marker("flink_gateway") is not None:
+        return "flink-gateway"
     if "accum_recording" in names:
         return "kit-power"
     return None
@@ -49,28 +54,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def spark_stays_in_its_group(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test outside the ``spark-session`` group may not start Spark's JVM in the worker's process: it would
-    start a second JVM on the other worker (mark it ``spark_session``, or take the ``spark`` fixture)."""
-    started = _jvm_started()
+def jvms_stay_in_their_groups(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test outside the ``spark-session`` group may not start Spark's JVM in the worker's process, nor one
+    outside ``flink-gateway`` PyFlink's: it would start a second JVM on the other worker (mark it
+    ``spark_session`` or take the ``spark`` fixture; mark it ``flink_gateway``)."""
+    started = jvms_started()
     yield
-    problem = spark_escape(request.node, started)
+    problem = jvm_escape(request.node, started)
     if problem is not None:
         pytest.fail(problem)
 
 
-def spark_escape(item: pytest.Item, started_before: bool) -> str | None:
-    """Why ``item`` (run just now) broke the grouping, or None: it started the JVM and is not in the group."""
-    if not started_before and _jvm_started() and _group(item) != "spark-session":
-        return ("this test started Spark in-process outside the spark-session group: mark it "
-                "@pytest.mark.spark_session (tests/conftest.py)")
+def jvm_escape(item: pytest.Item, started_before: dict[str, bool]) -> str | None:
+    """Why ``item`` (run just now) broke the grouping, or None: it started a group's JVM and is not in it."""
+    for group, up in jvms_started().items():
+        if up and not started_before[group] and _group(item) != group:
+            mark = group.replace("-", "_")
+            return (f"this test started a JVM in-process outside the {group} group: mark it "
+                    f"@pytest.mark.{mark} (tests/conftest.py)")
     return None
 
 
-def _jvm_started() -> bool:
-    """Whether pyspark has launched its JVM in this process (its gateway stays set after the session stops)."""
+def jvms_started() -> dict[str, bool]:
+    """Per group, whether its JVM runs in this process: pyspark's gateway (it stays set after the session
+    stops) and PyFlink's (it lives until the process exits)."""
     pyspark = sys.modules.get("pyspark")
-    return pyspark is not None and getattr(pyspark.SparkContext, "_gateway", None) is not None
+    pyflink_gateway = sys.modules.get("pyflink.java_gateway")
+    return {
+        "spark-session": pyspark is not None and getattr(pyspark.SparkContext, "_gateway", None) is not None,
+        "flink-gateway": pyflink_gateway is not None and getattr(pyflink_gateway, "_gateway", None) is not None,
+    }
 
 
 @pytest.fixture(scope="module")

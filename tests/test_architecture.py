@@ -59,20 +59,27 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line:
     assert needle in r.stdout
 
 
-def test_a_test_that_starts_spark_outside_its_group_is_caught(request: pytest.FixtureRequest,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The conftest guard that keeps Spark's JVM on one xdist worker: a test that launches it in-process
-    without the ``spark_session`` mark is named; the same test marked, or one that found the JVM already up,
-    is not (a stand-in pyspark module whose gateway is set, so no JVM starts here)."""
+@pytest.mark.parametrize("group", ["spark-session", "flink-gateway"])
+def test_a_test_that_starts_a_jvm_outside_its_group_is_caught(group: str, request: pytest.FixtureRequest,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conftest guard that keeps Spark's JVM, and PyFlink's gateway, on one xdist worker each: a test that
+    launches one in-process without its group's mark is named; the same test marked, or one that found the JVM
+    already up, is not (stand-in pyspark and pyflink modules whose gateways are set or not, so no JVM starts
+    here)."""
     import types
 
-    from .conftest import spark_escape
+    from .conftest import jvm_escape
 
-    fake = types.ModuleType("pyspark")
-    vars(fake)["SparkContext"] = type("SparkContext", (), {"_gateway": object()})
-    monkeypatch.setitem(sys.modules, "pyspark", fake)
+    spark = types.ModuleType("pyspark")
+    flink = types.ModuleType("pyflink.java_gateway")
+    vars(spark)["SparkContext"] = type("SparkContext", (), {"_gateway": object() if group == "spark-session" else None})
+    vars(flink)["_gateway"] = object() if group == "flink-gateway" else None
+    monkeypatch.setitem(sys.modules, "pyspark", spark)
+    monkeypatch.setitem(sys.modules, "pyflink.java_gateway", flink)
     node = request.node
-    assert spark_escape(node, started_before=False) is not None
-    assert spark_escape(node, started_before=True) is None
-    node.add_marker(pytest.mark.spark_session)
-    assert spark_escape(node, started_before=False) is None
+    down = {"spark-session": False, "flink-gateway": False}
+    problem = jvm_escape(node, started_before=down)
+    assert problem is not None and group in problem, problem
+    assert jvm_escape(node, started_before={**down, group: True}) is None
+    node.add_marker(getattr(pytest.mark, group.replace("-", "_")))
+    assert jvm_escape(node, started_before=down) is None

@@ -21,7 +21,8 @@ from oij.flink.sql import Unsupported, run_case
 from oij.testing import Case, expected_output
 from spec.model import End, Query, StreamTuple, Watermark
 
-pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]
+# PyFlink's gateway JVM runs in the worker's process: the module is one xdist group (tests/conftest.py)
+pytestmark = [pytest.mark.flink, pytest.mark.flink_gateway, pytest.mark.timeout(600)]
 
 
 def b(i: int, ts: int, key: int | str = 1) -> StreamTuple:
