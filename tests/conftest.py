@@ -46,7 +46,9 @@ def _group(item: pytest.Item) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: no groups, and no xdist_group mark to know
+        return
     for item in items:
         group = _group(item)
         if group is not None:

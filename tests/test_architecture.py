@@ -83,3 +83,13 @@ def test_a_test_that_starts_a_jvm_outside_its_group_is_caught(group: str, reques
     assert jvm_escape(node, started_before={**down, group: True}) is None
     node.add_marker(getattr(pytest.mark, group.replace("-", "_")))
     assert jvm_escape(node, started_before=down) is None
+
+
+def test_the_suite_collects_without_xdist() -> None:
+    """The xdist groups are pytest-xdist's marks: with the plugin off (``-p no:xdist``, one process) conftest adds
+    none, so ``--strict-markers`` does not reject them (it did: "'xdist_group' not found in `markers`")."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                        "--collect-only", "tests/test_architecture.py", "tests/test_check_got.py"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "tests collected" in r.stdout, r.stdout[-2000:]
