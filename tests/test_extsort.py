@@ -101,6 +101,53 @@ def test_negative_control_a_merge_that_ignores_the_bound_is_caught(tmp_path: Pat
     assert _sorted(chunks, tmp_path, 4, 2)[0] != _in_memory(chunks)
 
 
+@settings(max_examples=100, deadline=None)
+@given(results_in_chunks(), st.integers(1, 60), st.lists(st.booleans(), max_size=6))
+def test_a_small_result_in_memory_and_its_move_to_columns_keep_the_bytes(chunks: list[Results], small_rows: int,
+                                                                        as_columns: list[bool]) -> None:
+    """Rows stay Python tuples until ``small_rows``; then they and every later chunk are columns (some chunks'
+    pairs handed over as columns, as the engines do, which ends the small mode too): the same bytes."""
+    import tempfile
+
+    import numpy as np
+
+    out = io.StringIO()
+    with tempfile.TemporaryDirectory() as d, CanonicalSorter(d, run_rows=50, block_rows=3,
+                                                             small_rows=small_rows) as s:
+        for c, cols in zip(chunks, as_columns + [False] * len(chunks), strict=False):  # the first few: as drawn
+            if cols and c.pairs:
+                s.add_pair_columns(np.array([p[0] for p in c.pairs], np.int64),
+                                   np.array([p[1] or 0 for p in c.pairs], np.int64),
+                                   np.array([p[1] is None for p in c.pairs], np.bool_))
+                s.add(Results([], c.aggregates, c.late))
+            else:
+                s.add(c)
+        s.write(out)
+    assert out.getvalue() == _in_memory(chunks)
+
+
+def test_a_small_join_does_not_import_numpy(tmp_path: Path) -> None:
+    """``oij join`` on a small case keeps its rows in memory, without numpy (the start the kit pays per case);
+    negative control: with runs of one row (``OIJ_SORT_RUN_ROWS``), the same join makes columns and imports it."""
+    import subprocess
+    import sys
+
+    case = tmp_path / "case.jsonl"
+    case.write_text('{"type":"query","lower":0,"upper":5}\n{"type":"tuple","side":"base","id":1,"ts":1,"key":1}\n'
+                    '{"type":"tuple","side":"probe","id":2,"ts":3,"key":1}\n{"type":"end"}\n')
+    code = ("import sys\nfrom oij.cli import main\nrc = main(['join', sys.argv[1]])\n"
+            "print('numpy' in sys.modules, file=sys.stderr)\nsys.exit(rc)")
+
+    def numpy_imported(env: dict[str, str]) -> bool:
+        r = subprocess.run([sys.executable, "-c", code, str(case)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **env})
+        assert r.returncode == 0 and r.stdout == '{"type":"pair","base":1,"probe":2}\n', (r.stdout, r.stderr)
+        return r.stderr.strip().splitlines()[-1] == "True"
+
+    assert not numpy_imported({})
+    assert numpy_imported({"OIJ_SORT_RUN_ROWS": "1"})
+
+
 def test_the_runs_are_removed_when_writing_fails(tmp_path: Path) -> None:
     class Full(io.StringIO):
         def write(self, s: str) -> int:
