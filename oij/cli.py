@@ -97,15 +97,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
+        _remove_leftovers()
         print("oij: interrupted", file=sys.stderr)
         return 130
     except Terminated:
+        _remove_leftovers()
         print("oij: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except OSError as e:  # a write-time error: full disk, read-only file system, I/O error
         where = f"{e.filename}: " if e.filename else ""
         print(f"oij: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
+
+
+def _remove_leftovers() -> None:
+    """After a signal unwound the run: the temporary files and run directories whose cleanup it cut short
+    (:func:`oij.io.atomic.remove_leftovers`; nothing was named if that module was never imported)."""
+    atomic = sys.modules.get("oij.io.atomic")
+    if atomic is not None:
+        atomic.remove_leftovers()
 
 
 class Terminated(BaseException):

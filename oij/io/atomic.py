@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -54,14 +55,44 @@ def signals_are_deferred() -> bool:
     return _HOLDS[0] > 0
 
 
+_NAMED: set[str] = set()
+"""The temporary paths this process named (:func:`temp_name`) and has not yet renamed, removed or found taken:
+what :func:`remove_leftovers` sweeps."""
+
+
 def temp_name(directory: str | None, prefix: str) -> str:
     """A fresh name for a temporary file or directory, chosen *before* it is created: the caller assigns it,
     then creates the file inside its ``try`` (``os.open`` with ``O_EXCL``, ``os.mkdir``), so that a Ctrl-C at any
     instant finds the name known to the ``finally`` that removes it (``tempfile.mkstemp`` returns the name only
-    after creating the file, and a signal in between would leave it behind)."""
+    after creating the file, and a signal in between would leave it behind).  The caller calls :func:`settled`
+    once the path is renamed or removed, or turns out to be another's."""
     import secrets
 
-    return os.path.join(directory or tempfile.gettempdir(), f"{prefix}{secrets.token_hex(6)}")
+    path = os.path.join(directory or tempfile.gettempdir(), f"{prefix}{secrets.token_hex(6)}")
+    _NAMED.add(path)
+    return path
+
+
+def settled(path: str) -> None:
+    """``path`` (from :func:`temp_name`) is renamed, removed, or not ours (``O_EXCL`` found it taken): not swept."""
+    _NAMED.discard(path)
+
+
+def remove_leftovers() -> None:
+    """Remove every temporary path still named: oij's CLI calls it once a SIGINT or SIGTERM has unwound the run.
+
+    A signal is taken between any two bytecodes, so the exception it raises can cut a cleanup short before the
+    cleanup's own :func:`signals_deferred` section begins (``CanonicalSorter.close`` right after the output was
+    committed: its run directory stayed).  A name that was renamed away no longer exists and is skipped.
+    O(named paths)."""
+    with signals_deferred():
+        for path in sorted(_NAMED):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        _NAMED.clear()
 
 
 def create_exclusive(path: str) -> int:
@@ -92,6 +123,7 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         try:
             fd = create_exclusive(tmp)
         except FileExistsError:
+            settled(tmp)
             tmp = ""  # not ours
             raise
         with naming(path), os.fdopen(fd, "wb") as f:
@@ -101,11 +133,14 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         _set_mode(tmp, path)
         os.replace(tmp, path)
         done = True
+        settled(tmp)
         _fsync_dir(directory)
     finally:
         if not done and tmp:
-            with signals_deferred(), contextlib.suppress(OSError):
-                os.unlink(tmp)
+            with signals_deferred():
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                settled(tmp)
 
 
 @contextlib.contextmanager
@@ -119,6 +154,7 @@ def atomic_path(path: str) -> Iterator[str]:
         try:
             os.close(create_exclusive(tmp))
         except FileExistsError:
+            settled(tmp)
             tmp = ""  # not ours
             raise
         with naming(path):
@@ -131,11 +167,14 @@ def atomic_path(path: str) -> Iterator[str]:
         _set_mode(tmp, path)
         os.replace(tmp, path)
         done = True
+        settled(tmp)
         _fsync_dir(directory)
     finally:
         if not done and tmp:
-            with signals_deferred(), contextlib.suppress(OSError):
-                os.unlink(tmp)
+            with signals_deferred():
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                settled(tmp)
 
 
 def check_writable(path: str) -> str | None:

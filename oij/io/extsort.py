@@ -41,7 +41,8 @@ Data flow::
 Files: the run directory is created (a fresh name in ``tmp_dir``,
 beside the output or in ``$TMPDIR``) on the first spill and removed by
 ``close`` (the ``with`` block's end), on success, on an error and on SIGINT or
-SIGTERM (both raise in oij's CLI).  No process, no shared memory.
+SIGTERM (both raise in oij's CLI; a signal that cuts ``close`` short before it
+begins is made good by the CLI's :func:`oij.io.atomic.remove_leftovers`).  No process, no shared memory.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from oij.io.atomic import TMP_MARK, naming, signals_deferred, temp_name
+from oij.io.atomic import TMP_MARK, naming, settled, signals_deferred, temp_name
 from spec.batch import Results
 
 if TYPE_CHECKING:
@@ -197,7 +198,12 @@ class CanonicalSorter:
         if self.dir is None:
             # named before it exists (oij.io.atomic.temp_name): close() finds it whenever a Ctrl-C comes
             self.dir = temp_name(self.tmp_dir, f".oij-sort{TMP_MARK}")
-            os.mkdir(self.dir, 0o700)
+            try:
+                os.mkdir(self.dir, 0o700)
+            except FileExistsError:  # another's (48 random bits: never seen): not to be removed
+                settled(self.dir)
+                self.dir = None
+                raise
         stem = os.path.join(self.dir, f"{part.name}-{len(part.runs)}")
         with naming(self.dir):  # a full disk names the run directory
             for i, c in enumerate(cols):
@@ -314,6 +320,7 @@ class CanonicalSorter:
         if self.dir is not None:
             with signals_deferred():  # a Ctrl-C now is taken once the directory is gone, not halfway through
                 shutil.rmtree(self.dir, ignore_errors=True)
+                settled(self.dir)
                 self.dir = None
             for p in self.parts.values():
                 p.runs = []
