@@ -42,7 +42,7 @@ Files: the run directory is created (a fresh name in ``tmp_dir``,
 beside the output or in ``$TMPDIR``) on the first spill and removed by
 ``close`` (the ``with`` block's end), on success, on an error and on SIGINT or
 SIGTERM (both raise in oij's CLI; a signal that cuts ``close`` short before it
-begins is made good by the CLI's :func:`oij.io.atomic.remove_leftovers`).  No process, no shared memory.
+begins is made good by the CLI's ``oij.io.atomic.remove_leftovers``).  No process, no shared memory.
 """
 
 from __future__ import annotations
