@@ -92,6 +92,12 @@ class _Memory:
     def rows(self) -> int:
         return len(self.pairs) + len(self.aggregates) + len(self.late)
 
+    def extend(self, pairs: list[tuple[int, int | None]], aggregates: list[tuple[int, bytes]],
+               late: list[int]) -> None:
+        self.pairs += pairs
+        self.aggregates += aggregates
+        self.late += late
+
 
 class CanonicalSorter:
     """Collects result rows in any order; writes them in canonical order (module docstring).
@@ -125,15 +131,11 @@ class CanonicalSorter:
     def _add(self, pairs: list[tuple[int, int | None]], aggregates: list[tuple[int, bytes]], late: list[int]) -> None:
         """Take rows: pairs, (base id, aggregate line), late ids."""
         if self.memory is not None:
-            self.memory.pairs += pairs
-            self.memory.aggregates += aggregates
-            self.memory.late += late
+            self.memory.extend(pairs, aggregates, late)
             return
         if self.small is not None:
             if self.small.rows() + len(pairs) + len(aggregates) + len(late) < self.small_rows:
-                self.small.pairs += pairs
-                self.small.aggregates += aggregates
-                self.small.late += late
+                self.small.extend(pairs, aggregates, late)
                 return
             small, self.small = self.small, None  # no longer small: these rows and every later one as columns
             pairs, aggregates, late = small.pairs + pairs, small.aggregates + aggregates, small.late + late
