@@ -259,7 +259,7 @@ class KeyCodes:
 
 
 @dataclass
-class _Tuples:
+class Tuples:
     """Stored tuples of one side, column-wise, in no particular order.  ``ex``: the exact scaled values
     (probes of sum/avg only); ``matched``: a pair was found (bases of a left join)."""
 
@@ -273,23 +273,23 @@ class _Tuples:
     def __len__(self) -> int:
         return len(self.ts)
 
-    def take(self, m: Bools | npt.NDArray[np.intp]) -> _Tuples:
-        return _Tuples(self.id[m], self.kc[m], self.ts[m], self.value[m], self.matched[m],
+    def take(self, m: Bools | npt.NDArray[np.intp]) -> Tuples:
+        return Tuples(self.id[m], self.kc[m], self.ts[m], self.value[m], self.matched[m],
                        None if self.ex is None else self.ex[m])
 
-    def cat(self, o: _Tuples) -> _Tuples:
+    def cat(self, o: Tuples) -> Tuples:
         if not len(o):
             return self
         if not len(self):
             return o
         ex = None if self.ex is None or o.ex is None else np.concatenate([self.ex, o.ex])
-        return _Tuples(np.concatenate([self.id, o.id]), np.concatenate([self.kc, o.kc]),
+        return Tuples(np.concatenate([self.id, o.id]), np.concatenate([self.kc, o.kc]),
                        np.concatenate([self.ts, o.ts]), np.concatenate([self.value, o.value]),
                        np.concatenate([self.matched, o.matched]), ex)
 
     @staticmethod
-    def empty(exact: bool) -> _Tuples:
-        return _Tuples(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0),
+    def empty(exact: bool) -> Tuples:
+        return Tuples(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0),
                        np.zeros(0, np.bool_), np.empty(0, object) if exact else None)
 
 
@@ -321,23 +321,90 @@ class BlockOutput:
         return Results(pairs, list(self.aggregates), late).canonical()
 
 
-# ---------------------------------------------------------------------- the operator
+# ---------------------------------------------------------------------- step 1 as functions
 
 
-class BlockOracle:
-    """The block path (module docstring).  ``feed`` columns of events in arrival order, then ``end``; ``take``
-    the output emitted so far at any point between calls.
+def watermarks_before(is_w: Bools, ts: I64, channel: I64, cm: I64, w: int,
+                      matrix_cells: int = WM_MATRIX_CELLS) -> tuple[I64, I64, int]:
+    r"""Step 1, watermark mode: W before each event of a block, given the carries.
 
-    Complexities: n events in a block, S stored tuples, p pairs or rows emitted, N channels.
+    ``cm`` holds the per-channel maxima :math:`m_c(s)` and ``w`` the W in force before the block's first event.
+    Returns ``(before, cm_after, w_after)``: :math:`W_i` for every event, the maxima and W after the block.
+    Pure.  O(n + N k) vectorised, or O(n + k) interpreted steps when N x k exceeds ``matrix_cells``.
+    """
+    widx = np.flatnonzero(is_w)
+    k = len(widx)
+    if k == 0:
+        return np.full(len(is_w), w, np.int64), cm, w
+    wts, wch = ts[widx], channel[widx]
+    nch = len(cm)
+    if nch * k <= matrix_cells:
+        m = np.full((nch, k), NEG, np.int64)
+        m[wch, np.arange(k)] = wts
+        m[:, 0] = np.maximum(m[:, 0], cm)
+        m = np.maximum.accumulate(m, axis=1)
+        after: I64 = m.min(axis=0)
+        cm_after: I64 = m[:, -1].copy()
+    else:  # many channels: the oracle's rule (W moves only when a channel at W rises)
+        cl = cm.tolist()
+        cur = min(cl)
+        got: list[int] = []
+        for t, c in zip(wts.tolist(), wch.tolist(), strict=True):
+            if t > cl[c]:
+                old = cl[c]
+                cl[c] = t
+                if old == cur:
+                    cur = min(cl)
+            got.append(cur)
+        after = np.array(got, np.int64)
+        cm_after = np.array(cl, np.int64)
+    prev = np.empty(k + 1, np.int64)
+    prev[0] = w
+    prev[1:] = after
+    before: I64 = prev[np.cumsum(is_w) - is_w]  # W after the last watermark strictly before each event
+    return before, cm_after, int(after[-1])
+
+
+def lateness_before(ts: I64, max_ts: int, lateness: int) -> tuple[I64, int]:
+    r"""Step 1, lateness mode: :math:`W_i = \max(M_s, \max_{s \le j < i} e_j.ts) - l` for every event of a block
+    (:math:`-\infty` while no tuple was seen), given the carried maximum ``max_ts`` (:data:`NEG` for none).
+
+    Returns ``(before, max_after)``.  Pure.  O(n).
+    """
+    run = np.maximum.accumulate(ts)
+    before = np.empty(len(ts), np.int64)
+    before[0] = NEG
+    before[1:] = run[:-1]
+    before = np.maximum(before, max_ts)
+    # max - l, and -inf while no tuple was seen: NEG + l - l == NEG, and every real max is above NEG + l
+    wb: I64 = np.maximum(before, NEG + lateness) - lateness
+    return wb, max(max_ts, int(run[-1]))
+
+
+def w_after_lateness(max_ts: int, lateness: int) -> int:
+    """W in lateness mode once the largest ts seen is ``max_ts`` (:data:`NEG`: none seen, W is -inf).  O(1)."""
+    return NEG if max_ts == NEG else max_ts - lateness
+
+
+# ---------------------------------------------------------------------- the state: steps 3-6
+
+
+class BlockStore:
+    """The stored on-time tuples of both sides, joined a block at a time (steps 3-6 of the module docstring).
+
+    It takes blocks of tuples already decided on time, each with the W in force after its block
+    (:meth:`add`), so that :class:`BlockOracle` (which decides lateness itself) and the parallel engines'
+    replicas (which get on-time tuples routed to them, and W from the driver) run the same code.  A replica
+    holding only some keys, or only some bases and every probe, finds exactly the pairs and rows of its
+    bases: steps 3 and 4 join what is stored with what arrives, whatever subset that is.
+
+    Complexities: n tuples in a block, S stored tuples, p pairs or rows emitted.
     """
 
-    def __init__(self, q: Query, block: int = BLOCK) -> None:
+    def __init__(self, q: Query) -> None:
         self.q = check_query(q)
         if not supports(q):
             raise ValueError("the block path has no joining condition (cond): use reference.oracle.Oracle")
-        if block < 1:
-            raise ValueError(f"block must be >= 1, got {block}")
-        self.block = block
         self.lo = lower_offset(q)
         self.hi = upper_offset(q)
         self.empty = self.lo > self.hi
@@ -345,32 +412,44 @@ class BlockOracle:
         self.left = q.join == "left" and q.aggregate is None
         self.exact = q.aggregate in ("sum", "avg")
         self.keep_bases = self.agg is not None or self.left or not self.empty
-        self.cm: I64 = np.full(q.channels, NEG, np.int64)  # per-channel maxima (watermark mode)
-        self.max_ts = NEG  # largest ts seen (lateness mode)
-        self.w = NEG  # W after the events fed so far
+        self.w = NEG  # W after the blocks added so far
         self.ended = False
         self.keys = KeyCodes()
-        self.bases = _Tuples.empty(False)
-        self.probes = _Tuples.empty(self.exact)
+        self.bases = Tuples.empty(False)
+        self.probes = Tuples.empty(self.exact)
         self.out = BlockOutput()
-        self.wm_matrix_cells = WM_MATRIX_CELLS
         self.compact_min = COMPACT_MIN
+        self.visited = 0  # window entries the joins visited (pairs found, rows' window sizes)
+        self.stored_max = 0
 
     # ------------------------------------------------------------------ public
 
-    def feed(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
-             value: F64, channel: I64) -> None:
-        """Process consecutive valid events, column-wise (``kind`` 0 tuple / 1 watermark, ``side`` 0 base /
-        1 probe; the columns of :class:`oij.io.blocks.EventBlock`), in blocks of ``self.block``.
+    def add(self, ids: Ids, keys: npt.NDArray[Any], ts: I64, value: F64, is_base: Bools, w: int) -> None:
+        """Join a block of on-time tuples (arrival order; ``keys`` int64 or object) and settle under ``w``.
 
-        Requires: not ended.  Emits (into ``self.out``): late ids, pairs, and the rows of the bases that
-        became final.  O(n log(n + S) + S log S + p) per block.
+        Requires: not ended; every tuple on time (``ts >= W`` at its arrival); ``w`` the W after the block,
+        never below the last one.  Changes: stores the tuples, drops the final bases and what
+        :mod:`spec.purge` lets go.  Emits (into ``self.out``): the block's pairs and the rows of the bases
+        that became final.  O(n log(n + S) + S log S + p).
         """
         if self.ended:
-            raise ValueError("events after the end of the stream")
-        for i in range(0, len(kind), self.block):
-            j = i + self.block
-            self._block(kind[i:j], side[i:j], ids[i:j], ts[i:j], key[i:j], value[i:j], channel[i:j])
+            raise ValueError("tuples after the end of the stream")
+        if w < self.w:
+            raise ValueError(f"W went back from {self.w} to {w}")
+        if len(ts):
+            kc = self.keys.encode(keys)
+            isp = ~is_base
+            new_b = Tuples(ids[is_base], kc[is_base], ts[is_base], value[is_base],
+                            np.zeros(int(is_base.sum()), np.bool_))
+            pval = value[isp]
+            new_p = Tuples(ids[isp], kc[isp], ts[isp], pval, np.zeros(len(pval), np.bool_),
+                            np.array([scaled(v) for v in pval.tolist()], dtype=object) if self.exact else None)
+            self._join_new(new_b, new_p)
+            if self.keep_bases:
+                self.bases = self.bases.cat(new_b)
+        self.w = w
+        self.stored_max = max(self.stored_max, self.stored())
+        self._settle(final_all=False)
 
     def end(self) -> None:
         """The end of the stream: every stored base is final (its row is emitted); all state is dropped.
@@ -384,112 +463,39 @@ class BlockOracle:
         out, self.out = self.out, BlockOutput()
         return out
 
-    # ------------------------------------------------------------------ one block
+    def stored(self) -> int:
+        """Tuples held in the state.  O(1)."""
+        return len(self.bases) + len(self.probes)
 
-    def _is_late(self, ts: I64, w_before: I64) -> Bools:
-        """Step 2: late iff ts < W at arrival (the negative control of the tests overrides it)."""
-        late: Bools = ts < w_before
-        return late
+    # ------------------------------------------------------------------ steps 3 and 4
 
-    def _channel_carry(self) -> I64:
-        """The per-channel maxima carried into the block (step 1)."""
-        return self.cm
-
-    def _ts_carry(self) -> int:
-        """The largest ts carried into the block (lateness mode, step 1)."""
-        return self.max_ts
-
-    def _block(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
-               value: F64, channel: I64) -> None:
-        if not len(kind):
-            return
-        is_t = kind == 0
-        if self.q.lateness is None:
-            wb = self._watermarks_before(~is_t, ts, channel)
-        else:
-            if not bool(is_t.all()):
-                raise ValueError("watermark events are not allowed when the query sets a lateness")
-            wb = self._lateness_before(ts)
-        late = is_t & self._is_late(ts, wb)
-        if late.any():
-            self.out.late.append(ids[late])
-        ot = is_t & ~late
-        kc = self.keys.encode(key[ot])
-        isb = side[ot] == 0
-        oid, ots, oval = ids[ot], ts[ot], value[ot]
-        isp = ~isb
-        new_b = _Tuples(oid[isb], kc[isb], ots[isb], oval[isb], np.zeros(int(isb.sum()), np.bool_))
-        pval = oval[isp]
-        new_p = _Tuples(oid[isp], kc[isp], ots[isp], pval, np.zeros(len(pval), np.bool_),
-                        np.array([scaled(v) for v in pval.tolist()], dtype=object) if self.exact else None)
+    def _join_new(self, new_b: Tuples, new_p: Tuples) -> None:
+        """Step 3: block bases x (stored + block probes), stored bases x block probes; stores the probes."""
         if self.agg is None and not self.empty:
-            # step 3: block bases x (stored + block probes), stored bases x block probes
             probes = self.probes.cat(new_p)
             ia, ib = window_pairs(new_b.kc, new_b.ts, probes.kc, probes.ts, self.lo, self.hi)
             ja, jb = window_pairs(self.bases.kc, self.bases.ts, new_p.kc, new_p.ts, self.lo, self.hi)
             self.out.add_pairs(new_b.id[ia], probes.id[ib])
             self.out.add_pairs(self.bases.id[ja], new_p.id[jb])
+            self.visited += len(ia) + len(ja)
             if self.left:
                 new_b.matched[ia] = True
                 self.bases.matched[ja] = True
             self.probes = probes
         elif self.agg is not None and not self.empty:
             self.probes = self.probes.cat(new_p)
-        if self.keep_bases:
-            self.bases = self.bases.cat(new_b)
-        self._settle(final_all=False)
 
-    def _watermarks_before(self, is_w: Bools, ts: I64, channel: I64) -> I64:
-        """W before each event of the block (watermark mode, step 1); sets the carry.  O(n + N k) vectorised,
-        or O(n + k) interpreted steps beyond :data:`WM_MATRIX_CELLS`."""
-        widx = np.flatnonzero(is_w)
-        k = len(widx)
-        if k == 0:
-            return np.full(len(is_w), self.w, np.int64)
-        wts, wch = ts[widx], channel[widx]
-        nch = len(self.cm)
-        carry = self._channel_carry()
-        if nch * k <= self.wm_matrix_cells:
-            m = np.full((nch, k), NEG, np.int64)
-            m[wch, np.arange(k)] = wts
-            m[:, 0] = np.maximum(m[:, 0], carry)
-            m = np.maximum.accumulate(m, axis=1)
-            after: I64 = m.min(axis=0)
-            self.cm = m[:, -1].copy()
-        else:  # many channels: the oracle's rule (W moves only when a channel at W rises)
-            cm = carry.tolist()
-            w = min(cm)
-            got: list[int] = []
-            for t, c in zip(wts.tolist(), wch.tolist(), strict=True):
-                if t > cm[c]:
-                    old = cm[c]
-                    cm[c] = t
-                    if old == w:
-                        w = min(cm)
-                got.append(w)
-            after = np.array(got, np.int64)
-            self.cm = np.array(cm, np.int64)
-        prev = np.empty(k + 1, np.int64)
-        prev[0] = self.w
-        prev[1:] = after
-        self.w = int(after[-1])
-        before: I64 = prev[np.cumsum(is_w) - is_w]  # W after the last watermark strictly before each event
-        return before
+    def _final(self, done: Tuples) -> None:
+        """Step 4 for the bases ``done`` that became final: their aggregate or (a, null) rows."""
+        if self.agg is not None:
+            self._rows(done)
+        elif self.left:
+            self.out.add_nulls(done.id[~done.matched])
 
-    def _lateness_before(self, ts: I64) -> I64:
-        """W before each event of the block (lateness mode, step 1); sets the carry.  O(n)."""
-        lateness = self.q.lateness
-        assert lateness is not None
-        run = np.maximum.accumulate(ts)
-        before = np.empty(len(ts), np.int64)
-        before[0] = NEG
-        before[1:] = run[:-1]
-        before = np.maximum(before, self._ts_carry())
-        self.max_ts = max(self.max_ts, int(run[-1]))
-        self.w = self.max_ts - lateness
-        # max - l, and -inf while no tuple was seen: NEG + l - l == NEG, and every real max is above NEG + l
-        wb: I64 = np.maximum(before, NEG + lateness) - lateness
-        return wb
+    def _keeps_pending_windows(self) -> bool:
+        """Whether a probe inside a pending base's window is kept although no future tuple needs it (its row,
+        or pairs made at finality, are not out yet)."""
+        return self.agg is not None
 
     def _settle(self, final_all: bool) -> None:
         """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`spec.purge`."""
@@ -497,19 +503,15 @@ class BlockOracle:
         bases = self.bases
         final = np.ones(len(bases), np.bool_) if final_all else bases.ts + self.hi < w
         if final.any():
-            done = bases.take(final)
-            if self.agg is not None:
-                self._rows(done)
-            elif self.left:
-                self.out.add_nulls(done.id[~done.matched])
+            self._final(bases.take(final))
             self.bases = bases.take(~final)
         if final_all:
-            self.probes = _Tuples.empty(self.exact)
+            self.probes = Tuples.empty(self.exact)
             return
         probes = self.probes
         if len(probes):
             keep = probes.ts - self.lo >= w
-            if self.agg is not None and len(self.bases) and not bool(keep.all()):
+            if self._keeps_pending_windows() and len(self.bases) and not bool(keep.all()):
                 # still in the window of a pending base: its row is not out yet
                 c = np.flatnonzero(~keep)
                 s, e, _ = window_runs(self.bases.kc, self.bases.ts, probes.kc[c], probes.ts[c] - self.hi,
@@ -519,7 +521,7 @@ class BlockOracle:
                 self.probes = probes.take(keep)
         self._compact()
 
-    def _rows(self, done: _Tuples) -> None:
+    def _rows(self, done: Tuples) -> None:
         """The aggregate rows of the final bases ``done`` over the stored probes (step 5).  O((m + S) log S +
         window sizes) for m bases; sum and avg add O(S) exact integer additions."""
         probes = self.probes
@@ -530,6 +532,7 @@ class BlockOracle:
         else:
             s, e, order = window_runs(probes.kc, probes.ts, done.kc, done.ts + self.lo, done.ts + self.hi)
         cnt = e - s
+        self.visited += int(cnt.sum())
         aids, counts = done.id.tolist(), cnt.tolist()
         agg = self.agg
         rows: list[AggregateRow]
@@ -575,21 +578,11 @@ class BlockOracle:
 
     # ---------------------------------------------------------------- inspection
 
-    def stored(self) -> int:
-        """Tuples held in the state.  O(1)."""
-        return len(self.bases) + len(self.probes)
-
     def _check(self) -> None:
         """Assert the invariants (tests call it after every block).  O(S log S + codes)."""
-        q = self.q
         if self.ended:
             assert not len(self.bases) and not len(self.probes), "state left after the end"
             return
-        if q.lateness is None:
-            assert self.w == int(self.cm.min()), (self.w, self.cm)
-        else:
-            assert self.max_ts == NEG or self.w == self.max_ts - q.lateness, (self.w, self.max_ts)
-            assert self.max_ts != NEG or self.w == NEG
         self.keys._check()
         for t in (self.bases, self.probes):
             n = len(t)
@@ -603,16 +596,133 @@ class BlockOracle:
         assert not self.empty or not len(p), "probes stored for an empty window"
         if len(p):
             needed = p.ts - self.lo >= self.w
-            if self.agg is not None:
+            if self._keeps_pending_windows():
                 s, e, _ = window_runs(b.kc, b.ts, p.kc, p.ts - self.hi, p.ts - self.lo)
                 needed |= e > s
             assert bool(needed.all()), "a probe no future tuple or pending row needs is still stored"
         assert (p.ex is not None) == self.exact
         if p.ex is not None:
             assert p.ex.tolist() == [scaled(v) for v in p.value.tolist()]
-        if self.left and len(b) and not self.empty:  # a pair with a stored probe sets the base's flag
+        if self.left and len(b) and not self.empty and self.agg is None and not self._keeps_pending_windows():
+            # a pair with a stored probe sets the base's flag
             ia, _ = window_pairs(b.kc, b.ts, p.kc, p.ts, self.lo, self.hi)
             assert not bool(((np.bincount(ia, minlength=len(b)) > 0) & ~b.matched).any())
+
+
+# ---------------------------------------------------------------------- the operator
+
+
+class BlockOracle:
+    """The block path (module docstring): steps 1 and 2 here, steps 3-6 in a :class:`BlockStore`.  ``feed``
+    columns of events in arrival order, then ``end``; ``take`` the output emitted so far at any point between
+    calls.
+
+    Complexities: n events in a block, S stored tuples, p pairs or rows emitted, N channels.
+    """
+
+    def __init__(self, q: Query, block: int = BLOCK) -> None:
+        self.q = check_query(q)
+        if not supports(q):
+            raise ValueError("the block path has no joining condition (cond): use reference.oracle.Oracle")
+        if block < 1:
+            raise ValueError(f"block must be >= 1, got {block}")
+        self.block = block
+        self.store = BlockStore(q)
+        self.cm: I64 = np.full(q.channels, NEG, np.int64)  # per-channel maxima (watermark mode)
+        self.max_ts = NEG  # largest ts seen (lateness mode)
+        self.w = NEG  # W after the events fed so far
+        self.wm_matrix_cells = WM_MATRIX_CELLS
+
+    @property
+    def ended(self) -> bool:
+        return self.store.ended
+
+    @property
+    def compact_min(self) -> int:
+        """Step 6's threshold (the store's; tests lower it)."""
+        return self.store.compact_min
+
+    @compact_min.setter
+    def compact_min(self, v: int) -> None:
+        self.store.compact_min = v
+
+    # ------------------------------------------------------------------ public
+
+    def feed(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
+             value: F64, channel: I64) -> None:
+        """Process consecutive valid events, column-wise (``kind`` 0 tuple / 1 watermark, ``side`` 0 base /
+        1 probe; the columns of :class:`oij.io.blocks.EventBlock`), in blocks of ``self.block``.
+
+        Requires: not ended.  Emits (into the store's output): late ids, pairs, and the rows of the bases that
+        became final.  O(n log(n + S) + S log S + p) per block.
+        """
+        if self.ended:
+            raise ValueError("events after the end of the stream")
+        for i in range(0, len(kind), self.block):
+            j = i + self.block
+            self._block(kind[i:j], side[i:j], ids[i:j], ts[i:j], key[i:j], value[i:j], channel[i:j])
+
+    def end(self) -> None:
+        """The end of the stream: every stored base is final (its row is emitted); all state is dropped.
+        O(S log S + p)."""
+        self.store.end()
+
+    def take(self) -> BlockOutput:
+        """The output emitted since the last ``take`` (and forget it).  O(1)."""
+        return self.store.take()
+
+    # ------------------------------------------------------------------ one block
+
+    def _is_late(self, ts: I64, w_before: I64) -> Bools:
+        """Step 2: late iff ts < W at arrival (the negative control of the tests overrides it)."""
+        late: Bools = ts < w_before
+        return late
+
+    def _channel_carry(self) -> I64:
+        """The per-channel maxima carried into the block (step 1)."""
+        return self.cm
+
+    def _ts_carry(self) -> int:
+        """The largest ts carried into the block (lateness mode, step 1)."""
+        return self.max_ts
+
+    def _block(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
+               value: F64, channel: I64) -> None:
+        if not len(kind):
+            return
+        is_t = kind == 0
+        lateness = self.q.lateness
+        if lateness is None:
+            wb, self.cm, self.w = watermarks_before(~is_t, ts, channel, self._channel_carry(), self.w,
+                                                    self.wm_matrix_cells)
+        else:
+            if not bool(is_t.all()):
+                raise ValueError("watermark events are not allowed when the query sets a lateness")
+            wb, self.max_ts = lateness_before(ts, self._ts_carry(), lateness)
+            self.w = w_after_lateness(self.max_ts, lateness)
+        late = is_t & self._is_late(ts, wb)
+        if late.any():
+            self.store.out.late.append(ids[late])
+        ot = is_t & ~late
+        self.store.add(ids[ot], key[ot], ts[ot], value[ot], side[ot] == 0, self.w)
+
+    # ---------------------------------------------------------------- inspection
+
+    def stored(self) -> int:
+        """Tuples held in the state.  O(1)."""
+        return self.store.stored()
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after every block).  O(S log S + codes)."""
+        q = self.q
+        if not self.ended:
+            if q.lateness is None:
+                assert self.w == int(self.cm.min()), (self.w, self.cm)
+            else:
+                assert self.max_ts == NEG or self.w == self.max_ts - q.lateness, (self.w, self.max_ts)
+                assert self.max_ts != NEG or self.w == NEG
+            assert self.store.w == self.w, (self.store.w, self.w)
+        self.store._check()
 
 
 # ---------------------------------------------------------------------- events as columns

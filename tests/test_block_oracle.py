@@ -179,7 +179,7 @@ def test_state_stays_bounded_by_the_live_window() -> None:
         o.feed(kind[i:i + 10_000], side[i:i + 10_000], ts[i:i + 10_000], ts[i:i + 10_000], key[i:i + 10_000],
                np.ones(10_000), np.zeros(10_000, np.int64))
         peak = max(peak, o.stored())
-        assert o.keys.next <= max(64, 2 * o.stored())
+        assert o.store.keys.next <= max(64, 2 * o.stored())
     o._check()
     o.end()
     rows = o.take().aggregates

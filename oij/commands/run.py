@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -49,9 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--emitters", type=int, default=1, help="emitters per stream (M)")
-    p.add_argument("--batch", type=int, default=256,
-                   help="tuples per batch (1..4096; default 256: PPOIJ's b=32 pays numpy's per-call cost per 32 "
-                   "tuples, see docs/results.rst)")
+    p.add_argument("--engine", choices=["auto", "blocks", "events"], default="auto",
+                   help="blocks: every replica decodes, routes and joins whole blocks (parallel/blocks); events: "
+                   "tuples in batches through rings and collectors, one at a time in each replica (latency "
+                   "experiments, cond, --order arrival). auto: blocks unless an option only the event engine has is "
+                   "given")
+    p.add_argument("--batch", type=int, default=None,
+                   help="event engine: tuples per batch (1..4096; default 256: PPOIJ's b=32 pays numpy's per-call "
+                   "cost per 32 tuples, see docs/results.rst); giving it selects the event engine")
     p.add_argument("--collector", choices=["auto", "standard", "rr", "naive"], default="auto",
                    help="collector policy (auto: standard for kp, round robin for dp/hp; naive = negative control)")
     p.add_argument("--theta", type=float, default=1.05, help="HP: Alg. 1 balance threshold")
@@ -88,10 +94,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+EVENT_ONLY = ("batch", "rate", "cdf", "cond_index", "epoch")
+"""Options only the event engine has: giving one selects it under ``--engine auto``."""
+
+
+def uses_blocks(args: argparse.Namespace) -> bool:
+    """Whether ``oij run`` takes the block engine (``--engine``, and under ``auto`` no event-engine option, the
+    canonical order or no output, one emitter, the automatic collector)."""
+    event_opts = [f"--{n.replace('_', '-')}" for n in EVENT_ONLY if getattr(args, n) not in (None, False)]
+    if args.order == "arrival" and not args.no_output:
+        event_opts.append("--order arrival")
+    if args.emitters != 1:
+        event_opts.append("--emitters")
+    if args.collector != "auto":
+        event_opts.append("--collector")
+    if args.engine == "blocks" and event_opts:
+        raise UsageError(f"--engine blocks: {event_opts[0]} is an option of the event engine")
+    return args.engine == "blocks" or (args.engine == "auto" and not event_opts)
+
+
 def _check(args: argparse.Namespace) -> None:
 
     if (args.file is None) == (args.preset is None):
         raise UsageError("give a FILE or --preset, not both and not neither")
+    if args.batch is None:
+        args.batch = 256
     if not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch must be in [1, 4096], got {args.batch}")
     if args.replicas < 1 or args.replicas > 64:
@@ -114,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from parallel.patterns.engine import epoch_size
     from parallel.runtime.driver import EngineFailure, JobOptions
 
+    if uses_blocks(args):
+        return _run_blocks(args)
     _check(args)
     check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
     opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
@@ -150,6 +179,101 @@ def run(args: argparse.Namespace) -> int:
     if args.cdf:
         _write_json(args.cdf, metrics.get("latency_cdf", []))
     return 0
+
+
+def _run_blocks(args: argparse.Namespace) -> int:
+    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output."""
+    from oij.io.errors import InputError
+    from parallel.blocks.driver import BlockOptions, ColumnSource, file_source
+    from parallel.blocks.driver import run as run_blocks
+    from parallel.runtime.driver import EngineFailure
+
+    if (args.file is None) == (args.preset is None):
+        raise UsageError("give a FILE or --preset, not both and not neither")
+    if args.replicas < 1 or args.replicas > 64:
+        raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
+    check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
+    opt = BlockOptions(pattern=args.pattern, replicas=args.replicas, theta=args.theta, max_split=args.max_split,
+                       partitions=args.partitions, delta=args.delta, output=not args.no_output)
+    source: Any
+    if args.preset is not None:
+        q, blocks = _preset_blocks(args)
+        source = ColumnSource(q, blocks, 1 << 17)
+    else:
+        from oij.commands.common import query_from_flags
+
+        if args.file.endswith(".parquet") or os.path.isdir(args.file):
+            from oij.io.parquet import parquet_query
+
+            if not os.path.exists(args.file):
+                raise InputError(args.file, 0, "file", "No such file or directory")
+            source = file_source(args.file, query_from_flags(args, parquet_query(args.file), args.file))
+        else:
+            source = file_source(args.file)
+            if query_from_flags(args, source.query, args.file) is not None:
+                raise InputError(args.file, 1, "query",
+                                 "query flags apply to Parquet input; oij-jsonl carries its query")
+    try:
+        with contextlib.ExitStack() as stack:
+            write = None
+            if not args.no_output:
+                out = stack.enter_context(output_file(args.output, [args.file]))
+                write = lambda br: br.write_to(out)  # noqa: E731
+            m = run_blocks(source, opt, write, sort_dir(args), args.start_method)
+    except EngineFailure as e:
+        print(f"oij: error: {e}", file=sys.stderr)
+        return 1
+    m["input"] = {"preset": args.preset, "seed": args.seed} if args.preset else {"file": args.file}
+    _block_table(m)
+    if args.metrics:
+        _write_json(args.metrics, m)
+    return 0
+
+
+def _preset_blocks(args: argparse.Namespace) -> tuple[Query, Any]:
+    """A generated stream as event blocks (generated before the clock starts), ending with the end flag."""
+    import numpy as np
+
+    from oij.io.blocks import EventBlock
+    from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+
+    try:
+        over: dict[str, Any] = {}
+        for item in args.param:
+            name, sep, raw = item.partition("=")
+            if not sep:
+                raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
+            over[name] = parse_value(name, raw)
+        params = with_overrides(resolve(args.preset), over)
+        n_events = args.events if args.events is not None else params.events
+        q, gen = generate_blocks(params, n_events, args.seed)
+        blocks = [EventBlock(b.kind.astype(np.int8), b.side.astype(np.int8), b.id, b.ts, b.key, b.value,
+                             b.channel.astype(np.int64)) for b in gen]
+    except (ParamError, KeyError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    blocks.append(EventBlock.from_events([]))
+    blocks[-1].end = True
+    return q, iter(blocks)
+
+
+def _block_table(m: dict[str, Any]) -> None:
+    wall = m["wall_s"]
+    rows = [
+        ("engine", f"blocks: {m['pattern']} (replicas {m['replicas']}: this process + {m['replicas'] - 1} helpers)"),
+        ("events", f"{m['events']:,} ({m['late']:,} late) in {m['pieces']} pieces, {m['rounds']} rounds"),
+        ("wall", f"{m['total_s']:.3f} s (join {wall:.3f} s, the rest starting helpers and writing)"),
+        ("throughput", f"{m['tuples'] / m['total_s']:,.0f} tuples/s" if m["total_s"] > 0 else "-"),
+        ("load balance factor", f"{m['load_balance_factor']:.3f}"),
+        ("replication", f"{m['replication']:.3f} deliveries per on-time tuple"),
+    ]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}", file=sys.stderr)
+    print(f"{'replica':<8}{'received':>12}{'stored max':>12}{'visited':>12}{'pairs':>12}{'rows':>10}"
+          f"{'decode s':>10}{'join s':>8}{'write s':>9}", file=sys.stderr)
+    for s in m["per_replica"]:
+        print(f"{s['replica']:<8}{s['received']:>12,}{s['stored_max']:>12,}{s['visited']:>12,}{s['pairs']:>12,}"
+              f"{s['rows']:>10,}{s['t_decode']:>10.2f}{s['t_join']:>8.2f}{s['t_write']:>9.2f}", file=sys.stderr)
 
 
 def _discard(r: Results) -> None:

@@ -98,6 +98,34 @@ class EventBlock:
             yield End()
 
     @staticmethod
+    def concat(blocks: list[EventBlock]) -> EventBlock:
+        """Consecutive blocks as one (the last one's ``end``).  O(n)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        if not blocks:
+            return EventBlock.from_events([])
+        keys = [b.key for b in blocks]
+        if any(k.dtype == object for k in keys):
+            keys = [k.astype(object) for k in keys]
+        ids = [b.id for b in blocks]
+        if any(i.dtype == object for i in ids):
+            ids = [i.astype(object) for i in ids]
+        fields: npt.NDArray[Any] | None = None
+        if any(b.fields is not None for b in blocks):
+            parts = []
+            for b in blocks:
+                f = b.fields
+                if f is None:
+                    f = np.empty(len(b), dtype=object)
+                    f[:] = [()] * len(b)
+                parts.append(f)
+            fields = np.concatenate(parts)
+        return EventBlock(np.concatenate([b.kind for b in blocks]), np.concatenate([b.side for b in blocks]),
+                          np.concatenate(ids), np.concatenate([b.ts for b in blocks]), np.concatenate(keys),
+                          np.concatenate([b.value for b in blocks]), np.concatenate([b.channel for b in blocks]),
+                          blocks[-1].end, fields)
+
+    @staticmethod
     def from_events(events: list[Event]) -> EventBlock:
         """The block of already validated events (End, if present, must be last)."""
         end = bool(events) and type(events[-1]) is End
@@ -157,7 +185,7 @@ STATS = {"fast": 0, "slow": 0}
 """Blocks read by the fast path and by the per-line reader since the process started (for tests)."""
 
 
-def _slow(events: Iterator[Event]) -> Generator[EventBlock, None, EventBlock]:
+def slow_block(events: Iterator[Event]) -> Generator[EventBlock, None, EventBlock]:
     """The per-line reader over one block: its events as a block, or -- on its error -- the events before the
     error as a block (yielded), then the error (so a stream keeps its valid prefix, as with the per-line reader)."""
     evs: list[Event] = []
@@ -169,6 +197,18 @@ def _slow(events: Iterator[Event]) -> Generator[EventBlock, None, EventBlock]:
             yield EventBlock.from_events(evs)
         raise
     return EventBlock.from_events(evs)
+
+
+def read_slow(events: Iterator[Event]) -> EventBlock:
+    """The per-line (per-row) reader's events as one block, or its error; unlike :func:`slow_block`, the valid
+    prefix before an error is not kept (for a caller that discards a block with an error).  O(n)."""
+    gen = slow_block(events)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            blk: EventBlock = stop.value
+            return blk
 
 
 def refuse_text(chunk: bytes) -> bool:
@@ -317,7 +357,7 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
             blk = _fast_jsonl(chunk, lines, p, key_types)
             if blk is None:
                 STATS["slow"] += 1
-                blk = yield from _slow(line_events(io.BytesIO(chunk), line, p))
+                blk = yield from slow_block(line_events(io.BytesIO(chunk), line, p))
             else:
                 STATS["fast"] += 1
             line += lines
@@ -329,7 +369,8 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
         raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
 
 
-def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.DataType]) -> EventBlock | None:
+def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.DataType],
+                threads: bool = True) -> EventBlock | None:
     if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
     # every line ends with "}" or "}\r" (the last one may lack its newline)
@@ -347,7 +388,7 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
         return None
     for kt in list(key_types):
         try:
-            tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20),
+            tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20, use_threads=threads),
                               parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[kt],
                                                             unexpected_field_behavior="error"))
         except (pa.ArrowException, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64, or invalid UTF-8
@@ -363,7 +404,37 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
     return None
 
 
+def decode_jsonl_chunk(chunk: bytes, p: EventParser, before: int, threads: bool = True) -> tuple[EventBlock, int]:
+    """Whole lines of oij-jsonl after the query line, the first numbered ``before + 1``, as one block (the fast
+    path, else the per-line reader with ``p``), and their number.  ``threads``: let pyarrow parse on every core
+    (a process that is one of several workers, one per core, says False).  Raises the reader's
+    :class:`~oij.io.errors.InputError`.  O(len(chunk))."""
+    lines = chunk.count(b"\n") + (0 if not chunk or chunk.endswith(b"\n") else 1)
+    blk = _fast_jsonl(chunk, lines, p, [pa.int64(), pa.string()], threads) if chunk else EventBlock.from_events([])
+    if blk is None:
+        blk = read_slow(line_events(io.BytesIO(chunk), before, p))
+    assert blk is not None
+    return blk, lines
+
+
 # ---------------------------------------------------------------------- Parquet
+
+
+def decode_parquet_rows(tb: pa.Table, path: str, p: EventParser, before: int) -> tuple[EventBlock, int]:
+    """Rows of an oij Parquet file (a table slice), the first numbered ``before + 1``, as one block (the fast path
+    per batch, else the per-row reader with ``p``), and their number.  O(rows)."""
+    from oij.io.parquet import row_events
+
+    blocks: list[EventBlock] = []
+    row = before
+    for batch in tb.to_batches(max_chunksize=1 << 18):
+        try:
+            blk = _check_table(pa.Table.from_batches([batch]), p, absent_is_null=False)
+        except _Doubt:
+            blk = read_slow(row_events(batch, row, p, path))
+        row += batch.num_rows
+        blocks.append(blk)
+    return EventBlock.concat(blocks), row - before
 
 
 def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock]]:
@@ -382,7 +453,7 @@ def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Itera
                 STATS["fast"] += 1
             except _Doubt:
                 STATS["slow"] += 1
-                blk = yield from _slow(row_events(batch, row, p, path))
+                blk = yield from slow_block(row_events(batch, row, p, path))
             row += batch.num_rows
             if len(blk) or blk.end:
                 yield blk

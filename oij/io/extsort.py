@@ -241,7 +241,7 @@ class CanonicalSorter:
     def write(self, out: IO[str]) -> None:
         """Write every row in canonical order: pairs, aggregate rows, late ids (the bytes of
         ``result_lines(results.canonical())``)."""
-        from oij.io.jsonl import result_lines, write_pairs
+        from oij.io.jsonl import result_lines
 
         m = self.memory if self.memory is not None else self.small
         if m is not None:
@@ -251,71 +251,40 @@ class CanonicalSorter:
             out.write(b"".join(x for _, x in sorted(m.aggregates, key=lambda r: r[0])).decode())
             out.writelines(result_lines(Results(late=sorted(m.late))))
             return
-        for name in ("pairs", "aggregates", "late"):
-            for cols, lines in self._merged(self.parts[name]):
-                if name == "pairs":
-                    write_pairs(out, cols[0], cols[2], cols[1] == 0)
-                elif name == "aggregates":
-                    out.write(b"".join(lines).decode())
-                else:
-                    out.writelines(result_lines(Results(late=cols[0].tolist())))
+        for name in PARTS:
+            _write_rows(name, self._merged(self.parts[name]), out)
+
+    def spill_all(self) -> dict[str, list[tuple[str, int]]]:
+        """Write every buffered row as a run, so that other processes can merge them (:func:`write_range`); the
+        runs of every part, ``{part: [(file stem, rows)]}``.  The runs stay this sorter's: ``close`` removes
+        them.  Requires ids that fit int64 (the parallel engines').  O(buffered rows log run_rows)."""
+        if self.memory is not None:
+            raise ValueError("an id beyond int64: the rows are in memory, not in runs")
+        if self.small is not None:
+            small, self.small = self.small, None
+            if small.rows():
+                self._add(small.pairs, small.aggregates, small.late)
+        for part in self.parts.values():
+            if part.buffered:
+                self._spill(part)
+        return {name: list(part.runs) for name, part in self.parts.items()}
 
     def _blocks(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
         """Every row of ``part`` (runs, then the buffer), unsorted, in blocks."""
         for stem, rows in part.runs:
-            yield from self._run_blocks(part, stem, rows)
+            yield from _read_run(part.name, stem, 0, rows, self.block_rows)
         if part.buffered:
             yield self._sorted_buffer(part)
 
-    def _run_blocks(self, part: _Part, stem: str, rows: int,
-                    block: int | None = None) -> Iterator[tuple[list[Any], list[bytes]]]:
-        import numpy as np
-
-        step = block or self.block_rows
-        with contextlib.ExitStack() as stack:
-            files = [stack.enter_context(open(f"{stem}.{i}", "rb")) for i in range(part.cols)]
-            offsets = np.fromfile(f"{stem}.offsets", np.int64) if part.lines else None
-            text = stack.enter_context(open(f"{stem}.lines", "rb")) if part.lines else None
-            for start in range(0, rows, step):
-                n = min(step, rows - start)
-                cols = [np.fromfile(f, np.int64, n) for f in files]
-                lines: list[bytes] = []
-                if text is not None and offsets is not None:
-                    o = offsets[start: start + n + 1]
-                    data = text.read(int(o[-1] - o[0]))
-                    rel = (o - o[0]).tolist()
-                    lines = [data[rel[k]: rel[k + 1]] for k in range(n)]
-                yield cols, lines
-
     def _merged(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
         """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring)."""
-        import numpy as np
-
         block = max(1, min(self.block_rows, MERGE_ROWS // max(1, len(part.runs))))
         sources: list[Iterator[tuple[list[Any], list[bytes]]]] = [
-            self._run_blocks(part, stem, rows, block) for stem, rows in part.runs]
+            _read_run(part.name, stem, 0, rows, block) for stem, rows in part.runs]
         if part.buffered:
             sources.append(iter([self._sorted_buffer(part)]))
             part.buf, part.buf_lines, part.buffered = [], [], 0
-        heads: list[tuple[list[Any], list[bytes]] | None] = [next(s, None) for s in sources]
-        while True:
-            live = [(k, h) for k, h in enumerate(heads) if h is not None and len(h[0][0])]
-            if not live:
-                return
-            # the bound: the smallest last key among the blocks (lexicographic over the key columns)
-            bound = min(tuple(int(c[-1]) for c in h[0]) for _, h in live)
-            take_cols: list[list[Any]] = [[] for _ in range(part.cols)]
-            take_lines: list[bytes] = []
-            for k, (cols, lines) in live:
-                n = _count_not_above(cols, bound)
-                for i in range(part.cols):
-                    take_cols[i].append(cols[i][:n])
-                take_lines += lines[:n]
-                rest = ([c[n:] for c in cols], lines[n:])
-                heads[k] = rest if len(rest[0][0]) else next(sources[k], None)
-            merged = [np.concatenate(c) for c in take_cols]
-            order = np.lexsort(tuple(reversed(merged)))
-            yield [c[order] for c in merged], ([take_lines[i] for i in order.tolist()] if part.lines else [])
+        return _merge(part.name, sources)
 
     def close(self) -> None:
         """Remove the run files (idempotent)."""
@@ -332,6 +301,134 @@ class CanonicalSorter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+PARTS = ("pairs", "aggregates", "late")
+"""The parts of a result, in the order they are written."""
+
+_SHAPE = {"pairs": (3, False), "aggregates": (1, True), "late": (1, False)}
+"""Per part: int64 key columns, and whether rows carry a formatted line."""
+
+
+def _read_run(name: str, stem: str, start: int, stop: int, block: int) -> Iterator[tuple[list[Any], list[bytes]]]:
+    """Rows ``[start, stop)`` of one run of part ``name``, in blocks of at most ``block`` rows."""
+    import numpy as np
+
+    ncols, has_lines = _SHAPE[name]
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(f"{stem}.{i}", "rb")) for i in range(ncols)]
+        for f in files:
+            f.seek(start * 8)
+        offsets = np.fromfile(f"{stem}.offsets", np.int64) if has_lines else None
+        text = stack.enter_context(open(f"{stem}.lines", "rb")) if has_lines else None
+        if text is not None and offsets is not None:
+            text.seek(int(offsets[start]))
+        for first in range(start, stop, block):
+            n = min(block, stop - first)
+            cols = [np.fromfile(f, np.int64, n) for f in files]
+            lines: list[bytes] = []
+            if text is not None and offsets is not None:
+                o = offsets[first: first + n + 1]
+                data = text.read(int(o[-1] - o[0]))
+                rel = (o - o[0]).tolist()
+                lines = [data[rel[k]: rel[k + 1]] for k in range(n)]
+            yield cols, lines
+
+
+def _merge(name: str, sources: list[Iterator[tuple[list[Any], list[bytes]]]]
+           ) -> Iterator[tuple[list[Any], list[bytes]]]:
+    """The rows of sorted ``sources`` in order, batch by batch (the block-wise k-way merge)."""
+    import numpy as np
+
+    ncols, has_lines = _SHAPE[name]
+    heads: list[tuple[list[Any], list[bytes]] | None] = [next(s, None) for s in sources]
+    while True:
+        live = [(k, h) for k, h in enumerate(heads) if h is not None and len(h[0][0])]
+        if not live:
+            return
+        # the bound: the smallest last key among the blocks (lexicographic over the key columns)
+        bound = min(tuple(int(c[-1]) for c in h[0]) for _, h in live)
+        take_cols: list[list[Any]] = [[] for _ in range(ncols)]
+        take_lines: list[bytes] = []
+        for k, (cols, lines) in live:
+            n = _count_not_above(cols, bound)
+            for i in range(ncols):
+                take_cols[i].append(cols[i][:n])
+            take_lines += lines[:n]
+            rest = ([c[n:] for c in cols], lines[n:])
+            heads[k] = rest if len(rest[0][0]) else next(sources[k], None)
+        merged = [np.concatenate(c) for c in take_cols]
+        order = np.lexsort(tuple(reversed(merged)))
+        yield [c[order] for c in merged], ([take_lines[i] for i in order.tolist()] if has_lines else [])
+
+
+def _write_rows(name: str, batches: Iterator[tuple[list[Any], list[bytes]]], out: IO[str]) -> None:
+    """Write sorted batches of part ``name`` as result lines."""
+    from oij.io.jsonl import result_lines, write_pairs
+
+    for cols, lines in batches:
+        if name == "pairs":
+            write_pairs(out, cols[0], cols[2], cols[1] == 0)
+        elif name == "aggregates":
+            out.write(b"".join(lines).decode())
+        else:
+            out.writelines(result_lines(Results(late=cols[0].tolist())))
+
+
+def range_splitters(runs: list[tuple[str, int]], ranges: int, samples: int = 1024) -> list[int]:
+    """``ranges - 1`` increasing first-column values that cut the rows of sorted ``runs`` (of any part) into
+    about equal ranges ``[s_i, s_{i+1})``, from an evenly spaced sample of every run.  O(runs x samples)."""
+    import numpy as np
+
+    keys: list[Any] = []
+    weights: list[Any] = []
+    for stem, rows in runs:
+        if rows:
+            col = np.memmap(f"{stem}.0", np.int64, "r", shape=(rows,))
+            idx = np.linspace(0, rows - 1, min(rows, samples)).astype(np.int64)
+            keys.append(np.array(col[idx]))
+            weights.append(np.full(len(idx), rows / len(idx)))
+            del col
+    if ranges <= 1 or not keys:
+        return []
+    k = np.concatenate(keys)
+    w = np.concatenate(weights)
+    order = np.argsort(k, kind="stable")
+    k, cw = k[order], np.cumsum(w[order])
+    total = float(cw[-1])
+    cuts = [int(k[min(len(k) - 1, int(np.searchsorted(cw, total * i / ranges)))]) for i in range(1, ranges)]
+    out: list[int] = []
+    for c in cuts:  # strictly increasing (an empty range is allowed, a repeated cut is not)
+        out.append(c if not out or c > out[-1] else out[-1] + 1)
+    return out
+
+
+def write_range(name: str, runs: list[tuple[str, int]], lo: int | None, hi: int | None, out: IO[str],
+                block: int = BLOCK_ROWS) -> int:
+    """Write, in canonical order, the rows of part ``name`` whose first column is in ``[lo, hi)`` (None: no
+    bound) from sorted ``runs`` of any number of sorters (:meth:`CanonicalSorter.spill_all`); the rows written.
+
+    Ranges that cover the keys, written one after the other, give the bytes of one sorter holding every row.
+    Memory: one block per run, as :meth:`CanonicalSorter.write`.  O(rows log runs) plus two binary searches
+    per run.
+    """
+    import numpy as np
+
+    sources: list[Iterator[tuple[list[Any], list[bytes]]]] = []
+    total = 0
+    step = max(1, min(block, MERGE_ROWS // max(1, len(runs))))
+    for stem, rows in runs:
+        if not rows:
+            continue
+        col = np.memmap(f"{stem}.0", np.int64, "r", shape=(rows,))
+        a = 0 if lo is None else int(np.searchsorted(col, lo, "left"))
+        b = rows if hi is None else int(np.searchsorted(col, hi, "left"))
+        del col
+        if b > a:
+            sources.append(_read_run(name, stem, a, b, step))
+            total += b - a
+    _write_rows(name, _merge(name, sources), out)
+    return total
 
 
 def _count_not_above(cols: list[Any], bound: tuple[int, ...]) -> int:

@@ -142,7 +142,7 @@ def _signame(code: int) -> str:
 class Runtime:
     """A pool of replica processes that runs jobs one after another (see the module docstring)."""
 
-    def __init__(self, replicas: int, start_method: str = "spawn") -> None:
+    def __init__(self, replicas: int, start_method: str = "spawn", wait_ready: bool = True) -> None:
         check_platform()
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -178,7 +178,7 @@ class Runtime:
             self._pending = []
             ready: set[int] = set()
             deadline = time.monotonic() + 60
-            while len(ready) < replicas:  # measurements start with every replica imported and waiting
+            while wait_ready and len(ready) < replicas:  # measurements start with every replica imported and waiting
                 self._poll_up(0.05)
                 ready |= {m[1] for m in self._take("ready")}
                 self.check()
@@ -227,6 +227,28 @@ class Runtime:
             self._fail(f"replica {msg[1]} raised {last}")
 
     _pending: list[Any]
+
+    def begin_job(self) -> str:
+        """Start a job run by another driver (the block engine, :mod:`parallel.blocks.driver`): forget earlier
+        messages; the prefix for the job's segment names.  Raises EngineFailure on a closed or broken runtime."""
+        if self.closed or self.broken:
+            raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")
+        self._pending = []
+        self.jobs += 1
+        return f"{self.tag}-{self.jobs}"
+
+    def collect(self, kind: str, count: int) -> list[Any]:
+        """Wait for ``count`` messages of ``kind`` from the replicas, failing fast (EngineFailure) on a replica's
+        error or death; the messages, in arrival order."""
+        got = self._take(kind)
+        last = time.monotonic()
+        while len(got) < count:
+            self._poll_up(0.01)
+            got += self._take(kind)
+            if time.monotonic() - last > 0.005:
+                self.check()
+                last = time.monotonic()
+        return got
 
     def _take(self, kind: str) -> list[Any]:
         got = [m for m in self._pending if m[0] == kind]

@@ -1,0 +1,55 @@
+"""The block engines in the registry: ``blocks-kp``, ``blocks-dp``, ``blocks-hp``, ``blocks-key``,
+``blocks-scale`` (:mod:`parallel.blocks.driver`), for ``oij check`` and the differential tests.
+
+An engine takes the whole event sequence: it is cut into pieces of at most ``extra["piece_events"]`` events
+(default :data:`~parallel.blocks.driver.PIECE_EVENTS`) that the driver copies to the workers.  A query the
+block path does not compute (a joining condition) runs on the same pattern's event engine, which says so in
+its metrics (``engine``).  Helper processes come from ``extra["runtime"]`` (a shared pool) or are started and
+stopped per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oij.io.jsonl import parse_result_lines
+from parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
+from parallel.registry import EngineOptions, EngineRun, get, register
+from reference.blocks import supports
+from spec.batch import Results
+from spec.model import Event, Query
+
+
+def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
+    """The registry's callable for ``blocks-<pattern>`` (module docstring)."""
+    if not supports(q):
+        inner = get(pattern)(q, events, options)
+        inner.metrics["engine"] = "events (the block path has no cond)"
+        return inner
+    x = options.extra
+    opt = BlockOptions(pattern=pattern, replicas=options.replicas,
+                       piece_events=int(x.get("piece_events", PIECE_EVENTS)), check=bool(x.get("check", False)),
+                       fail_after=dict(x.get("fail_after", {})))
+    got: list[Results] = []
+
+    def keep(br: BlockRun) -> None:
+        lines: list[str] = []
+        for p in br.parts:
+            with open(p, encoding="utf-8") as f:
+                lines += f.readlines()
+        got.append(parse_result_lines(lines))
+
+    metrics = run(events_source(q, events, opt.piece_events), opt, keep, rt=x.get("runtime"),
+                  start_method=x.get("start_method", "spawn"))
+    return EngineRun(got[0] if got else Results(), metrics)
+
+
+def _register(pattern: str, what: str) -> None:
+    @register(f"blocks-{pattern}", f"{what}, a block at a time (parallel reading, columnar routing)")
+    def engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
+        return run_blocks_engine(pattern, q, events, options)
+
+
+for _p, _what in (("kp", "KP-OIJ"), ("dp", "DP-OIJ"), ("hp", "HP-OIJ"), ("key", "Key-OIJ"),
+                  ("scale", "Scale-OIJ")):
+    _register(_p, _what)
