@@ -187,9 +187,10 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
         outboxes = [[Box.create(f"{prefix}-o{w}s{s}", outbox_layout(n), cap) for s in range(2)] for w in range(n)]
         for slots in outboxes:
             boxes += slots
-        inboxes = [Box.create(f"{prefix}-i{w}", INBOX, cap) for w in range(n)] \
+        inboxes = [[Box.create(f"{prefix}-i{w}s{s}", INBOX, cap) for s in range(2)] for w in range(n)] \
             if isinstance(source, ColumnSource) else []
-        boxes += inboxes
+        for slots in inboxes:
+            boxes += slots
         spec = {
             "job": "parallel.blocks.job:BlockJob",
             "offset": 1,
@@ -199,7 +200,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             "router": {"theta": opt.theta, "max_split": opt.max_split, "partitions": opt.partitions,
                        "delta": opt.delta},
             "outboxes": [[b.spec for b in slots] for slots in outboxes],
-            "inboxes": [b.spec for b in inboxes],
+            "inboxes": [[b.spec for b in slots] for slots in inboxes],
             "output": opt.output,
             "job_dir": job_dir,
             "fail_after": dict(opt.fail_after),
@@ -212,6 +213,12 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
         run = _Drive(rt, local, source, opt, router, outboxes, inboxes, job_dir).run()
         ok = True
         return run
+    except BaseException as e:
+        if rt is not None:  # helpers may be in the middle of this job: none is reused (Runtime.execute does so too)
+            if not isinstance(e, EngineFailure):
+                rt.broken = f"{type(e).__name__}: {e}"
+            rt.close()
+        raise
     finally:
         if local is not None:
             local.close()
@@ -226,7 +233,7 @@ class _Drive:
     """The driver's state during one job (module docstring)."""
 
     def __init__(self, rt: Runtime | None, local: BlockJob, source: FileSource | ColumnSource, opt: BlockOptions,
-                 router: Router, outboxes: list[list[Box]], inboxes: list[Box], job_dir: str) -> None:
+                 router: Router, outboxes: list[list[Box]], inboxes: list[list[Box]], job_dir: str) -> None:
         self.rt = rt
         self.local = local
         self._local_msgs: list[tuple[Any, ...]] = []
@@ -317,7 +324,7 @@ class _Drive:
                     if not table:
                         table.append(0)
                     key = kc
-                self.inboxes[w].put("", id=item.id, ts=item.ts, key=key, value=item.value, channel=item.channel,
+                self.inboxes[w][t % 2].put("", id=item.id, ts=item.ts, key=key, value=item.value, channel=item.channel,
                                     kind=item.kind, side=item.side)
                 # a column source's end row is the last piece's flag
                 self._send(w, ("decode", idx, None, t % 2, len(item), table, want))
@@ -427,7 +434,7 @@ class _Drive:
             bad = not src.parser.ids.add_many(ids)
         if bad:
             src.parser.ended = self.ended
-            blk = reread_piece(piece, self.q, src.parser, self.lines)  # raises the sequential reader's error
+            blk = reread_piece(piece, self.q, src.parser, src.plan.first_line + self.lines)  # the sequential error
             if len(blk) or info["error"] is not None:
                 raise EngineFailure(f"piece {piece.index} of {piece.path} was decoded differently by a worker "
                                     "and by the sequential reader")

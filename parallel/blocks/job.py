@@ -101,8 +101,8 @@ class BlockJob:
         self.n: int = spec["n"]
         self.router = Router(spec["pattern"], self.n, **spec["router"])
         self.boxes: list[list[Box]] = [[Box.attach(s) for s in slots] for slots in spec["outboxes"]]
-        inbox: BoxSpec | None = spec["inboxes"][self.me] if spec["inboxes"] else None
-        self.inbox = Box.attach(inbox) if inbox is not None else None
+        inbox: list[BoxSpec] = spec["inboxes"][self.me] if spec["inboxes"] else []
+        self.inbox = [Box.attach(b) for b in inbox]
         self.store: BlockStore = (ScanStore if spec["pattern"] == "key" else BlockStore)(self.q)
         self.keep = bool(spec["output"])
         self.sorter = CanonicalSorter(spec["job_dir"], small_rows=0) if self.keep else None
@@ -119,9 +119,9 @@ class BlockJob:
             for b in slots:
                 b.close()
         self.boxes = []
-        if self.inbox is not None:
-            self.inbox.close()
-            self.inbox = None
+        for b in self.inbox:
+            b.close()
+        self.inbox = []
 
     # ------------------------------------------------------------------ the loop
 
@@ -202,8 +202,7 @@ class BlockJob:
                 self._reply(("decoded", self.me, idx, {"error": str(e), "lines": 0, "events": 0, "end": False}))
                 return
         else:
-            assert self.inbox is not None
-            g = self.inbox.get
+            g = self.inbox[slot].get
             key: npt.NDArray[Any] = g("key", rows)
             if table is not None:
                 key = np.array(table, dtype=object)[key]
