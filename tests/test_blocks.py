@@ -250,3 +250,75 @@ def test_negative_control_a_sort_by_base_only_is_not_canonical() -> None:
     assert pair_lines(a[order], b[order], null[order]) != want
     order = canonical_pair_order(a, b, null)
     assert pair_lines(a[order], b[order], null[order]) == want
+
+
+# ---------------------------------------------------------------- the writer's shape, by position (oij.io.template)
+
+ODD = st.sampled_from(["00", "01", "-01", "-", "1.5", "1e3", "", " 1", "9" * 19, str((1 << 62) + 1),
+                       str(-(1 << 62) - 1), "1" * 25])
+NUMBERS = st.one_of(st.integers(-(10**18) + 1, 10**18 - 1).map(str),
+                    st.sampled_from(["0", "-0", "9" * 18, "-" + "9" * 18, str(1 << 62), str(-(1 << 62))]),
+                    st.integers(-10, 10).map(str), st.integers(-10, 10).map(str), ODD)
+VALUES = st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(lambda v: repr(v + 0.0)),
+                   st.integers(-(10**6), 10**6).map(lambda k: repr(k / 8)), st.sampled_from(
+    ["0.0", "-0.0", "00.5", "0.05", "1.", ".5", "1", "123456789012.345", "1234567890123.456", "9007199254740993.0",
+     "0.1", "5e-324", "1.7976931348623157e+308", "-1.25", "999999999999999.0", "99999999999999.99"]))
+
+
+@st.composite
+def writer_lines(draw: st.DrawFn) -> bytes:
+    """Files in the writer's exact shape, some numbers (ids, ts, keys, values, channels) replaced by edge
+    spellings: the template must read what the per-line reader reads, or leave the chunk to it."""
+    n = draw(st.integers(1, 12))
+    odd = draw(st.booleans())  # else only spellings the template reads: it must take the chunk and agree
+    nums = NUMBERS if odd else st.one_of(st.integers(-(10**18) + 1, 10**18 - 1).map(str), st.sampled_from(
+        ["0", "-0", "9" * 18, "-" + "9" * 18, str(1 << 62), str(-(1 << 62))]), st.integers(-10, 10).map(str))
+    chans = NUMBERS if odd else st.sampled_from(["0", "1", "2", "-0"])
+    vals = VALUES if odd else st.one_of(st.integers(-(10**6), 10**6).map(lambda k: repr(k / 8)), st.sampled_from(
+        ["0.0", "-0.0", "0.05", "123456789012.345", "0.1", "-1.25", "999999999999999.0", "99999999999999.99"]))
+    lines = [b'{"type":"query","lower":-5,"upper":5,"channels":3}']
+    for i in range(n):
+        if draw(st.integers(0, 4)) == 0:
+            ts, ch = draw(st.one_of(st.just(str(i)), nums)), draw(st.one_of(st.just("1"), chans))
+            lines.append(f'{{"type":"watermark","ts":{ts},"channel":{ch}}}'.encode())
+            continue
+        side = draw(st.sampled_from(["base", "probe"]))
+        f = {k: draw(st.one_of(st.just(str(d)), chans if k == "channel" else nums)) for k, d in (
+            ("id", i + 1), ("ts", i), ("key", i % 3), ("channel", 0))}
+        v = draw(st.one_of(st.just("1.5"), vals))
+        lines.append((f'{{"type":"tuple","side":"{side}","id":{f["id"]},"ts":{f["ts"]},"key":{f["key"]},'
+                      f'"value":{v},"channel":{f["channel"]}}}').encode())
+    if draw(st.booleans()):
+        lines.append(b'{"type":"end"}')
+    return b"\n".join(lines) + b"\n"
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=writer_lines())
+def test_the_template_reads_what_the_line_reader_reads(data: bytes) -> None:
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+
+
+def test_clean_files_take_the_template(tmp_path: Path) -> None:
+    p = with_overrides(resolve("scale-oij-default"), {"aggregate": None})
+    f = tmp_path / "w.jsonl"
+    write_workload(str(f), p, 20_000, 1)
+    before = dict(blocks_mod.STATS)
+    with f.open("rb") as fh:
+        got = _drain(blocks_to_events(read_jsonl_blocks(fh, str(f), 1 << 16)[1]))
+    assert got[1] is None and len(got[0]) > 20_000
+    assert blocks_mod.STATS.get("template", 0) > before.get("template", 0) + 10
+
+
+def test_negative_control_a_template_that_allows_leading_zeros_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """JSON has no leading zeros (the per-line reader rejects ``"ts":01``); a template without that check
+    reads the line, and the differential check sees the difference."""
+    from oij.io import template
+
+    data = b'{"type":"query","lower":-5,"upper":5}\n' \
+           b'{"type":"tuple","side":"base","id":1,"ts":01,"key":1,"value":1.0,"channel":0}\n{"type":"end"}\n'
+    assert _per_line(data)[1] is not None
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+    real = template._digits
+    monkeypatch.setattr(template, "_digits", lambda a, w8, s, e, leading_zero_ok=False: real(a, w8, s, e, True))
+    assert not _same(_per_line(data), _blocks(data, 1 << 20))

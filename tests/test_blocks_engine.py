@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oij.io.errors import InputError
-from oij.io.extsort import write_range
+from oij.io.extsort import range_splitters, write_range
 from oij.io.jsonl import read_jsonl, result_lines, write_events
 from oij.workloads import generate, resolve, with_overrides, write_workload
 from parallel.blocks import driver as bdriver
@@ -30,9 +30,9 @@ from parallel.blocks import route as broute
 from parallel.blocks.driver import BlockOptions, file_source, run
 from parallel.registry import EngineOptions, get
 from parallel.runtime.driver import EngineFailure, Runtime
-from reference.blocks import run_blocks
+from reference.blocks import NEG, run_blocks
 from reference.oracle import run_events
-from spec.model import End, Event, Query, StreamTuple, Watermark
+from spec.model import End, Event, Query, StreamTuple
 
 from .procs import alive
 from .strategies import workloads
@@ -207,8 +207,8 @@ def test_the_carry_check_catches_a_driver_that_forgets_the_carry(monkeypatch: py
                                                                  files: dict[str, Path], rt: Runtime) -> None:
     """Negative control: W computed from each piece alone (no carry from the earlier pieces) marks other tuples
     late, and the bytes differ."""
-    monkeypatch.setattr(bdriver._Drive, "_carry", lambda self: (([bdriver.NEG] * self.q.channels, bdriver.NEG)
-                                                                if self.q.lateness is None else bdriver.NEG))
+    monkeypatch.setattr(bdriver._Drive, "_carry", lambda self: (([NEG] * self.q.channels, NEG)
+                                                                if self.q.lateness is None else NEG))
     path = files["lateness.jsonl"]
     assert _blocks_text(path, "kp", 2, rt) != _expected(path)
 
@@ -216,7 +216,7 @@ def test_the_carry_check_catches_a_driver_that_forgets_the_carry(monkeypatch: py
 def test_the_range_check_catches_overlapping_output_ranges(monkeypatch: pytest.MonkeyPatch,
                                                           files: dict[str, Path], rt: Runtime) -> None:
     """Negative control: key ranges that overlap write rows twice, and the bytes differ."""
-    real = bdriver.range_splitters
+    real = range_splitters
     monkeypatch.setattr(bdriver, "range_splitters", lambda runs, n, samples=1024: [1 << 62] * (n - 1))
     path = files["lateness.jsonl"]
     text = _blocks_text(path, "kp", 2, rt)
@@ -241,7 +241,7 @@ def _jsonl(tmp: Path, lines: list[str]) -> Path:
 
 def _sequential_error(path: Path) -> str:
     with open(path, "rb") as f:
-        q, events = read_jsonl(f, str(path), int64_ids=True)
+        _q, events = read_jsonl(f, str(path), int64_ids=True)
         with pytest.raises(InputError) as e:
             list(events)
     return str(e.value)
@@ -349,7 +349,7 @@ def test_oij_run_reads_stdin_with_the_block_engine(tmp_path: Path) -> None:
     q = Query(lower=-5, upper=0, lateness=2)
     evs: list[Event] = [StreamTuple("base" if i % 3 else "probe", i, i, i % 4) for i in range(1, 500)]
     buf = io.StringIO()
-    write_events(q, [*evs, Watermark(0)][:-1] + [End()], buf)
+    write_events(q, [*evs, End()], buf)
     cmd = [sys.executable, "-m", "oij.cli"]
     a = subprocess.run([*cmd, "run", "--pattern", "kp", "-"], input=buf.getvalue(), capture_output=True, text=True)
     b = subprocess.run([*cmd, "join", "-"], input=buf.getvalue(), capture_output=True, text=True)

@@ -35,6 +35,27 @@ Row = dict[str, Any]
 Cell = dict[str, Any]
 
 
+def provenance(argv: list[str]) -> dict[str, Any]:
+    """What a result file records about its own making: the command, the commit it measured (``+dirty`` when the
+    work tree had changes to tracked files), and the date (UTC)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args: str) -> str:
+        try:
+            r = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    if commit != "unknown" and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    cmd = " ".join(["oij", *argv[1:]]) if argv and argv[0].endswith("oij") else " ".join(argv)
+    return {"command": cmd, "commit": commit, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 @dataclass
 class Context:
     """What the cells of one run share: the size and, made on first use, a replica pool."""

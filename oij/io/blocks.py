@@ -373,6 +373,12 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
                 threads: bool = True) -> EventBlock | None:
     if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
+    from oij.io.template import parse_template  # the writer's own shape, by position: no pyarrow
+
+    got: EventBlock | None = parse_template(chunk, p)
+    if got is not None:
+        STATS["template"] = STATS.get("template", 0) + 1
+        return got
     # every line ends with "}" or "}\r" (the last one may lack its newline)
     a = np.frombuffer(chunk, dtype=np.uint8)
     ends = np.flatnonzero(a == 10)
