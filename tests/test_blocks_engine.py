@@ -147,7 +147,7 @@ def test_the_routing_check_catches_a_dp_that_does_not_broadcast(monkeypatch: pyt
 
     monkeypatch.setattr(broute.Router, "destinations", broken)
     q = Query(lower=-10, upper=10)
-    events: list[Event] = [StreamTuple("base" if i % 2 else "probe", i, i, 1) for i in range(1, 40)] + [End()]
+    events: list[Event] = [*(StreamTuple("base" if i % 2 else "probe", i, i, 1) for i in range(1, 40)), End()]
     got = bdriver.run(bdriver.events_source(q, events), BlockOptions("dp", 2, output=True), rt=None)
     assert got["tuples"] == 39
     res = get("blocks-dp")(q, events, EngineOptions(replicas=2, extra={}))
