@@ -41,13 +41,13 @@ from __future__ import annotations
 import io
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, line_events, read_query_line
@@ -221,10 +221,88 @@ class _Doubt(Exception):
 
 
 def _col(tb: pa.Table, name: str) -> pa.Array:
+    import pyarrow as pa
+
     if name not in tb.column_names:
         return pa.nulls(tb.num_rows)
     c = tb.column(name)
     return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+
+
+def _valid(a: pa.Array) -> npt.NDArray[np.bool_]:
+    """Which rows of ``a`` are not null (from its validity bitmap; no pyarrow.compute, whose import alone costs
+    about half a CPU-second per process)."""
+    import pyarrow as pa
+
+    n = len(a)
+    if pa.types.is_null(a.type):
+        return np.zeros(n, np.bool_)
+    if not a.null_count:
+        return np.ones(n, np.bool_)
+    bits = np.unpackbits(np.frombuffer(a.buffers()[0], np.uint8), bitorder="little")
+    out: npt.NDArray[np.bool_] = bits[a.offset: a.offset + n].astype(np.bool_)
+    return out
+
+
+def _np_dtype(t: pa.DataType) -> np.dtype[Any]:
+    """The numpy dtype of a fixed-width integer or float Arrow type (``to_pandas_dtype`` imports pandas)."""
+    import pyarrow as pa
+
+    size = t.bit_width // 8
+    if pa.types.is_floating(t):
+        return np.dtype(f"<f{size}")
+    return np.dtype(f"<{'i' if pa.types.is_signed_integer(t) else 'u'}{size}")
+
+
+def _ints(a: pa.Array) -> I64:
+    """An integer (or null-typed) column as int64, nulls as 0 (``fill_null(a, 0)`` then ``astype(int64)``)."""
+    import pyarrow as pa
+
+    n = len(a)
+    if pa.types.is_null(a.type):
+        return np.zeros(n, np.int64)
+    dt = _np_dtype(a.type)
+    vals = np.frombuffer(a.buffers()[1], dt, n, a.offset * dt.itemsize).astype(np.int64)
+    out: I64 = np.where(_valid(a), vals, 0) if a.null_count else vals
+    return out
+
+
+def _floats(a: pa.Array) -> npt.NDArray[np.float64]:
+    """A float, integer (exact in a double only: else doubt) or null-typed column as float64, nulls as 0."""
+    import pyarrow as pa
+
+    n = len(a)
+    if pa.types.is_null(a.type):
+        return np.zeros(n)
+    if pa.types.is_integer(a.type):
+        iv = _ints(a)
+        if len(iv) and int(np.abs(iv).max()) > 1 << 53:
+            raise _Doubt
+        return iv.astype(np.float64)
+    dt = _np_dtype(a.type)
+    vals = np.frombuffer(a.buffers()[1], dt, n, a.offset * dt.itemsize).astype(np.float64)
+    out: npt.NDArray[np.float64] = np.where(_valid(a), vals, 0.0) if a.null_count else vals
+    return out
+
+
+def _equals(a: pa.Array, text: str) -> npt.NDArray[np.bool_]:
+    """Row-wise ``a == text`` for a string, dictionary-of-strings or null column (null rows: False); doubt for
+    another type."""
+    import pyarrow as pa
+
+    n = len(a)
+    if pa.types.is_null(a.type):
+        return np.zeros(n, np.bool_)
+    if pa.types.is_dictionary(a.type):
+        if not (pa.types.is_string(a.type.value_type) or pa.types.is_large_string(a.type.value_type)):
+            raise _Doubt
+        hit = np.array([v == text for v in a.dictionary.to_pylist()] or [False], np.bool_)
+        out: npt.NDArray[np.bool_] = hit[_ints(a.indices)] & _valid(a)
+        return out
+    if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+        eq: npt.NDArray[np.bool_] = np.asarray(a.to_numpy(zero_copy_only=False), dtype=object) == text
+        return eq
+    raise _Doubt
 
 
 def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> EventBlock:
@@ -232,15 +310,18 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
 
     ``absent_is_null``: JSONL, where a field a line does not have must be absent (null here); in
     Parquet a row's cells that its type does not use are ignored, as the per-row reader does.
+    Column types and nulls are read from the Arrow buffers with numpy.
     """
+    import pyarrow as pa
+
     q = p.q
     n = tb.num_rows
     typ = _col(tb, "type")
     if typ.null_count or q.cond:
         raise _Doubt
-    is_t = pc.equal(typ, "tuple").to_numpy(zero_copy_only=False)
-    is_w = pc.equal(typ, "watermark").to_numpy(zero_copy_only=False)
-    is_e = pc.equal(typ, "end").to_numpy(zero_copy_only=False)
+    is_t = _equals(typ, "tuple")
+    is_w = _equals(typ, "watermark")
+    is_e = _equals(typ, "end")
     if not bool((is_t | is_w | is_e).all()):
         raise _Doubt
     n_end = int(is_e.sum())
@@ -249,47 +330,37 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     if is_w.any() and q.lateness is not None:
         raise _Doubt
     side, ids, ts, key, value, channel = (_col(tb, c) for c in ("side", "id", "ts", "key", "value", "channel"))
-
-    def valid(a: pa.Array) -> npt.NDArray[np.bool_]:
-        m: npt.NDArray[np.bool_] = a.is_valid().to_numpy(zero_copy_only=False)
-        return m
-
     # required fields
-    if not bool(valid(side)[is_t].all() and valid(ids)[is_t].all() and valid(ts)[~is_e].all()
-                and valid(key)[is_t].all()):
+    if not bool(_valid(side)[is_t].all() and _valid(ids)[is_t].all() and _valid(ts)[~is_e].all()
+                and _valid(key)[is_t].all()):
         raise _Doubt
     if absent_is_null:
         for a, allowed in ((side, is_t), (ids, is_t), (key, is_t), (value, is_t), (ts, ~is_e), (channel, ~is_e)):
-            if a.null_count < n and bool(valid(a)[~allowed].any()):
+            if a.null_count < n and bool(_valid(a)[~allowed].any()):
                 raise _Doubt
     if not all(pa.types.is_integer(a.type) or pa.types.is_null(a.type) for a in (ts, ids, channel)):
         raise _Doubt
     if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
         raise _Doubt
-    if pa.types.is_null(side.type):
-        isb = isp = np.zeros(n, np.bool_)
-    elif pa.types.is_string(side.type) or pa.types.is_large_string(side.type):
-        isb = pc.fill_null(pc.equal(side, "base"), False).to_numpy(zero_copy_only=False)
-        isp = pc.fill_null(pc.equal(side, "probe"), False).to_numpy(zero_copy_only=False)
-    else:
-        raise _Doubt
+    isb = _equals(side, "base")
+    isp = _equals(side, "probe")
     if not bool((isb | isp)[is_t].all()):
         raise _Doubt
     keep = ~is_e
-    tsn = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    tsn = _ints(ts)[keep]
     if len(tsn) and not bool(((tsn >= -TS_LIMIT) & (tsn <= TS_LIMIT)).all()):
         raise _Doubt
-    chn = pc.fill_null(channel, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    chn = _ints(channel)[keep]
     if len(chn) and not bool(((chn >= 0) & (chn < q.channels)).all()):
         raise _Doubt
-    vals = pc.fill_null(pc.cast(value, pa.float64()), 0.0).to_numpy(zero_copy_only=False)[keep]
+    vals = _floats(value)[keep]
     tk = is_t[keep]
     vals = np.where(tk, vals, 0.0)
     if len(vals) and not bool(np.isfinite(vals).all()):
         raise _Doubt
-    idn = pc.fill_null(ids, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+    idn = _ints(ids)[keep]
     if pa.types.is_integer(key.type):
-        keys: npt.NDArray[Any] = pc.fill_null(key, 0).to_numpy(zero_copy_only=False).astype(np.int64)[keep]
+        keys: npt.NDArray[Any] = _ints(key)[keep]
     elif pa.types.is_string(key.type) or pa.types.is_large_string(key.type):
         try:  # pyarrow's JSON reader leaves UTF-8 inside strings unchecked: the per-line reader names the line
             key.validate(full=True)
@@ -312,11 +383,13 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
 
 # ---------------------------------------------------------------------- oij-jsonl
 
-_SCHEMAS = {
-    kt: pa.schema([("type", pa.string()), ("side", pa.string()), ("id", pa.int64()), ("ts", pa.int64()),
-                   ("key", kt), ("value", pa.float64()), ("channel", pa.int64())])
-    for kt in (pa.int64(), pa.string())
-}
+def _schema(key_type: str) -> pa.Schema:
+    """The explicit schema of pyarrow's JSON reader, with int (``"int"``) or str (``"str"``) keys."""
+    import pyarrow as pa
+
+    kt = pa.int64() if key_type == "int" else pa.string()
+    return pa.schema([("type", pa.string()), ("side", pa.string()), ("id", pa.int64()), ("ts", pa.int64()),
+                      ("key", kt), ("value", pa.float64()), ("channel", pa.int64())])
 
 
 def read_jsonl_blocks(stream: IO[bytes], path: str, block_bytes: int = BLOCK_BYTES,
@@ -341,7 +414,7 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
     p = EventParser(q, path, int64_ids)
     line = 1  # the last line read so far
     rest: list[bytes] = []  # the text after the last newline read so far (no newline in it), in pieces
-    key_types = [pa.int64(), pa.string()]
+    key_types = ["int", "str"]
     while True:
         data = stream.read(block_bytes)
         eof = not data
@@ -369,16 +442,19 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
         raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
 
 
-def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.DataType],
+def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
                 threads: bool = True) -> EventBlock | None:
-    if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
-        return None
     from oij.io.template import parse_template  # the writer's own shape, by position: no pyarrow
 
-    got: EventBlock | None = parse_template(chunk, p)
+    got: EventBlock | None = parse_template(chunk, p)  # (it reads no null: digits and fixed text only)
     if got is not None:
         STATS["template"] = STATS.get("template", 0) + 1
         return got
+    if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
+        return None
+    import pyarrow as pa  # imported only when the template could not take the chunk
+    import pyarrow.json as pj
+
     # every line ends with "}" or "}\r" (the last one may lack its newline)
     a = np.frombuffer(chunk, dtype=np.uint8)
     ends = np.flatnonzero(a == 10)
@@ -395,7 +471,7 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[pa.Dat
     for kt in list(key_types):
         try:
             tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20, use_threads=threads),
-                              parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[kt],
+                              parse_options=pj.ParseOptions(explicit_schema=_schema(kt),
                                                             unexpected_field_behavior="error"))
         except (pa.ArrowException, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64, or invalid UTF-8
             continue  # in a string ("Unknown error: Wrapping ... failed"): the per-line reader gives the error
@@ -416,7 +492,7 @@ def decode_jsonl_chunk(chunk: bytes, p: EventParser, before: int, threads: bool 
     (a process that is one of several workers, one per core, says False).  Raises the reader's
     :class:`~oij.io.errors.InputError`.  O(len(chunk))."""
     lines = chunk.count(b"\n") + (0 if not chunk or chunk.endswith(b"\n") else 1)
-    blk = _fast_jsonl(chunk, lines, p, [pa.int64(), pa.string()], threads) if chunk else EventBlock.from_events([])
+    blk = _fast_jsonl(chunk, lines, p, ["int", "str"], threads) if chunk else EventBlock.from_events([])
     if blk is None:
         blk = read_slow(line_events(io.BytesIO(chunk), before, p))
     assert blk is not None
@@ -429,6 +505,8 @@ def decode_jsonl_chunk(chunk: bytes, p: EventParser, before: int, threads: bool 
 def decode_parquet_rows(tb: pa.Table, path: str, p: EventParser, before: int) -> tuple[EventBlock, int]:
     """Rows of an oij Parquet file (a table slice), the first numbered ``before + 1``, as one block (the fast path
     per batch, else the per-row reader with ``p``), and their number.  O(rows)."""
+    import pyarrow as pa
+
     from oij.io.parquet import row_events
 
     blocks: list[EventBlock] = []
@@ -445,6 +523,8 @@ def decode_parquet_rows(tb: pa.Table, path: str, p: EventParser, before: int) ->
 
 def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock]]:
     """The query and a lazy iterator of event blocks of an oij Parquet file (module docstring)."""
+    import pyarrow as pa
+
     from oij.io.parquet import open_parquet, row_events
 
     query, pf = open_parquet(path, q)

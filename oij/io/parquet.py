@@ -201,7 +201,9 @@ def open_parquet(path: str, q: Query | None = None) -> tuple[Query, pq.ParquetFi
 
 def _open_checked(path: str) -> pq.ParquetFile:
     try:
-        pf = pq.ParquetFile(path)
+        # type and side dictionary-encoded, as Parquet stores them: the block reader compares the few
+        # dictionary values instead of every row's string
+        pf = pq.ParquetFile(path, read_dictionary=["type", "side"])
     except (OSError, pa.ArrowInvalid) as e:
         raise InputError(path, 0, "file", f"not a readable Parquet file ({e})") from None
     missing = [n for n in ("type", "ts") if n not in pf.schema_arrow.names]

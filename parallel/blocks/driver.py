@@ -431,7 +431,7 @@ class _Drive:
         bad = info["error"] is not None or (self.ended and info["events"] > 0)
         if not bad:
             ids = self.outboxes[w][slot].cols["ids"][: info["tuples"]]
-            bad = not src.parser.ids.add_many(ids)
+            bad = not src.parser.ids.add_many(ids, presorted=True)
         if bad:
             src.parser.ended = self.ended
             blk = reread_piece(piece, self.q, src.parser, src.plan.first_line + self.lines)  # the sequential error

@@ -213,7 +213,7 @@ class BlockJob:
         tids = blk.id[is_t]
         if tids.dtype != np.int64:  # the reader refuses ids beyond int64 for the engines
             raise ValueError("ids must fit in int64")
-        self.boxes[self.me][slot].put("", ids=tids)
+        self.boxes[self.me][slot].put("", ids=np.sort(tids))  # sorted here, in parallel: the driver's check is O(n)
         digest = key_digest(blk.key[is_t])
         if self.q.lateness is None:
             cm = np.full(self.q.channels, NEG, np.int64)
