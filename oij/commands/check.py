@@ -178,13 +178,14 @@ def _generated(args: argparse.Namespace) -> tuple[str, Query, Iterator[Event]]:
 
 
 def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: argparse.Namespace,
-                tuples: int) -> tuple[Row, Results | None]:
+                tuples: int, pool: Any = None) -> tuple[Row, Results | None]:
     from parallel.registry import EngineOptions
 
     row = Row(name)
     t = time.perf_counter()
     try:
-        run = fn(q, events, EngineOptions(replicas=args.replicas, batch=args.batch))
+        run = fn(q, events, EngineOptions(replicas=args.replicas, batch=args.batch,
+                                          extra={"runtime": pool} if pool is not None else {}))
     except Exception as e:  # an engine that crashes disagrees; the report says why
         row.wall_s = time.perf_counter() - t
         row.error = f"{type(e).__name__}: {e}"
@@ -318,17 +319,27 @@ def run(args: argparse.Namespace) -> int:
             r.throughput = (tuples or 0) / r.wall_s if r.wall_s > 0 else None
             rows.append(r)
             prog.say(f"sequential oracle: {r.wall_s:.1f}s")
-    # 3. the engines
+    # 3. the engines, on one pool of replica processes (a new one after an engine that broke it)
     from parallel.registry import get
+    from parallel.runtime.driver import Runtime
 
-    for name in names:
-        assert events is not None
-        prog.say(f"engine {name} ...")
-        r, res = _engine_row(name, get(name), q, events, args, tuples or 0)
-        rows.append(r)
-        if res is not None:
-            mem[name] = res
-        prog.say(f"engine {name}: {r.wall_s:.1f}s" + (f" (failed: {r.error})" if r.error else ""))
+    pool: Runtime | None = None
+    try:
+        for name in names:
+            assert events is not None
+            prog.say(f"engine {name} ...")
+            if pool is None or pool.closed or pool.broken:
+                if pool is not None:
+                    pool.close()
+                pool = Runtime(args.replicas) if names else None
+            r, res = _engine_row(name, get(name), q, events, args, tuples or 0, pool)
+            rows.append(r)
+            if res is not None:
+                mem[name] = res
+            prog.say(f"engine {name}: {r.wall_s:.1f}s" + (f" (failed: {r.error})" if r.error else ""))
+    finally:
+        if pool is not None:
+            pool.close()
     for name, res in mem.items():
         write_results(results_dir, name, res)
     # the outputs of other systems (--got), validated as they are read

@@ -18,7 +18,7 @@ and field a few operations on 8-byte words read at computed offsets: every fixed
 * a value is ``-?[0-9]+\.[0-9]+`` with no leading zero in its integer part and at most 15 digits in all: then
   its mantissa m and :math:`10^k` are exact doubles and :math:`m / 10^k` rounded once is the correctly rounded
   double of the decimal, which is what the per-line reader's decoder returns (Clinger's fast path);
-* then the query's checks, as :func:`oij.io.blocks._check_table` makes them: ``|ts| <= 2^62``, channels in
+* then the query's checks, as the Arrow reader's ``_check_table`` makes them: ``|ts| <= 2^62``, channels in
   range, watermarks only without lateness, ids new (:meth:`oij.io.errors.IdSet.add_many`), an end line last
   and nothing after it, no ``cond`` (its fields are the per-line reader's).
 
