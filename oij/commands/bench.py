@@ -468,7 +468,9 @@ def run_memory(args: argparse.Namespace) -> int:
                     row = {"preset": preset, "command": c, "tuples": n, "mode": args.mode, "output_lines": lines, **m}
                     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
                     rows.append(row)
-                    write_text(args.out, json.dumps({"benchmark": "memory", "mode": args.mode,
+                    from oij.bench import provenance
+
+                    write_text(args.out, json.dumps({"benchmark": "memory", **provenance(sys.argv), "mode": args.mode,
                                                      "replicas": args.replicas,
                                                      "machine": f"{os.cpu_count()} cores", "rows": rows},
                                                     indent=1) + "\n")

@@ -102,6 +102,7 @@ class BlockOptions:
     delta: float = 0.01
     output: bool = True
     check: bool = False  # tests: every store's _check() after every piece
+    solo_rounds: int = 0  # tests: the first rounds give a piece to replica 0 only (as while helpers start)
     fail_after: dict[int, int] = field(default_factory=dict)  # test hook: replica -> rounds before it raises
 
 
@@ -290,18 +291,35 @@ class _Drive:
         return {i: self._stash.pop(i) for i in want}
 
     def _take_round(self) -> list[Any]:
-        """The next round's pieces (none once a column source's end came)."""
+        """The next round's pieces (none once a column source's end came): one per replica, or -- while the
+        helper processes are still starting (or ``solo_rounds`` asks for it) -- one for replica 0 only, so
+        that this process works instead of waiting for them."""
         if self._source_done:
             return []
-        batch: list[Any] = list(self.source.take(self.n))
+        self._round_no += 1
+        solo = self._round_no <= self.opt.solo_rounds or (
+            self.rt is not None and self.n > 1 and not self.rt.all_ready())
+        batch: list[Any] = list(self.source.take(1 if solo else self.n))
         if isinstance(self.source, ColumnSource) and (not batch or batch[-1].end):
             self._source_done = True
         return batch
 
     _source_done = False
+    _round_no = 0
 
-    def _dispatch_decode(self, batch: list[Any], t: int, first: int) -> None:
+    def _await_joined(self, t: int) -> None:
+        """Wait until every replica has joined round ``t`` (its outbox slot may then be written again): a
+        round with pieces for only some replicas gives no decode reply to order this by (module docstring)."""
+        while min(self._joined) < t:
+            for m in self._collect("joined", 1):
+                self._joined[m[1]] = max(self._joined[m[1]], m[2])
+
+    _dispatched = 0  # pieces sent for decoding so far: the next piece's index
+
+    def _dispatch_decode(self, batch: list[Any], t: int) -> None:
         want = t == 0 and self.router.needs_calibration
+        first = self._dispatched
+        self._dispatched += len(batch)
         for w, item in enumerate(batch):
             idx = first + w
             if isinstance(item, Piece):
@@ -336,6 +354,8 @@ class _Drive:
         n = self.n
         self._ends = {}
         self._stash: dict[int, dict[str, Any]] = {}
+        self._joined = [-1] * n
+        self._has_groups: set[int] = set()
         t0 = time.perf_counter()
         # decode runs one round ahead: a worker decodes round t + 1 while the others finish round t, so the
         # barriers of a round wait for imbalance only (the slot argument: parallel.blocks.exchange)
@@ -345,7 +365,7 @@ class _Drive:
             if not batch:
                 break
             rounds.append(batch)
-            self._dispatch_decode(batch, t, t * n)
+            self._dispatch_decode(batch, t)
         t = 0
         while t < len(rounds):
             batch = rounds[t]
@@ -370,16 +390,18 @@ class _Drive:
                 self.tuples += info["tuples"]
                 if info["end"]:
                     self.ended = True
-            groups = None
             if t == 0 and self.router.needs_calibration:
                 counts: dict[int, int] = {}
                 for info in infos.values():
                     for k, c in info.get("counts", {}).items():
                         counts[k] = counts.get(k, 0) + c
                 self.router.calibrate(counts)
-                groups = self.router.groups
-            for w in range(len(batch)):
-                self._send(w, ("route", first + w, t % 2, carries[w], groups, positions[w]))
+            self._await_joined(t - 2)
+            for w in range(len(batch)):  # a replica that routes gets the groups once, whenever its first piece is
+                got = None if w in self._has_groups else self.router.groups if self.router.calibrated else None
+                if got is not None:
+                    self._has_groups.add(w)
+                self._send(w, ("route", first + w, t % 2, carries[w], got, positions[w]))
             routed = {m[2]: m[3] for m in self._collect("routed", len(batch))}
             for r in routed.values():
                 self.late += r["late"]
@@ -393,7 +415,7 @@ class _Drive:
                 nxt = self._take_round()
                 if nxt:
                     rounds.append(nxt)
-                    self._dispatch_decode(nxt, t + 2, first + len(batch) + len(rounds[t + 1]))
+                    self._dispatch_decode(nxt, t + 2)
             rounds[t] = []
             t += 1
         if isinstance(self.source, FileSource) and not self.ended:

@@ -29,6 +29,7 @@ def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: 
     x = options.extra
     opt = BlockOptions(pattern=pattern, replicas=options.replicas,
                        piece_events=int(x.get("piece_events", PIECE_EVENTS)), check=bool(x.get("check", False)),
+                       solo_rounds=int(x.get("solo_rounds", 0)),
                        fail_after=dict(x.get("fail_after", {})))
     got: list[Results] = []
 

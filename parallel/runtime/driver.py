@@ -152,6 +152,7 @@ class Runtime:
         self.jobs = 0
         self.closed = False
         self.broken: str | None = None
+        self.ready: set[int] = set()  # replicas that reported "ready" (started, imports done)
         self._abort_seg: shared_memory.SharedMemory | None = None
         self.up: Any = None
         self.ctls: list[Any] = []
@@ -222,11 +223,21 @@ class Runtime:
         except Empty:
             return
         self._pending.append(msg)
+        if msg[0] == "ready":
+            self.ready.add(msg[1])
         if msg[0] == "error":
             last = msg[2].strip().splitlines()[-1]
             self._fail(f"replica {msg[1]} raised {last}")
 
     _pending: list[Any]
+
+    def all_ready(self) -> bool:
+        """Whether every replica process has started and imported its modules (never blocks)."""
+        for _ in range(self.n + 1):
+            if len(self.ready) >= self.n:
+                break
+            self._poll_up(0)
+        return len(self.ready) >= self.n
 
     def begin_job(self) -> str:
         """Start a job run by another driver (the block engine, :mod:`parallel.blocks.driver`): forget earlier
