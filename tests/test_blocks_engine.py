@@ -324,7 +324,7 @@ def test_a_killed_worker_fails_the_run(tmp_path: Path) -> None:
         import signal
 
         os.kill(pid, signal.SIGKILL)
-        with pytest.raises(EngineFailure, match="replica 0 killed by SIGKILL"):
+        with pytest.raises(EngineFailure, match="replica 1 killed by SIGKILL"):
             bdriver.run(bdriver.events_source(q, events, 100), BlockOptions("dp", 2), rt=rt)
     assert not alive(pid)
 
@@ -352,7 +352,8 @@ def test_oij_run_reads_stdin_with_the_block_engine(tmp_path: Path) -> None:
     buf = io.StringIO()
     write_events(q, [*evs, End()], buf)
     cmd = [sys.executable, "-m", "oij.cli"]
-    a = subprocess.run([*cmd, "run", "--pattern", "kp", "-"], input=buf.getvalue(), capture_output=True, text=True)
+    a = subprocess.run([*cmd, "run", "--pattern", "kp", "--engine", "blocks", "-"], input=buf.getvalue(),
+                       capture_output=True, text=True)
     b = subprocess.run([*cmd, "join", "-"], input=buf.getvalue(), capture_output=True, text=True)
     assert a.returncode == 0, a.stderr
     assert a.stdout == b.stdout and a.stdout

@@ -142,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
     from parallel.runtime.driver import EngineFailure, JobOptions
 
     if uses_blocks(args):
-        return _run_blocks(args)
+        rc = _run_blocks(args)
+        if rc is not None:
+            return rc
     _check(args)
     check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
     opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
@@ -181,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_blocks(args: argparse.Namespace) -> int:
-    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output."""
+def _run_blocks(args: argparse.Namespace) -> int | None:
+    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output.  None
+    (the event engine then runs) for a query with a joining condition, and -- unless ``--engine blocks`` --
+    for stdin and Parquet datasets, which are read event by event anyway."""
     from oij.io.errors import InputError
     from parallel.blocks.driver import BlockOptions, ColumnSource, file_source
     from parallel.blocks.driver import run as run_blocks
@@ -195,10 +199,14 @@ def _run_blocks(args: argparse.Namespace) -> int:
     check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
     opt = BlockOptions(pattern=args.pattern, replicas=args.replicas, theta=args.theta, max_split=args.max_split,
                        partitions=args.partitions, delta=args.delta, output=not args.no_output)
+    from reference.blocks import supports
+
     source: Any
     if args.preset is not None:
         q, blocks = _preset_blocks(args)
         source = ColumnSource(q, blocks, 1 << 17)
+    elif args.engine == "auto" and (args.file == "-" or os.path.isdir(args.file)):
+        return None
     else:
         from oij.commands.common import query_from_flags
 
@@ -213,6 +221,11 @@ def _run_blocks(args: argparse.Namespace) -> int:
             if query_from_flags(args, source.query, args.file) is not None:
                 raise InputError(args.file, 1, "query",
                                  "query flags apply to Parquet input; oij-jsonl carries its query")
+    if not supports(source.query):
+        if args.engine == "blocks":
+            raise UsageError("--engine blocks: the query has a joining condition (cond), which only the event "
+                             "engine computes")
+        return None
     try:
         with contextlib.ExitStack() as stack:
             write = None

@@ -446,10 +446,10 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
                 threads: bool = True) -> EventBlock | None:
     from oij.io.template import parse_template  # the writer's own shape, by position: no pyarrow
 
-    got: EventBlock | None = parse_template(chunk, p)  # (it reads no null: digits and fixed text only)
-    if got is not None:
+    cols = parse_template(chunk, p)  # (it reads no null: digits and fixed text only)
+    if cols is not None:
         STATS["template"] = STATS.get("template", 0) + 1
-        return got
+        return EventBlock(*cols)
     if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
     import pyarrow as pa  # imported only when the template could not take the chunk

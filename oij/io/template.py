@@ -43,6 +43,8 @@ from spec.model import TS_LIMIT
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 U64 = npt.NDArray[np.uint64]
+Columns = tuple[Any, Any, I64, I64, I64, Any, I64, bool]
+"""kind (int8), side (int8), id, ts, key, value (float64), channel, and whether the end line closes the chunk."""
 
 _POW10 = np.array([10**k for k in range(19)], np.int64)
 _HEAD = b'{"type":"'
@@ -186,10 +188,11 @@ def _value_field(a: U8, w8: U64, s: I64, e: I64) -> npt.NDArray[np.float64]:
     return np.where(neg, -v, v)
 
 
-def parse_template(chunk: bytes, p: EventParser) -> Any:
-    """The events of ``chunk`` (whole lines, each ending with a newline) as an
-    :class:`~oij.io.blocks.EventBlock`, or None when the chunk is not provably in the writer's shape (module
-    docstring).  Adds the tuples' ids to ``p``'s and sets ``p.ended`` only when it returns a block.
+def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
+    """The events of ``chunk`` (whole lines, each ending with a newline) as the columns of an
+    :class:`~oij.io.blocks.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
+    is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
+    ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""
     try:
         return _parse(chunk, p)
@@ -197,9 +200,7 @@ def parse_template(chunk: bytes, p: EventParser) -> Any:
         return None
 
 
-def _parse(chunk: bytes, p: EventParser) -> Any:
-    from oij.io.blocks import EventBlock
-
+def _parse(chunk: bytes, p: EventParser) -> Columns:
     q = p.q
     if p.ended or q.cond or not chunk.endswith(b"\n"):
         raise _Doubt
@@ -221,7 +222,7 @@ def _parse(chunk: bytes, p: EventParser) -> Any:
             raise _Doubt
         p.ended = True
         z = np.zeros(0, np.int64)
-        return EventBlock(np.zeros(0, np.int8), np.zeros(0, np.int8), z, z, z, np.zeros(0), z, True)
+        return np.zeros(0, np.int8), np.zeros(0, np.int8), z, z, z, np.zeros(0), z, True
     _fixed(w8, starts, _W_HEAD)
     kind_ch = a[starts + 9]
     is_t = kind_ch == 116  # t
@@ -289,4 +290,4 @@ def _parse(chunk: bytes, p: EventParser) -> Any:
         raise _Doubt
     if end_line:
         p.ended = True
-    return EventBlock(np.where(is_t, 0, 1).astype(np.int8), side, ids, ts, key, value, channel, end_line)
+    return np.where(is_t, 0, 1).astype(np.int8), side, ids, ts, key, value, channel, end_line

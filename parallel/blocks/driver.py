@@ -505,7 +505,7 @@ def helpers(replicas: int, start_method: str = "spawn") -> Iterator[Runtime | No
     if replicas <= 1:
         yield None
         return
-    rt = Runtime(replicas - 1, start_method, wait_ready=False)
+    rt = Runtime(replicas - 1, start_method, wait_ready=False, first=1)
     try:
         yield rt
     finally:

@@ -142,7 +142,7 @@ def _signame(code: int) -> str:
 class Runtime:
     """A pool of replica processes that runs jobs one after another (see the module docstring)."""
 
-    def __init__(self, replicas: int, start_method: str = "spawn", wait_ready: bool = True) -> None:
+    def __init__(self, replicas: int, start_method: str = "spawn", wait_ready: bool = True, first: int = 0) -> None:
         check_platform()
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -153,6 +153,7 @@ class Runtime:
         self.closed = False
         self.broken: str | None = None
         self.ready: set[int] = set()  # replicas that reported "ready" (started, imports done)
+        self.first = first  # messages name process k "replica k + first" (the block engine's driver is replica 0)
         self._abort_seg: shared_memory.SharedMemory | None = None
         self.up: Any = None
         self.ctls: list[Any] = []
@@ -211,7 +212,7 @@ class Runtime:
                     self._poll_up(0.05)
                 code = p.exitcode
                 cause = f"killed by {_signame(code)}" if code < 0 else f"exited with status {code}"
-                self._fail(f"replica {r} {cause}")
+                self._fail(f"replica {r + self.first} {cause}")
 
     def _fail(self, msg: str) -> None:
         self.broken = msg
@@ -227,7 +228,7 @@ class Runtime:
             self.ready.add(msg[1])
         if msg[0] == "error":
             last = msg[2].strip().splitlines()[-1]
-            self._fail(f"replica {msg[1]} raised {last}")
+            self._fail(f"replica {msg[1] + self.first} raised {last}")
 
     _pending: list[Any]
 
