@@ -182,7 +182,7 @@ def write_workload(
     seed: int,
     *,
     fmt: str | None = None,
-    rows_per_group: int = 1 << 20,
+    rows_per_group: int = 1 << 18,
     on_block: Callable[[int], Any] | None = None,
 ) -> WriteStats:
     """Generate a workload into ``path`` (Parquet if it ends in ``.parquet`` or ``fmt="parquet"``, else oij-jsonl).
@@ -256,6 +256,8 @@ def _write_parquet(
         def step(tables: list[pa.Table]) -> None:
             w.writer.write_table(pa.concat_tables(tables), row_group_size=rows_per_group)
 
+        # every row group but the last holds exactly rows_per_group rows: the parallel readers give each group
+        # to one process (oij.io.pieces), so even groups are even work and no group is read twice
         with _Pipeline(depth=1) as pipe:
             buf: list[pa.Table] = []
             rows = 0
@@ -265,8 +267,10 @@ def _write_parquet(
                 _count(b, stats, on_block)
                 del b
                 if rows >= rows_per_group:
-                    pipe.submit(step, buf)
-                    buf, rows = [], 0
+                    t = pa.concat_tables(buf)
+                    full = rows - rows % rows_per_group
+                    pipe.submit(step, [t.slice(0, full)])
+                    buf, rows = ([t.slice(full)] if full < rows else []), rows - full
             if buf:
                 pipe.submit(step, buf)
         w.write(End())
