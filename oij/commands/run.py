@@ -243,22 +243,29 @@ def _run_blocks(args: argparse.Namespace) -> int | None:
     return 0
 
 
+def _preset_params(args: argparse.Namespace) -> tuple[Any, int]:
+    """The preset's parameters with the ``--param`` overrides, and the number of tuples to generate."""
+    from oij.workloads import parse_value, resolve, with_overrides
+
+    over: dict[str, Any] = {}
+    for item in args.param:
+        name, sep, raw = item.partition("=")
+        if not sep:
+            raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
+        over[name] = parse_value(name, raw)
+    params = with_overrides(resolve(args.preset), over)
+    return params, args.events if args.events is not None else params.events
+
+
 def _preset_blocks(args: argparse.Namespace) -> tuple[Query, Any]:
     """A generated stream as event blocks (generated before the clock starts), ending with the end flag."""
     import numpy as np
 
     from oij.io.blocks import EventBlock
-    from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+    from oij.workloads import ParamError, generate_blocks
 
     try:
-        over: dict[str, Any] = {}
-        for item in args.param:
-            name, sep, raw = item.partition("=")
-            if not sep:
-                raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
-            over[name] = parse_value(name, raw)
-        params = with_overrides(resolve(args.preset), over)
-        n_events = args.events if args.events is not None else params.events
+        params, n_events = _preset_params(args)
         q, gen = generate_blocks(params, n_events, args.seed)
         blocks = [EventBlock(b.kind.astype(np.int8), b.side.astype(np.int8), b.id, b.ts, b.key, b.value,
                              b.channel.astype(np.int64)) for b in gen]
@@ -316,17 +323,10 @@ def _execute(args: argparse.Namespace, opt: Any, ep: int, stream: Callable[[Resu
 
     cdf = 100 if args.cdf else 0
     if args.preset is not None:
-        from oij.workloads import ParamError, generate_blocks, parse_value, resolve, with_overrides
+        from oij.workloads import ParamError, generate_blocks
 
         try:
-            over: dict[str, Any] = {}
-            for item in args.param:
-                name, sep, raw = item.partition("=")
-                if not sep:
-                    raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
-                over[name] = parse_value(name, raw)
-            params = with_overrides(resolve(args.preset), over)
-            n_events = args.events if args.events is not None else params.events
+            params, n_events = _preset_params(args)
             q, blocks = generate_blocks(params, n_events, args.seed)
             chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
         except (ParamError, KeyError) as e:
