@@ -230,9 +230,8 @@ def _run_blocks(args: argparse.Namespace) -> int | None:
         with contextlib.ExitStack() as stack:
             write = None
             if not args.no_output:
-                out = stack.enter_context(output_file(args.output, [args.file]))
-                write = lambda br: br.write_to(out)  # noqa: E731
-            m = run_blocks(source, opt, write, sort_dir(args), args.start_method)
+                write = stack.enter_context(output_file(args.output, [args.file]))
+            m = run_blocks(source, opt, None if write is None else _writer(write), sort_dir(args), args.start_method)
     except EngineFailure as e:
         print(f"oij: error: {e}", file=sys.stderr)
         return 1
@@ -241,6 +240,15 @@ def _run_blocks(args: argparse.Namespace) -> int | None:
     if args.metrics:
         _write_json(args.metrics, m)
     return 0
+
+
+def _writer(out: Any) -> Any:
+    """The block run's output step: its part files, in order, to ``out``."""
+
+    def write(br: Any) -> None:
+        br.write_to(out)
+
+    return write
 
 
 def _preset_params(args: argparse.Namespace) -> tuple[Any, int]:

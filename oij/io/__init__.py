@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING
 
 from oij.io.errors import InputError
@@ -87,6 +87,13 @@ def _open_file(path: str) -> IO[bytes]:
         return open(path, "rb")  # the caller closes it
     except OSError as e:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
+
+
+def group_events(events: Iterable[Event], size: int = STDIN_BLOCK) -> Iterator[EventBlock]:
+    """Events in column blocks of at most ``size`` (an End closes its block).  O(n)."""
+    from oij.io.blocks import EventBlock as Block
+
+    return _group(iter(events), Block, size)
 
 
 def _group(events: Iterator[Event], block: type[EventBlock], size: int = STDIN_BLOCK) -> Iterator[EventBlock]:

@@ -82,7 +82,7 @@ from parallel.blocks.job import BlockJob
 from parallel.blocks.route import Router
 from parallel.runtime.driver import EngineFailure, Runtime
 from reference.blocks import NEG, w_after_lateness
-from spec.model import End, Event, Query
+from spec.model import Event, Query
 
 PIECE_EVENTS = 1 << 17
 """Events per piece when the driver holds the columns (a generated stream, stdin, oij check's events)."""
@@ -540,20 +540,9 @@ def file_source(path: str, q: Query | None = None, piece_bytes: int = PIECE_BYTE
 
 def events_source(q: Query, events: Sequence[Event], piece_events: int = PIECE_EVENTS) -> ColumnSource:
     """The source for an event sequence in memory (ending with End): blocks of at most ``piece_events``."""
+    from oij.io import group_events
 
-    def blocks() -> Iterator[EventBlock]:
-        buf: list[Event] = []
-        for e in events:
-            buf.append(e)
-            if len(buf) >= piece_events or type(e) is End:
-                yield EventBlock.from_events(buf)
-                buf = []
-                if type(e) is End:
-                    return
-        if buf:
-            yield EventBlock.from_events(buf)
-
-    return ColumnSource(q, blocks(), piece_events)
+    return ColumnSource(q, group_events(events, piece_events), piece_events)
 
 
 def run(source: FileSource | ColumnSource, opt: BlockOptions, write: Callable[[BlockRun], None] | None = None,
