@@ -5,12 +5,16 @@ Each hand-made case isolates one rule of the DataStream ``intervalJoin``
 (docs/findings.rst) and runs through the real engine; each must differ from
 a profile without that rule (the negative control).  One of Flink's own
 operator-test scenarios runs through the engine too.  The drive is paced, so
-one case is run twice.
+one case is run twice.  A session (``oij adapter flink-ds --session``, one JVM
+for many cases) answers each case as a run of its own would, and leaves no JVM
+behind.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -18,10 +22,13 @@ pytest.importorskip("pyflink")
 if shutil.which("javac") is None:
     pytest.skip("the flink-ds adapter compiles its Java job with javac", allow_module_level=True)
 
-from oij.flink.datastream import run_case
+from oij.flink.datastream import Session, run_case
 from oij.testing import Case, expected_output
+from oij.testing._protocol import parse_output
 from oij.testing._vectors import flink_operator_vectors
 from spec.model import End, Query, StreamTuple, Watermark
+
+from .procs import alive
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]
 
@@ -71,3 +78,39 @@ def test_flinks_own_operator_scenario_through_the_engine() -> None:
 def test_the_paced_drive_repeats() -> None:
     case, _ = CASES["per-input-watermark"]
     assert run_case(case.query, list(case.events)) == run_case(case.query, list(case.events))
+
+
+@pytest.mark.timeout(300)
+def test_a_session_answers_each_case_as_a_run_of_its_own() -> None:
+    """Three cases through one ``oij adapter flink-ds --session``: each answered with what a per-case run gives,
+    then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0."""
+    names = ["per-input-watermark", "late-side-output", "per-input-watermark"]
+    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--session"],
+                       input="".join(CASES[n][0].to_jsonl() for n in names), capture_output=True, text=True,
+                       timeout=240, check=False)
+    assert r.returncode == 0, r.stderr
+    *blocks, rest = r.stdout.split('{"type":"end"}\n')
+    assert rest == "" and len(blocks) == len(names)
+    single = {n: run_case(CASES[n][0].query, list(CASES[n][0].events)) for n in set(names)}
+    for n, block in zip(names, blocks, strict=True):
+        assert parse_output(block) == single[n], n
+    assert single["late-side-output"].late  # the cases are not all empty
+
+
+@pytest.mark.timeout(120)
+def test_a_session_leaves_no_jvm_behind() -> None:
+    """The session's JVM exits on close, and is killed when a case overruns its timeout."""
+    case, _ = CASES["late-side-output"]
+    with Session() as s:
+        pid = s.pid
+        assert s.run_case(case.query, list(case.events)) == expected_output(case, "flink-datastream")
+    assert not alive(pid)
+    s = Session()
+    pid = s.pid
+    long_case = [b(1, 0)] + [p(i, 0) for i in range(2, 200)]  # 6 s of pacing alone
+    with pytest.raises(subprocess.TimeoutExpired):
+        s.run_case(Query(0, 0), long_case, timeout=1.0)
+    assert not alive(pid)
+    with pytest.raises(RuntimeError, match="ended"):
+        s.run_case(case.query, list(case.events))
+    s.close()

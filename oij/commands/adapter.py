@@ -1,8 +1,17 @@
-"""``oij adapter NAME [FILE]``: a real stream processor as an implementation under test.
+"""``oij adapter NAME [FILE] [--session]``: a real stream processor as an implementation under test.
 
 Reads one oij-jsonl case (FILE or stdin), runs it through the named system
 and writes the result lines the system produced, so the command can stand
-after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
+after ``--`` in ``oij conform`` and ``oij vectors verify``.
+
+With ``--session`` (or ``OIJ_SESSION=1`` in the environment, as ``oij conform
+--session`` starts it) one process serves many cases: it reads complete cases
+one after another (FILE or stdin), and after each case's end line writes that
+case's result lines, then ``{"type":"end"}``, and flushes; each case starts
+from nothing.  At EOF it exits 0.  The system starts once, at the first case
+(Spark's session, PyFlink's gateway and Pathway live in this process anyway;
+``flink-ds`` keeps its JVM, :class:`oij.flink.datastream.Session`, until EOF).
+The adapters:
 
 * ``spark-ss``: Spark Structured Streaming's stream-stream join with a time
   range condition (:mod:`oij.spark.streaming`), ``multipleWatermarkPolicy=min``;
@@ -21,19 +30,25 @@ after ``--`` in ``oij conform`` and ``oij vectors verify``.  The adapters:
   extra ``oij[pathway]``).
 
 A case outside what the adapter can express (watermark lines, aggregates where not mapped,
-timestamps beyond Spark's years) exits 2 with one line saying why; the
-adapter's features (``oij adapter NAME --features``) keep ``oij conform``
-from generating such cases.
+timestamps beyond Spark's years) exits 2 with one line saying why (in a
+session too: the cases before it have had their answers); the adapter's
+features (``oij adapter NAME --features``) keep ``oij conform`` from
+generating such cases.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
+
+import orjson
 
 from oij.commands.common import UsageError
 from oij.io.adapt import LATENESS_FEATURES
@@ -43,17 +58,31 @@ from oij.pathway.join import Behavior
 from spec.batch import Results
 from spec.model import Event, Query
 
+Runner = Callable[[Query, Sequence[Event]], Results]
+"""A started adapter: one case in, its results out."""
+
 
 @dataclass(frozen=True)
 class Adapter:
-    """A named adapter: what it claims, which profile should explain it, and how to start it."""
+    """A named adapter: what it claims, which profile should explain it, and how to start it.
+
+    ``session``, when set, starts the system for many cases and stops it on leaving the context (a system that
+    is a child process); without it, a session calls ``start`` once and keeps the runner.
+    """
 
     name: str
     system: str
     features: tuple[str, ...]
     profile: str
-    start: Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]
+    start: Callable[[str | None], Runner]
     check: Callable[[Query, Sequence[Event]], None]
+    session: Callable[[str | None], AbstractContextManager[Runner]] | None = None
+
+    def open_session(self, master: str | None) -> AbstractContextManager[Runner]:
+        """The system started for many cases: a context whose value runs one case."""
+        if self.session is not None:
+            return self.session(master)
+        return contextlib.nullcontext(self.start(master))
 
 
 def _spark(policy: str) -> Callable[[str | None], Callable[[Query, Sequence[Event]], Results]]:
@@ -103,6 +132,16 @@ def _flink_ds(master: str | None) -> Callable[[Query, Sequence[Event]], Results]
     return run_case
 
 
+@contextlib.contextmanager
+def _flink_ds_session(master: str | None) -> Iterator[Runner]:
+    """One JVM for every case of the session, stopped when the context ends (:class:`oij.flink.datastream.Session`)."""
+    _flink_ds(master)  # the same checks, and the compile
+    from oij.flink.datastream import Session
+
+    with Session() as s:
+        yield s.run_case
+
+
 def _flink_ds_check(q: Query, events: Sequence[Event]) -> None:
     from oij.flink.datastream import check_supported
 
@@ -150,7 +189,7 @@ ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("flink-ds", "Flink DataStream intervalJoin with both late side outputs (a Java job on PyFlink's jars, "
             "events paced 30 ms apart; the oij[flink] extra and a JDK)",
             ("exclusive", "lateness", "watermarks", "channels", "regressions", "late-report", "mixed-keys",
-             "negative-ts"), "flink-datastream", _flink_ds, _flink_ds_check),
+             "negative-ts"), "flink-datastream", _flink_ds, _flink_ds_check, _flink_ds_session),
     Adapter("pathway", "Pathway interval_join, no behavior (exact, revising; the oij[pathway] extra)",
             _PATHWAY_EXACT, "pathway", _pathway("none"), _pathway_check("none")),
     Adapter("pathway-cutoff", "Pathway interval_join with common_behavior(cutoff=lateness)",
@@ -186,17 +225,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--master", help="Spark master (default local[2])")
     p.add_argument("--features", action="store_true",
                    help="print the features this adapter implements (for oij conform --features) and exit")
+    p.add_argument("--session", action="store_true",
+                   help="serve many cases, one after another, in one process: after each case, its result lines "
+                   'and {"type":"end"}; until EOF (also OIJ_SESSION=1 in the environment)')
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from oij.testing._case import Case
-
     adapter = get_adapter(args.name)
     if args.features:
         print(",".join(adapter.features))
         return 0
     path = "<stdin>" if args.file == "-" else args.file
+    if args.session or os.environ.get("OIJ_SESSION") == "1":
+        return _run_session(adapter, args, path)
     try:
         if args.file == "-":
             text = sys.stdin.read()
@@ -205,14 +247,28 @@ def run(args: argparse.Namespace) -> int:
                 text = fh.read()
     except OSError as e:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    q, events = _read_case(adapter, text, path)
+    res = adapter.start(args.master)(q, events)
+    sys.stdout.writelines(result_lines(res.canonical()))
+    _report(adapter)
+    return 0
+
+
+def _read_case(adapter: Adapter, text: str, path: str) -> tuple[Query, list[Event]]:
+    """The case in ``text``, checked against what the adapter can express (:class:`InputError` if not)."""
+    from oij.testing._case import Case
+
     case = Case.from_jsonl(text, path)
     events = list(case.events)
     try:
         adapter.check(case.query, events)
     except ValueError as e:  # the case needs what the system cannot express: said before the system starts
         raise InputError(path, 1, "query", f"{adapter.name} cannot run this case: {e}") from None
-    res = adapter.start(args.master)(case.query, events)
-    sys.stdout.writelines(result_lines(res.canonical()))
+    return case.query, events
+
+
+def _report(adapter: Adapter) -> None:
+    """After a case: what the system revised, on stderr (Pathway's retractions, the GROUP BY's changelog)."""
     if adapter.name.startswith("pathway"):  # Pathway revises its output: say what it took back
         from oij.pathway.join import last_run
 
@@ -225,4 +281,53 @@ def run(args: argparse.Namespace) -> int:
         line = revision_summary()
         if line is not None:
             print(line, file=sys.stderr)
+
+
+END_LINE = '{"type":"end"}\n'
+
+
+def _run_session(adapter: Adapter, args: argparse.Namespace, path: str) -> int:
+    """Cases one after another from FILE or stdin, each answered with its result lines and the end line; the
+    system started at the first case and stopped at EOF (or at the first case it cannot run: exit 2)."""
+    with contextlib.ExitStack() as stack:
+        if args.file == "-":
+            stream: IO[bytes] = sys.stdin.buffer
+        else:
+            try:
+                stream = stack.enter_context(open(args.file, "rb"))
+            except OSError as e:
+                raise InputError(path, 0, "file", e.strerror or str(e)) from None
+        runner: Runner | None = None
+        for n, text in enumerate(session_cases(stream), 1):
+            q, events = _read_case(adapter, text, f"{path} case {n}")
+            if runner is None:
+                runner = stack.enter_context(adapter.open_session(args.master))
+            res = runner(q, events)
+            sys.stdout.writelines(result_lines(res.canonical()))
+            sys.stdout.write(END_LINE)
+            sys.stdout.flush()
+            _report(adapter)
     return 0
+
+
+def session_cases(lines: Iterable[bytes]) -> Iterator[str]:
+    """The cases of a session's input, each as its text up to and with its end line, yielded as soon as that
+    line is read; at EOF, the lines after the last end line, if any are not blank (an unfinished case, which
+    the reader then refuses)."""
+    buf: list[bytes] = []
+    for line in lines:
+        buf.append(line)
+        if b'"end"' in line and _is_end(line):
+            yield b"".join(buf).decode("utf-8", errors="replace")
+            buf = []
+    if any(line.strip() for line in buf):
+        yield b"".join(buf).decode("utf-8", errors="replace")
+
+
+def _is_end(line: bytes) -> bool:
+    """The line is ``{"type":"end"}`` (in any spacing)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "end"

@@ -1,11 +1,26 @@
-"""Flink DataStream's ``intervalJoin`` as an implementation under test: one oij-jsonl case, paced tuple by tuple.
+"""Flink DataStream's ``intervalJoin`` as an implementation under test: oij-jsonl cases, paced tuple by tuple.
 
-Data flow for one case::
+Data flow for one case (:func:`run_case`: a JVM per case)::
 
     events --(a small text file: query line, then one line per tuple or watermark, keys as ints)--> CASE
     java OijDataStreamCase CASE PACE_MS  (oij/flink/java/OijDataStreamCase.java, compiled once with javac
-      against pyflink/lib into a cache directory)
+      against pyflink/lib into a cache directory; it starts a MiniCluster for its one job)
       --> "P base probe" lines (the join) and "L id" lines (both late side outputs) --> Results
+
+Data flow for many cases (:class:`Session`: one JVM and one MiniCluster for all of them)::
+
+    Session()          starts  java OijDataStreamCase --session PACE_MS  (stdin, stdout: pipes; stderr: a
+                       temporary file, quoted when a case fails)
+    Session.run_case   writes the case's lines (as above) and "#END" on the JVM's stdin; the JVM runs the case
+                       as one job on its MiniCluster and writes the same "P"/"L" lines, then "#END"
+                       (a failed job: "#ERROR message" before it; the session goes on)
+    Session.close      closes the JVM's stdin: at EOF it stops its MiniCluster and exits 0 (waited for; killed
+                       if it has not exited 30 s later).  A case past its timeout kills the JVM and ends the
+                       session; so does the garbage collection of a Session never closed, or the interpreter's
+                       exit.
+
+Each case is its own Flink job, with its own operators, state and timers, so nothing carries over from one case
+to the next; the session saves the JVM's start, its class loading and warm-up, and the MiniCluster's start.
 
 PyFlink has no Python binding for ``KeyedStream.intervalJoin``, so the job is
 a small Java program on PyFlink's own jars (a JDK is needed once, to compile
@@ -27,17 +42,23 @@ keys as dense ints (``1`` and ``"1"`` differ); no left join (the DataStream
 interval join is inner only), no aggregates, no joining conditions.
 
 Resources: ``run_case`` writes the case to a temporary directory it removes;
-the JVM is a child process, killed on timeout.
+the JVM is a child process, killed on timeout.  A :class:`Session` owns its
+JVM child and its stderr file until ``close`` (or ``with Session() as s``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import IO
 
 from oij.io.adapt import Unsupported
 from spec.batch import Results
@@ -112,8 +133,13 @@ def run_case(q: Query, events: Sequence[Event], pace_ms: int = PACE_MS, timeout:
     if p.returncode != 0:
         tail = " | ".join(p.stderr.strip().splitlines()[-3:])
         raise RuntimeError(f"the Flink DataStream job failed (exit {p.returncode}): {tail}")
+    return _results(p.stdout.splitlines())
+
+
+def _results(lines: Sequence[str]) -> Results:
+    """The "P base probe" and "L id" lines of the Java program's output as Results (other lines ignored)."""
     res = Results()
-    for line in p.stdout.splitlines():
+    for line in lines:
         f = line.split()
         if f and f[0] == "P":
             res.pairs.append((int(f[1]), int(f[2])))
@@ -122,4 +148,132 @@ def run_case(q: Query, events: Sequence[Event], pace_ms: int = PACE_MS, timeout:
     return res.canonical()
 
 
-__all__ = ["FEATURES", "PACE_MS", "case_text", "check_supported", "command", "run_case"]
+END = "#END"
+"""The line after each case, both ways, in the Java program's session mode."""
+
+CLOSE_WAIT = 30.0
+"""Seconds :meth:`Session.close` waits for the JVM to exit after its stdin is closed, before killing it."""
+
+
+def _stop(proc: subprocess.Popen[str], wait: float) -> None:
+    """End ``proc``: close its stdin (the session's EOF), wait up to ``wait`` seconds, kill it if still running,
+    and reap it.  Safe to call twice."""
+    if proc.stdin is not None and not proc.stdin.closed:
+        with contextlib.suppress(OSError):  # it has gone already: the pipe is broken
+            proc.stdin.close()
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+class Session:
+    """One JVM (``OijDataStreamCase --session``) that runs many cases, each as its own Flink job on one
+    MiniCluster (the module docstring); ``run_case`` per case, ``close`` at the end (or ``with Session() as s``).
+
+    Requires: PyFlink and Java (and javac, the first time; :func:`command`).  Not thread-safe: one case at a time.
+    """
+
+    def __init__(self, pace_ms: int = PACE_MS) -> None:
+        cmd = [*command(), "--session", str(pace_ms)]
+        self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix="oij-flink-ds-")  # noqa: SIM115 (closed by close)
+        try:
+            self._proc: subprocess.Popen[str] = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        except BaseException:
+            self._stderr.close()
+            raise
+        self._cmd = cmd
+        # the child never outlives a Session that is dropped without close(), nor the interpreter
+        self._finalizer = weakref.finalize(self, _stop, self._proc, 0.0)
+
+    @property
+    def pid(self) -> int:
+        """The JVM's process id."""
+        return self._proc.pid
+
+    def run_case(self, q: Query, events: Sequence[Event], timeout: float = 600.0) -> Results:
+        """The pairs and late ids Flink DataStream's interval join gives for the case, as :func:`run_case`.
+
+        Raises RuntimeError if the job failed (the session goes on) or the JVM has exited (the session is over);
+        ``subprocess.TimeoutExpired`` after ``timeout`` seconds, the JVM killed and the session over.
+        Cost: ``pace_ms`` per event, plus the job's deployment on the running MiniCluster (a few tenths of a
+        second), plus the JVM's start for the first case.
+        """
+        check_supported(q, events)
+        proc = self._proc
+        if proc.poll() is not None or proc.stdin is None or proc.stdout is None or proc.stdin.closed:
+            raise RuntimeError(self._failure("the Flink DataStream session has ended"))
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            lines = self._exchange(case_text(q, events))
+        except BaseException:  # interrupted mid-case: where the JVM is in the protocol is unknown
+            timer.cancel()
+            self._end(0.0)
+            raise
+        timer.cancel()
+        if lines is None:  # EOF: the JVM exited, or the timer killed it
+            message = self._failure(f"the Flink DataStream session exited (exit {proc.wait()})")
+            self._end(0.0)
+            if expired.is_set():
+                raise subprocess.TimeoutExpired(self._cmd, timeout)
+            raise RuntimeError(message)
+        errors = [line[len("#ERROR "):] for line in lines if line.startswith("#ERROR")]
+        if errors:
+            raise RuntimeError(f"the Flink DataStream job failed: {errors[0]}")
+        return _results(lines)
+
+    def _exchange(self, text: str) -> list[str] | None:
+        """Write one case and its end line; the output lines before the JVM's end line, or None at EOF."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(text + END + "\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            return None  # the JVM has exited
+        lines: list[str] = []
+        for line in self._proc.stdout:
+            if line.rstrip("\n") == END:
+                return lines
+            lines.append(line.rstrip("\n"))
+        return None
+
+    def _failure(self, what: str) -> str:
+        """``what``, with the last three lines of the JVM's stderr."""
+        try:
+            self._stderr.seek(0)
+            tail = " | ".join(self._stderr.read().decode(errors="replace").strip().splitlines()[-3:])
+        except (OSError, ValueError):  # the file is closed already
+            tail = ""
+        return f"{what}: {tail}" if tail else what
+
+    def close(self) -> None:
+        """End the JVM (EOF on its stdin; killed after :data:`CLOSE_WAIT` s) and remove its stderr file.
+        Idempotent."""
+        self._end(CLOSE_WAIT)
+
+    def _end(self, wait: float) -> None:
+        """Stop the JVM (waiting ``wait`` s for it to exit by itself, then killing it) and remove the stderr file."""
+        if self._finalizer.detach() is not None:
+            _stop(self._proc, wait)
+        self._stderr.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+__all__ = ["FEATURES", "PACE_MS", "Session", "case_text", "check_supported", "command", "run_case"]

@@ -40,6 +40,10 @@ FEATURES: dict[str, str] = {
     "mixed-keys": "int and str keys that print alike (1 and \"1\")",
     "extreme-ts": "timestamps near +/-2^62",
     "negative-ts": "negative timestamps",
+    "representation": "values where other languages and systems change how they hold them: timestamps, ids and "
+                      "int keys at and across +/-2^31, 2^32, 2^53 and the int64 edge; string keys that differ only "
+                      "by case, Unicode normalization or a trailing space (with mixed-keys); values of 17 "
+                      "significant digits, -0.0, subnormals, the largest double",
     "cond": "a joining condition: comparisons of named fields, ts and value (format 1.1; opt-in: all,cond)",
 }
 """Every feature a case can exercise; ``oij conform --features`` restricts generation to a subset."""
@@ -67,14 +71,22 @@ class Case:
     """How the case was made (a scenario of ``SCENARIOS``, ``vector NAME``, ``shrunk``); not part of its
     meaning."""
     encoding: str = field(default="full", compare=False)
-    """``full``: every field written; ``minimal``: every optional field that has its default value left out (the
-    format allows both, and an implementation must read both the same)."""
+    """``full``: every field written; ``minimal``: every optional field that has its default value left out;
+    ``mixed:N``: each optional field at its default, line by line, left out or written explicitly (as drawn by
+    the number N); ``explicit``: every optional field written, those the writer leaves out included.  The
+    format allows them all, and an implementation must read them the same."""
 
     def to_jsonl(self) -> str:
         """The case as an oij-jsonl v1 input, in its :attr:`encoding`."""
         buf = io.StringIO()
         write_events(self.query, self.events, buf)
-        return buf.getvalue() if self.encoding == "full" else minimal_jsonl(buf.getvalue())
+        if self.encoding == "full":
+            return buf.getvalue()
+        if self.encoding.startswith("mixed:"):
+            return mixed_jsonl(buf.getvalue(), int(self.encoding[6:]))
+        if self.encoding == "explicit":
+            return mixed_jsonl(buf.getvalue(), -1)
+        return minimal_jsonl(buf.getvalue())
 
     @staticmethod
     def from_jsonl(text: str, path: str = "<case>") -> Case:
@@ -113,6 +125,69 @@ def minimal_jsonl(text: str) -> str:
     return "".join(out)
 
 
+def mixed_jsonl(text: str, seed: int) -> str:
+    """``text`` (oij-jsonl) with each optional field at its default value, line by line, left out or written
+    explicitly: bit ``i`` of a per-line hash of ``seed`` decides the line's ``i``-th optional field.  Every
+    combination the format allows appears across seeds, a channel-less watermark under ``channels > 1`` included.
+    ``seed`` -1: every optional field written.  ``cond`` and ``fields`` (format 1.1) are never added: the case
+    stays one a format-1.0 reader takes."""
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        obj = orjson.loads(line)
+        dflt = DEFAULTS.get(obj["type"], {})
+        bits = (seed * 0x9E3779B1 + n * 0x85EBCA77) >> 7 if seed >= 0 else 0xFF << 8
+        kept = {}
+        for k, v in obj.items():
+            if k in dflt and v == dflt[k] and type(v) is type(dflt[k]):
+                i = list(dflt).index(k)
+                if (bits >> i) & 1:
+                    continue
+            kept[k] = v
+        for i, (k, v) in enumerate(dflt.items()):  # a default the writer left out, written explicitly
+            if k not in kept and k not in obj and k not in ("cond", "fields") and (bits >> (i + 8)) & 1:
+                kept[k] = v
+        out.append(orjson.dumps(kept).decode() + "\n")
+    return "".join(out)
+
+
+REPR_EDGES = (1 << 31, 1 << 32, 1 << 53, 1 << 63)
+"""The magnitudes where other languages and systems change how they hold an integer: a C or Java ``int``, an
+unsigned 32-bit one, a double's exact integers, an ``int64``."""
+
+
+def near_repr_edge(x: int, reach: int = 64) -> bool:
+    """Whether the integer ``x`` lies within ``reach`` of +/-2^31, 2^32, 2^53 or the int64 edge (or beyond 2^53)."""
+    ax = abs(x)
+    return ax > (1 << 53) or any(abs(ax - e) <= reach for e in REPR_EDGES)
+
+
+def text_twins(k1: str, k2: str) -> bool:
+    """Different string keys that a case-insensitive, normalizing or trimming comparison confuses."""
+    import unicodedata
+
+    if k1 == k2:
+        return False
+    return (k1.casefold() == k2.casefold() or unicodedata.normalize("NFC", k1) == unicodedata.normalize("NFC", k2)
+            or k1.rstrip() == k2.rstrip())
+
+
+REPR_VALUES = (1234567890123456.7, -1234567890123456.0, 0.30000000000000004, -0.0, 5e-324, -5e-324,
+               2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308)
+"""Tuple values of the representation model: 17 significant digits (with a partner whose exact sum keeps the
+last digits: 0.75), a sum of 0.1 and 0.2, negative zero, the smallest subnormal, the smallest normal, the largest
+finite double."""
+
+
+def has_repr_value(v: float) -> bool:
+    """A value of :data:`REPR_VALUES`' kinds: -0.0, subnormal, the largest double, or 17 significant digits."""
+    import math
+
+    if v == 0.0:
+        return math.copysign(1.0, v) < 0
+    return abs(v) < 2.2250738585072014e-308 * 2 or abs(v) > 1e308 or len(repr(abs(v)).replace(".", "")
+                                                                      .lstrip("0").split("e")[0]) >= 17
+
+
 def case_features(case: Case) -> frozenset[str]:
     """The features of :data:`FEATURES` that ``case`` needs an implementation to have (``late-report`` aside)."""
     q = case.query
@@ -128,6 +203,7 @@ def case_features(case: Case) -> frozenset[str]:
     if q.cond:
         out.add("cond")
     marks: dict[int, int] = {}
+    strs: set[str] = set()
     for e in case.events:
         if isinstance(e, Watermark):
             if e.channel in marks and e.ts < marks[e.channel]:
@@ -136,10 +212,17 @@ def case_features(case: Case) -> frozenset[str]:
         elif isinstance(e, StreamTuple):
             if isinstance(e.key, str):
                 out.add("mixed-keys")
+                if any(text_twins(e.key, k) for k in strs):
+                    out.add("representation")
+                strs.add(e.key)
+            elif near_repr_edge(e.key):
+                out.add("representation")
             if e.ts < 0:
                 out.add("negative-ts")
             if abs(e.ts) > TS_LIMIT // 2:
                 out.add("extreme-ts")
+            elif near_repr_edge(e.ts) or near_repr_edge(e.id) or has_repr_value(e.value):
+                out.add("representation")
     return frozenset(out)
 
 

@@ -25,6 +25,7 @@ from oij.testing._case import (
     FIELD_VALUES,
     KINDS,
     OPT_IN,
+    REPR_EDGES,
     Case,
     case_features,
     minimal_jsonl,
@@ -64,10 +65,30 @@ COMMON_WINDOWS = ((-2, 0), (0, 0), (-3, 0), (-1, 1), (0, 2), (1, 3), (-3, -1), (
 """Bounds drawn before random ones: ``[-X, 0]`` (the most common interval join), zero-width, wholly past or
 future, and windows straddling zero, so every sign of ``lower`` and ``upper`` appears often."""
 
-SCENARIOS = ("pairs", "pairs", "edge", "edge", "edge", "random", "random", "collide", "long")
+SCENARIOS = ("pairs", "pairs", "edge", "edge", "edge", "random", "random", "collide", "long", "represent", "represent",
+             "shifted", "shifted")
 """How a case is drawn, with its weight: matching pairs in both arrival orders; W placed on a state edge with
-a tuple at it; the random event-spec layout of :func:`layout`; colliding keys; a long stream (60-300 events).
-Hypothesis shrinks a scenario toward the first entry."""
+a tuple at it; the random event-spec layout of :func:`layout`; colliding keys; a long stream (60-300 events);
+values at the edges of other languages' representations; a window wholly in the past or the future with W
+moving between the bases of one key.  Hypothesis shrinks a scenario toward the first entry."""
+
+SHIFTED_WINDOWS = ((-5, -3), (-6, -2), (-8, -3), (-4, -2), (-3, -1), (-4, -4), (1, 3), (2, 5), (3, 3), (1, 6))
+"""The bounds of the ``shifted`` scenario: windows wholly in the past or the future."""
+
+ID_EDGES = (1 << 31, 1 << 32, 1 << 53, 1 << 63, -(1 << 63), -(1 << 31))
+"""The edges the ids of a case meet under ``representation``: a C ``int``, an unsigned 32-bit one, a double's
+exact integers, the int64 edges.  The ids cross the first three (the first id is the edge less 3); they end at
+the largest int64 or start at the smallest."""
+
+
+def id_base(edge: int, tuples: int) -> int:
+    """The id before the first (ids ``base + 1 .. base + tuples``) when the ids meet ``edge`` (see
+    :data:`ID_EDGES`)."""
+    if edge == 1 << 63:
+        return edge - 1 - tuples
+    if edge == -(1 << 63):
+        return edge - 1
+    return edge - 3
 
 
 def swarm(draw: st.DrawFn, claimed: frozenset[str]) -> frozenset[str]:
@@ -113,6 +134,10 @@ def draw_origin(draw: st.DrawFn, f: frozenset[str]) -> int:
     origins = [10]
     if "negative-ts" in f:
         origins += [0, -20]
+    if "representation" in f:  # one tick below each edge, so that a window or a step crosses it
+        origins += [e - 1 for e in REPR_EDGES[:3]]
+        if "negative-ts" in f:
+            origins += [-e + 1 for e in REPR_EDGES[:3]]
     if "extreme-ts" in f:
         origins += [TS_LIMIT - 60, -TS_LIMIT + 60] if "negative-ts" in f else [TS_LIMIT - 60]
     return draw(st.sampled_from(origins))
@@ -126,15 +151,41 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
     drawn by one of the scenarios of ``oij/testing/_scenarios.py``.
     """
     claimed = DEFAULT_FEATURES if features is None else frozenset(features)
-    encoding = draw(st.sampled_from(["full", "minimal"]))
+    encoding = draw(st.sampled_from(["full", "minimal", "mixed", "mixed"]))
+    if encoding == "mixed":
+        encoding = f"mixed:{draw(st.integers(0, 2**16 - 1))}"
     return replace(_draw_case(draw, claimed, max_events), encoding=encoding)
+
+
+def rebase_ids(events: Sequence[Event], base: int) -> list[Event]:
+    """``events`` with the i-th tuple's id ``base + i`` (ids 1, 2, ... when ``base`` is 0)."""
+    out: list[Event] = []
+    n = 0
+    for e in events:
+        if isinstance(e, StreamTuple):
+            n += 1
+            e = e._replace(id=base + n)
+        out.append(e)
+    return out
 
 
 def _draw_case(draw: st.DrawFn, claimed: frozenset[str], max_events: int) -> Case:
     f = swarm(draw, claimed)
     scenario = draw(st.sampled_from(SCENARIOS))
     q = draw_query(draw, f)
+    if scenario == "shifted":
+        lower, upper = draw(st.sampled_from(SHIFTED_WINDOWS))
+        q = replace(q, lower=lower, upper=upper)
     origin = draw_origin(draw, f)
+    case = _draw_layout(draw, scenario, q, f, origin, max_events)
+    if "representation" in f and draw(st.booleans()):
+        base = id_base(draw(st.sampled_from(ID_EDGES)), len(case.tuples))
+        case = replace(case, events=tuple(rebase_ids(case.events, base)))
+    return case
+
+
+def _draw_layout(draw: st.DrawFn, scenario: str, q: Query, f: frozenset[str], origin: int,
+                 max_events: int) -> Case:
     if scenario == "random":
         return _random_case(draw, q, f, origin, max_events)
     events = build(draw, scenario, q, f, origin)
@@ -160,6 +211,8 @@ def _random_case(draw: st.DrawFn, q: Query, f: frozenset[str], origin: int, max_
     if "cond" in f:
         q = _draw_cond(draw, q, origin)
     keys: list[int | str] = [1, "1", 9, "k1"] if "mixed-keys" in f else list(INT_KEYS)
+    if "representation" in f:  # a twin of the first key: equal in 32 bits, or (a string key) when case-folded
+        keys.append("K1" if "mixed-keys" in f else 1 + (1 << 32))
     empty = draw(st.integers(0, 15)) == 0
     specs = [] if empty else draw(st.lists(_SPEC, min_size=1, max_size=max_events))
     fields = None

@@ -16,11 +16,21 @@ side:
 * a probe's purge edge :math:`W - (b.ts - \ell') \in \{-1, 0, 1\}` when a base arrives;
 * a base's finality edge :math:`W - hi(a) \in \{-1, 0, 1\}` when a probe arrives;
 * colliding keys: a base and a probe whose different keys agree modulo 8,
-  16 or 2^32, under ``str()``, or as a string prefix.
+  16 or 2^32, under ``str()``, or as a string prefix;
+* representation (other languages' and systems' integers, strings, doubles
+  and optional fields): a base and a probe of one key on both sides of
+  +/-2^31, 2^32 or 2^53; a probe outside a base's window but inside it
+  modulo 2^31 or 2^32; two ids, or a base's and a probe's different int
+  keys, equal in 32 bits or through a double; string keys equal under case
+  folding, NFC normalization or trimming; a value of 17 significant digits,
+  -0.0, a subnormal or the largest double; a watermark line without a
+  ``channel`` field under ``channels > 1`` while channel 0 is ahead of
+  another channel.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from typing import Any
 
@@ -45,8 +55,76 @@ EDGES: tuple[str, ...] = (
     "base finality: W == hi(a)",
     "base finality: W == hi(a) + 1",
     "colliding keys",
+    "representation: a window across 2^31, 2^32 or 2^53",
+    "representation: a probe inside a window modulo 2^32",
+    "representation: ids equal in 32 bits or through a double",
+    "representation: int keys equal in 32 bits or through a double",
+    "representation: string keys equal folded, normalized or trimmed",
+    "representation: a value of 17 digits, -0.0, subnormal or the largest double",
+    "representation: a watermark without its channel under channels > 1, channel 0 ahead",
 )
 """Every edge, in the order ``oij conform`` prints them."""
+
+EDGE_NEEDS: dict[str, frozenset[str]] = {
+    **{e: frozenset({"representation"}) for e in EDGES if e.startswith("representation")},
+    "representation: string keys equal folded, normalized or trimmed": frozenset({"representation", "mixed-keys"}),
+    "representation: a watermark without its channel under channels > 1, channel 0 ahead":
+        frozenset({"channels", "watermarks"}),
+}
+"""The features a case needs to hit an edge (``oij conform`` warns about a missed edge only if they are claimed)."""
+
+
+def _alike_ints(x: int, y: int) -> bool:
+    """Different ints equal truncated to 32 bits or read as doubles."""
+    return x != y and ((x - y) % (1 << 32) == 0 or float(x) == float(y))
+
+
+def _repr_edges(case: Case, hits: set[str]) -> None:
+    from oij.testing._case import REPR_EDGES, has_repr_value, text_twins
+
+    q = case.query
+    lo, hi = lower_offset(q), upper_offset(q)
+    ts = case.tuples
+    ids = sorted(t.id for t in ts)
+    if any(_alike_ints(x, y) for x, y in itertools.pairwise(ids)):
+        hits.add(EDGES[17])
+    if any(has_repr_value(t.value) for t in ts if t.side != BASE):
+        hits.add(EDGES[20])
+    bases = [t for t in ts if t.side == BASE]
+    probes = [t for t in ts if t.side != BASE]
+    for a in bases:
+        for b in probes:
+            if type(a.key) is type(b.key) and a.key == b.key:
+                d = b.ts - a.ts
+                if any((a.ts < s * e <= b.ts or b.ts < s * e <= a.ts) for e in REPR_EDGES[:3] for s in (1, -1)):
+                    hits.add(EDGES[15])
+                if not lo <= d <= hi and any(lo <= d - m <= hi for m in (1 << 32, -(1 << 32), 1 << 31, -(1 << 31))):
+                    hits.add(EDGES[16])
+            elif isinstance(a.key, int) and isinstance(b.key, int) and _alike_ints(a.key, b.key):
+                hits.add(EDGES[18])
+            elif (isinstance(a.key, str) and isinstance(b.key, str) and text_twins(a.key, b.key)) or (
+                    isinstance(a.key, str) != isinstance(b.key, str)
+                    and _numeric(a.key) == _numeric(b.key) is not None):
+                hits.add(EDGES[19])  # equal folded, normalized, trimmed, or a numeric string and its number
+    if q.channels > 1 and q.lateness is None and case.encoding != "full":
+        import orjson
+
+        marks: dict[int, int] = {}
+        for line in case.to_jsonl().splitlines():
+            obj = orjson.loads(line)
+            if obj["type"] != "watermark":
+                continue
+            c = obj.get("channel", 0)
+            marks[c] = max(marks.get(c, obj["ts"]), obj["ts"])
+            if "channel" not in obj and (len(marks) < q.channels or min(marks.values()) < marks[0]):
+                hits.add(EDGES[21])
+
+
+def _numeric(k: object) -> float | None:
+    try:
+        return float(k)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 _STEP = {-1: " - 1", 0: "", 1: " + 1"}
 
@@ -107,4 +185,5 @@ def compute_edges(case: Case) -> set[str]:
         keys_seen[e.side].add(_key_id(e.key))
         if not late:
             stored[_key_id(e.key)].append(e)
+    _repr_edges(case, hits)
     return hits

@@ -201,11 +201,13 @@ def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profil
 
 
 def renumber(q: Query, events: Sequence[Event], encoding: str = "full") -> Case:
-    """A case of ``events`` (End appended) with tuple ids 1, 2, ... in arrival order."""
+    """A case of ``events`` (End appended) with tuple ids 1, 2, ... in arrival order; ids that meet a
+    representation edge (``|id| >= 2^31``: see :data:`oij.testing._cases.ID_EDGES`) are kept as they are."""
     out: list[Event] = []
     n = 0
+    keep = any(abs(e.id) >= 1 << 31 for e in events if isinstance(e, StreamTuple))
     for e in events:
-        if isinstance(e, StreamTuple):
+        if isinstance(e, StreamTuple) and not keep:
             n += 1
             e = e._replace(id=n)
         if not isinstance(e, End):

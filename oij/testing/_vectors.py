@@ -2,7 +2,9 @@
 
 Layout of an exported tree::
 
-    DIR/manifest.jsonl                 one line per case: {"case", "feature", "profile", "description"}
+    DIR/manifest.jsonl                 one line per case: {"case", "feature", "profile", "expected", "features",
+                                       "description"}; "features": what an implementation must claim to be
+                                       held to the case (the names of ``oij conform --features``)
     DIR/<feature>/<name>.in.jsonl      the input (oij-jsonl v1)
     DIR/<feature>/<name>.out.jsonl     the expected output, canonical order (profile canonical)
     DIR/profiles/<name>.<profile>.out.jsonl   the expected output under each named profile
@@ -15,14 +17,14 @@ so re-exporting gives the same bytes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 import orjson
 
 from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
-from oij.testing._case import Case
+from oij.testing._case import Case, case_features
 from oij.testing._protocol import expected_output
 from spec.model import TS_LIMIT, AggregateKind, Comparison, End, Event, Query, StreamTuple, Watermark
 from spec.profiles import CANONICAL, PROFILES
@@ -255,6 +257,8 @@ def vectors() -> Iterator[Vector]:
                      _case(Query(-3, -1, aggregate=kind, cond=xy),
                            _tf("p", 1, 8, 0.0, 2.0, value=2.0), _tf("p", 2, 9, 0.0, 1.0, value=5.0), Watermark(10),
                            _tf("b", 3, 10, 1.0, 0.0)))
+    # how other languages and systems hold values
+    yield from representation_vectors()
     # Flink's own unit test of its interval join operator, as oij cases
     yield from flink_operator_vectors()
     # extreme timestamps, empty streams
@@ -328,6 +332,110 @@ def flink_operator_vectors() -> Iterator[Vector]:
             yield Vector("flink-operator", f"{name}-{order}" if order else name,
                          f"Flink IntervalJoinOperatorTest, {name}{f' ({order})' if order else ''}: Flink expects "
                          f"the pairs {pairs} (by timestamp)", flink_operator_case(lower, upper, li, ui, seq))
+
+
+def _encoded_where(case: Case, want: Callable[[list[dict[str, object]]], bool]) -> Case:
+    """``case`` in the first ``mixed:N`` encoding whose lines (as parsed JSON objects) satisfy ``want``."""
+    for n in range(1 << 12):
+        c = replace(case, encoding=f"mixed:{n}")
+        if want([orjson.loads(x) for x in c.to_jsonl().splitlines()]):
+            return c
+    raise ValueError("no mixed encoding has the wanted lines")
+
+
+def representation_vectors() -> Iterator[Vector]:
+    """Values where other languages and systems change how they hold them (issue 37): 32-bit and double
+    integers, case-folded, normalized or trimmed strings, doubles with 17 digits or at the range's ends, and
+    optional fields omitted or written line by line."""
+    e31, e32, e53, e63 = 1 << 31, 1 << 32, 1 << 53, 1 << 63
+    q = Query(-2, 0)
+    for name, edge in (("2^31", e31), ("2^32", e32)):
+        for order in ("base-first", "probe-first"):
+            a, b = _t("b", 1, edge), _t("p", 2, edge - 1)
+            yield Vector("representation", f"ts-across-{name}-{order}", f"window [-2,0]: a base at {name} and a "
+                         f"probe one tick below it match (in 32 bits the base's time wraps), {order}",
+                         _case(q, *((a, b) if order == "base-first" else (b, a))))
+    yield Vector("representation", "ts-across-minus-2^31", "window [-2,0]: a base at -2^31 + 1 and a probe at "
+                 "-2^31 - 1 match (in 32 bits the probe's time wraps to 2^31 - 1)",
+                 _case(q, _t("b", 1, -e31 + 1), _t("p", 2, -e31 - 1)))
+    yield Vector("representation", "ts-2^53-in-doubles", "window [-1,0]: a base at 2^53 + 1 and a probe at 2^53 - 1 "
+                 "are 2 apart and do not match (through doubles the base is at 2^53, 1 apart)",
+                 _case(Query(-1, 0), _t("b", 1, e53 + 1), _t("p", 2, e53 - 1)))
+    yield Vector("representation", "ts-alias-2^32", "window [-2,0]: a probe 2^32 after a base's window start does "
+                 "not match it (truncated to 32 bits it does)",
+                 _case(q, _t("b", 1, 10), _t("p", 2, 10 + e32), _t("p", 3, 9)))
+    yield Vector("representation", "w-above-2^31", "a watermark at 2^31 + 5 makes a tuple at 10 late (a 32-bit W "
+                 "wraps negative and lets it in)",
+                 _case(q, _t("b", 1, e31 + 6), Watermark(e31 + 5), _t("p", 2, 10), _t("p", 3, e31 + 5)))
+    yield Vector("representation", "lateness-across-2^32", "lateness 3: a probe at 2^32 + 1 moves W to 2^32 - 2; a "
+                 "base at 2^32 - 2 is on time and matches it, a base at 2^32 - 3 is late",
+                 _case(Query(0, 3, lateness=3), _t("p", 1, e32 + 1), _t("b", 2, e32 - 2), _t("b", 3, e32 - 3)))
+
+    def ids(case: Case, first: int) -> Case:
+        out, n = [], 0
+        for ev in case.events:
+            if isinstance(ev, StreamTuple):
+                ev, n = ev._replace(id=first + n), n + 1
+            out.append(ev)
+        return Case(case.query, tuple(out), case.scenario, case.encoding)
+
+    two = _case(Query(-2, 0), _t("b", 1, 5), _t("p", 2, 5), _t("p", 3, 4))
+    for name, first in (("2^53", e53 + 1), ("int64-max", e63 - 3), ("int64-min", -e63), ("2^32", e32 - 1),
+                        ("2^31", e31 - 1)):
+        yield Vector("representation", f"ids-{name}", f"ids {first}, {first + 1}, {first + 2}: each written back "
+                     "exactly (through a double the first two above 2^53 are one number; in 32 bits they wrap)",
+                     ids(two, first))
+    qa = Query(-1, 1)
+    for name, k1, k2, why in (("case", "k", "K", "differ only by case (a SQL collation joins them)"),
+                              ("case-word", "Key", "kEY", "differ only by case"),
+                              ("nfc-nfd", "\u00e9", "e\u0301", "are NFC and NFD of one letter (code points differ)"),
+                              ("trailing-space", "k", "k ", "differ by a trailing space (CHAR(n) pads, trims)"),
+                              ("leading-zero", "01", 1, "are a numeric string and a number"),
+                              ("decimal-string", "1.0", 1, "are a numeric string and a number"),
+                              ("int-2^53", e53, e53 + 1, "are equal through a double"),
+                              ("int64-edge", e63 - 1, e63 - 2, "are equal through a double"),
+                              ("int-minus-2^31", -e31, e31, "are equal modulo 2^32")):
+        yield Vector("representation", f"keys-{name}", f"keys {k1!r} and {k2!r} {why}: different keys, no pair; "
+                     "each joins its own", _case(qa, _t("b", 1, 5, k1), _t("p", 2, 5, k2), _t("p", 3, 6, k1),
+                                                 _t("b", 4, 6, k2)))
+    big = 1234567890123456.7
+    agg_kind: AggregateKind
+    for agg_kind, vals, why in (("sum", (big, -1234567890123456.0), "17 significant digits: the exact sum is 0.75"),
+                            ("sum", (5e-324, 5e-324), "two subnormals: 1e-323, not 0"),
+                            ("avg", (1.7976931348623157e308, 1.7976931348623157e308),
+                             "the largest double twice: the average is itself (a float sum overflows)"),
+                            ("sum", (1.7976931348623157e308, -1.7976931348623157e308), "the largest double and its "
+                             "negation: 0"),
+                            ("min", (-0.0, 0.0), "negative zero and zero: a zero"),
+                            ("max", (0.30000000000000004, 0.3), "0.30000000000000004 and 0.3: the first is larger"),
+                            ("min", (2.2250738585072014e-308, 5e-324), "the smallest normal and the smallest "
+                             "subnormal: the subnormal")):
+        label = {0.75: "digits17"}.get(vals[0] + vals[1], "") or f"{vals[0]:.3g}-{vals[1]:.3g}"
+        yield Vector("representation", f"value-{agg_kind}-{label}".replace("+", "").replace(".", "_"),
+                     f"{agg_kind} of {vals[0]!r} and {vals[1]!r}: {why}",
+                     _case(Query(-3, 0, aggregate=agg_kind), _t("p", 1, 8, value=vals[0]), _t("p", 2, 9, value=vals[1]),
+                           _t("b", 3, 10)))
+    # optional fields: a watermark without a channel is on channel 0, and only there
+    qc = Query(-2, 0, channels=2)
+    no_channel = _case(qc, _t("b", 1, 5), Watermark(9, 0), Watermark(3, 1), _t("p", 2, 4), Watermark(9, 1),
+                       _t("p", 3, 5))
+    yield Vector("representation", "channelless-watermark-two-channels", "two channels: a watermark line without "
+                 "a channel field is on channel 0 only; with channel 1 at 3, W = 3 and the probe at 4 is on time",
+                 replace(no_channel, encoding="minimal"))
+    both = _case(qc, _t("b", 1, 5), Watermark(5, 0), Watermark(5, 1), Watermark(9, 0), _t("p", 2, 6),
+                 Watermark(9, 1), _t("p", 3, 8))
+    yield Vector("representation", "channel-0-omitted-and-explicit", "two channels: channel 0's watermarks once "
+                 "without a channel field, once with \"channel\":0; both are channel 0 (W = 9 at the end, the "
+                 "probe at 8 is late)",
+                 _encoded_where(both, lambda ls: [("channel" in x) for x in ls if x["type"] == "watermark"][:3]
+                                == [False, True, True]))
+    every = _case(Query(-2, 0, aggregate="sum"), _t("p", 1, 4, value=0.0), _t("b", 2, 5), Watermark(5),
+                  _t("p", 3, 5, value=2.0), _t("p", 4, 4))
+    yield Vector("representation", "defaults-explicit", "every optional field written at its default "
+                 "(join inner, lateness null, cond [], fields {}, value 0.0, channel 0)",
+                 replace(every, encoding="explicit"))
+    yield Vector("representation", "defaults-mixed", "optional fields at their defaults, some lines written, some "
+                 "left out", _encoded_where(every, lambda ls: sum(len(x) for x in ls) in (30, 31, 32)))
 
 
 def found_by_mutants() -> Iterator[Vector]:
@@ -428,6 +536,13 @@ def found_by_mutants() -> Iterator[Vector]:
                  "probes below every window (counts 0 and 2)",
                  _case(Query(2, 3, aggregate="count", lateness=3), _t("b", 1, 0), _t("p", 2, 4), _t("p", 3, 5),
                        _t("p", 4, 6), _t("b", 5, 3)))
+    for kind in ("count", "sum", "min"):
+        yield Vector("found-by-mutants", f"{kind}-final-window-above-purge-edge", f"{kind}, [-5, -3]: a probe at -3, "
+                     "a base at 3, W = 2: the base is final (hi = 0 < 2) and its window [-2, 0] starts above the purge "
+                     "edge W - 5 = -3, so the probe stays but is in no window read so far; a base at 5 reads [0, 2] "
+                     "(counts 0 and 0: found by an independent audit of the equivalent mutants, issue 37)",
+                     _case(Query(-5, -3, aggregate=kind), _t("p", 1, -3, value=4.0), _t("b", 2, 3), Watermark(2),
+                           _t("b", 3, 5)))
     yield Vector("found-by-mutants", "count-probe-at-w-after-base", "count, [1, 3]: a base at 10, W = 12, then a "
                  "probe at 12 (on time: W is not above it) joins the base",
                  _case(Query(1, 3, aggregate="count"), _t("b", 1, 10), Watermark(12), _t("p", 2, 12)))
@@ -462,6 +577,7 @@ def export(directory: str) -> int:
             write_text(os.path.join(d, f"{v.name}.{suffix}.jsonl"), _out(v.case, p))
             manifest.append(orjson.dumps({"case": f"{v.feature}/{v.name}", "feature": v.feature, "profile": p,
                                           "expected": f"{v.feature}/{v.name}.{suffix}.jsonl",
+                                          "features": sorted(case_features(v.case)),
                                           "description": v.description}).decode())
         n += 1
     write_text(os.path.join(directory, "manifest.jsonl"), "".join(x + "\n" for x in manifest))

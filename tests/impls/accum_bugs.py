@@ -1,4 +1,4 @@
-"""Eight bug shapes of ordinary stream-join implementations, each a subclass of accum_oij's correct :class:`Join`.
+"""Twelve bug shapes of ordinary stream-join implementations, each a subclass of accum_oij's correct :class:`Join`.
 
 ``python tests/impls/accum_bugs.py BUG`` is a command of the conformance
 protocol (``--list`` prints the bugs).  The bugs are the shapes issue 23 reported passing ``oij conform``
@@ -89,6 +89,45 @@ class KeyHashBucket(Join):
         return ("int", hash(k) % 8) if isinstance(k, int) else super().key(k)
 
 
+def _wrap32(x: int) -> int:
+    return (x + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+class Int32Timestamps(Join):
+    """Timestamps (and watermarks) held in a 32-bit int, as a C or Java ``int``: they wrap past 2^31."""
+
+    def on_tuple(self, ev: dict[str, Any]) -> None:
+        super().on_tuple({**ev, "ts": _wrap32(int(ev["ts"]))})
+
+    def on_watermark(self, ev: dict[str, Any]) -> None:
+        super().on_watermark({**ev, "ts": _wrap32(int(ev["ts"]))})
+
+
+class IdsThroughDouble(Join):
+    """Ids read through a double (a JavaScript number): above 2^53 they lose their last bits."""
+
+    def on_tuple(self, ev: dict[str, Any]) -> None:
+        super().on_tuple({**ev, "id": int(float(ev["id"]))})
+
+
+class KeysCaseInsensitive(Join):
+    """String keys compared case-insensitively, as under a SQL collation."""
+
+    def key(self, k: int | str) -> tuple[str, int | str]:
+        return ("str", k.lower()) if isinstance(k, str) else super().key(k)
+
+
+class ChannellessWatermarkToAll(Join):
+    """A watermark line without a ``channel`` field is applied to every channel."""
+
+    def on_watermark(self, ev: dict[str, Any]) -> None:
+        if "channel" in ev:
+            super().on_watermark(ev)
+            return
+        for c in range(self.channels):
+            super().on_watermark({**ev, "channel": c})
+
+
 BUGS: dict[str, type[Join]] = {
     "ties-probe-first-twice": TiesProbeFirstTwice,
     "upper0-exclusive-base-path": Upper0ExclusiveBasePath,
@@ -98,7 +137,12 @@ BUGS: dict[str, type[Join]] = {
     "probe-purge-sign-flipped": ProbePurgeSignFlipped,
     "base-purge-ignores-upper": BasePurgeIgnoresUpper,
     "key-hash-bucket": KeyHashBucket,
+    "int32-timestamps": Int32Timestamps,
+    "ids-through-double": IdsThroughDouble,
+    "keys-case-insensitive": KeysCaseInsensitive,
+    "channelless-watermark-to-all": ChannellessWatermarkToAll,
 }
+"""The first eight are issue 23's shapes; the last four issue 37's (how other languages hold values)."""
 
 
 def _make(bug: str) -> type[Join]:

@@ -1,12 +1,21 @@
 // One oij case through Flink DataStream's intervalJoin, for `oij adapter flink-ds` (oij/flink/datastream.py).
 //
 // Compiled with javac against PyFlink's own jars (pyflink/lib) the first time it is needed; run with java.
-// Usage: OijDataStreamCase CASE_FILE PACE_MS
-// CASE_FILE, written by oij/flink/datastream.py, whitespace-separated longs:
+// Usage: OijDataStreamCase CASE_FILE PACE_MS      one case, then exit (a failed job: a stack trace, exit 1)
+//        OijDataStreamCase --session PACE_MS      many cases in this JVM, read from stdin (below)
+// A case (CASE_FILE, or a block of stdin lines), written by oij/flink/datastream.py, whitespace-separated longs:
 //   line 1: lower upper lowerExclusive upperExclusive lateness(-1: watermark lines) channels
 //   then in arrival order: "0 side id ts key" (a tuple; side 0 base, 1 probe; key an int the adapter assigned)
 //                      or  "1 channel ts"     (a watermark line)
 // Output on stdout: "P baseId probeId" per joined pair, "L id" per element of a late side output.
+//
+// Session mode: stdin holds cases one after another, each followed by the line "#END". The JVM starts one
+// MiniCluster (SessionCluster) for the whole session; after a case's "#END" it runs that case as a job of its
+// own on it (a fresh environment, operators, state and timers: nothing carries over), writes its output lines,
+// then "#END", and flushes; a job that fails writes "#ERROR message" (its stack trace on stderr) before its
+// "#END" and the session goes on. At EOF on stdin it stops the MiniCluster and exits 0; the parent
+// (oij/flink/datastream.py's Session) starts it and ends it by closing stdin, or kills it. Anything else that
+// prints to System.out during a session (a logger's console) is sent to stderr, out of the protocol.
 //
 // Data flow: one bounded source (parallelism 1) emits the events in arrival order, each PACE_MS after the
 // previous one (a chained map sleeps), so that each reaches the join before the next is emitted. It is split
@@ -19,13 +28,20 @@
 // upperBoundExclusive()], with both late side outputs. The end of the bounded source is Flink's final
 // watermark: every timer fires and the job ends by itself.
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.stream.Stream;
 
+import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.eventtime.BoundedOutOfOrdernessWatermarks;
 import org.apache.flink.api.common.eventtime.Watermark;
 import org.apache.flink.api.common.eventtime.WatermarkGenerator;
@@ -33,11 +49,26 @@ import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.dag.Pipeline;
+import org.apache.flink.client.ClientUtils;
+import org.apache.flink.client.deployment.executors.PipelineExecutorUtils;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
+import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.PipelineExecutor;
+import org.apache.flink.core.execution.PipelineExecutorFactory;
+import org.apache.flink.core.execution.PipelineExecutorServiceLoader;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
+import org.apache.flink.runtime.minicluster.MiniClusterJobClient;
+import org.apache.flink.runtime.minicluster.RpcServiceSharing;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.co.ProcessJoinFunction;
+import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.util.CloseableIterator;
 import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
@@ -46,10 +77,53 @@ public class OijDataStreamCase {
     @SuppressWarnings("unchecked")
     static final TypeInformation<long[]> LONGS = (TypeInformation<long[]>) (TypeInformation<?>) Types.PRIMITIVE_ARRAY(Types.LONG);
 
-    // An event: {kind (0 tuple, 1 marker), side or input, id, ts, key}.
+    static final String END = "#END";
+
     public static void main(String[] args) throws Exception {
-        List<String> lines = Files.readAllLines(Paths.get(args[0]));
-        long pace = Long.parseLong(args[1]);
+        if (args[0].equals("--session")) {
+            session(Long.parseLong(args[1]));
+            return;
+        }
+        String out = run(StreamExecutionEnvironment.getExecutionEnvironment(), Files.readAllLines(Paths.get(args[0])),
+                         Long.parseLong(args[1]));
+        System.out.print(out);
+        System.out.flush();
+    }
+
+    /** Cases from stdin, each ended by "#END"; each case's output, then "#END"; until EOF. */
+    static void session(long pace) throws Exception {
+        try (SessionCluster cluster = new SessionCluster()) {
+            session(cluster, pace);
+        }
+    }
+
+    static void session(SessionCluster cluster, long pace) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream out = System.out;
+        System.setOut(System.err);  // whatever else prints (a logger's console) goes to stderr, not into the protocol
+        List<String> lines = new ArrayList<>();
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (!line.equals(END)) {
+                lines.add(line);
+                continue;
+            }
+            String result;
+            try {
+                result = run(cluster.environment(), lines, pace);
+            } catch (Exception e) {
+                e.printStackTrace();
+                result = "#ERROR " + String.valueOf(e).replace('\n', ' ') + "\n";
+            }
+            lines = new ArrayList<>();
+            out.print(result + END + "\n");
+            out.flush();
+        }
+    }
+
+    /** The output lines of one case (its lines: the head line, then the events), each ending with a newline.
+     *  An event: {kind (0 tuple, 1 marker), side or input, id, ts, key, channel}. */
+    static String run(StreamExecutionEnvironment env, List<String> lines, long pace) throws Exception {
         long[] head = parse(lines.get(0));
         long lower = head[0], upper = head[1], lateness = head[4];
         boolean lowerExcl = head[2] != 0, upperExcl = head[3] != 0;
@@ -72,9 +146,8 @@ public class OijDataStreamCase {
             }
         }
         if (events.isEmpty()) {
-            return;  // fromData cannot make an empty source; no element, no pair, nothing late
+            return "";  // fromData cannot make an empty source; no element, no pair, nothing late
         }
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(1);
         env.setBufferTimeout(0);
         DataStream<long[]> all = env.fromData(LONGS, events.toArray(new long[0][])).map(e -> {
@@ -108,8 +181,74 @@ public class OijDataStreamCase {
             while (it.hasNext()) {
                 sb.append(it.next()).append('\n');
             }
-            System.out.print(sb);
-            System.out.flush();
+            return sb.toString();
+        }
+    }
+
+    /** One MiniCluster for the whole session (what getExecutionEnvironment would start per job: one task manager,
+     *  one slot, as the job's parallelism is 1), and environments whose jobs run on it: each case is its own job,
+     *  with its own operators and state, so nothing carries from one case to the next. */
+    static final class SessionCluster
+            implements PipelineExecutorServiceLoader, PipelineExecutorFactory, PipelineExecutor, AutoCloseable {
+        static final String NAME = "oij-session";
+        private final MiniCluster cluster;
+
+        SessionCluster() throws Exception {
+            Configuration conf = new Configuration();
+            conf.set(RestOptions.BIND_PORT, "0");
+            cluster = new MiniCluster(new MiniClusterConfiguration.Builder().setConfiguration(conf)
+                .setNumTaskManagers(1).setNumSlotsPerTaskManager(1).setRpcServiceSharing(RpcServiceSharing.SHARED)
+                .build());
+            cluster.start();
+        }
+
+        StreamExecutionEnvironment environment() {
+            Configuration conf = new Configuration();
+            conf.set(DeploymentOptions.TARGET, NAME);
+            return new StreamExecutionEnvironment(this, conf, OijDataStreamCase.class.getClassLoader());
+        }
+
+        @Override
+        public PipelineExecutorFactory getExecutorFactory(Configuration conf) {
+            return this;
+        }
+
+        @Override
+        public Stream<String> getExecutorNames() {
+            return Stream.of(NAME);
+        }
+
+        @Override
+        public String getName() {
+            return NAME;
+        }
+
+        @Override
+        public boolean isCompatibleWith(Configuration conf) {
+            return true;
+        }
+
+        @Override
+        public PipelineExecutor getExecutor(Configuration conf) {
+            return this;
+        }
+
+        /** As Flink's LocalExecutor, but on the session's cluster, which the job's end leaves running. */
+        @Override
+        public CompletableFuture<JobClient> execute(Pipeline pipeline, Configuration conf, ClassLoader loader)
+                throws Exception {
+            StreamGraph graph = PipelineExecutorUtils.getStreamGraph(pipeline, conf);
+            graph.serializeUserDefinedInstances();
+            JobID id = cluster.submitJob(graph).get().getJobID();
+            ClientUtils.waitUntilJobInitializationFinished(() -> cluster.getJobStatus(id).get(),
+                () -> cluster.requestJobResult(id).get(), loader);
+            return CompletableFuture.completedFuture(
+                new MiniClusterJobClient(id, cluster, loader, MiniClusterJobClient.JobFinalizationBehavior.NOTHING));
+        }
+
+        @Override
+        public void close() throws Exception {
+            cluster.close();
         }
     }
 
