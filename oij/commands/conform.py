@@ -19,10 +19,10 @@ from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
     from oij.testing._case import Impl
-    from oij.testing._runner import SearchResult
+    from oij.testing._runner import SearchResult, Session
 
 FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
-                 "extreme-ts, negative-ts")
+                 "extreme-ts, negative-ts, representation; cond (opt-in)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +44,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per case before CMD counts as hung")
     p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
+    p.add_argument("--session", action="store_true",
+                   help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes "
+                   "its result lines and the line {\"type\":\"end\"} and resets (the session protocol, for "
+                   "implementations slow to start, such as a JVM); judged exactly as one process per case")
+    p.add_argument("--state-bound", action="store_true",
+                   help="after the cases, run long cases (--state-events each) whose live window stays constant and "
+                   "fail CMD if its state grows with the stream (its state lines on stderr, else its resident "
+                   "memory) or its output is not exact; with --max-examples 0 --no-vectors, only these")
+    p.add_argument("--state-events", type=int, default=100_000, help="events per long case (default 100000)")
     p.add_argument("--adapter", metavar="NAME",
                    help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all "
                    "cases, instead of a command; the features default to the adapter's")
@@ -74,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
         profile = get_profile(args.profile)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from None
-    if args.max_examples < 1 or args.jobs < 1 or args.timeout <= 0:
-        raise UsageError("--max-examples and --jobs must be >= 1, --timeout > 0")
+    if args.max_examples < (0 if args.state_bound else 1) or args.jobs < 1 or args.timeout <= 0:
+        raise UsageError("--max-examples and --jobs must be >= 1 (--max-examples 0 only with --state-bound), "
+                         "--timeout > 0")
+    if args.state_bound and (args.adapter is not None or args.replay):
+        raise UsageError("--state-bound runs a command (-- CMD), not --adapter or --replay")
     impl: Impl = cmd
     if args.adapter is not None:
         from oij.commands.adapter import get_adapter
@@ -86,17 +98,27 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--adapter runs in this process: -j must be 1")
         impl = adapter.start(None)
         cmd = ["oij", "adapter", adapter.name]
+    if args.session and args.adapter is not None:
+        raise UsageError("--adapter already runs every case in this process: --session is for a command")
     if args.replay:
+        if args.session:
+            from oij.testing._runner import Session
+
+            with Session(cmd) as s:
+                return _replay(args.replay, s, cmd, profile, feats, args.timeout)
         return _replay(args.replay, impl, cmd, profile, feats, args.timeout)
-    if args.jobs > 1:
+    if args.max_examples == 0 and args.no_vectors:
+        return _state_bound(cmd, feats, args)
+    if args.jobs > 1 or args.session:
         res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples,
-                              seed=args.seed, timeout=args.timeout, jobs=args.jobs, vectors=not args.no_vectors)
+                              seed=args.seed, timeout=args.timeout, jobs=args.jobs, vectors=not args.no_vectors,
+                              session=args.session)
     else:
         res = search(impl, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
                      timeout=args.timeout, vectors=not args.no_vectors)
     if res.failure is None:
         _print_pass(res, profile, feats)
-        return 0
+        return _state_bound(cmd, feats, args) if args.state_bound else 0
     f = res.failure
     print(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
           f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
@@ -110,15 +132,28 @@ def run(args: argparse.Namespace) -> int:
         write_text(svg, explain_svg(f.case.query, explain(f.case.query, f.case.events), f.got,
                                     f"counterexample ({f.kind}): {' '.join(cmd)}"))
         print(f"\npicture of the case (oracle's rows; missing dashed red, unexpected dashed purple): {svg}")
-    how = f"--adapter {args.adapter}" if args.adapter is not None else f"-- {' '.join(cmd)}"
+    how = f"--adapter {args.adapter}" if args.adapter is not None else (
+        f"{'--session ' if args.session else ''}-- {' '.join(cmd)}")
     print(f"\nreplay: oij conform --replay {args.replay_out} {how}")
     if profile is CANONICAL:
         _print_fingerprint(res, feats)
     return 1
 
 
+def _state_bound(cmd: list[str], feats: frozenset[str], args: argparse.Namespace) -> int:
+    from oij.testing._state import check_state
+
+    if args.state_events < 1000:
+        raise UsageError("--state-events must be >= 1000")
+    report = check_state(cmd, feats, events=args.state_events, seed=args.seed, timeout=60 * args.timeout)
+    if not report.runs:
+        raise UsageError("--state-bound needs watermarks or lateness among the features")
+    print(report.text())
+    return 0 if report.ok else 1
+
+
 def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> None:
-    from oij.testing._edges import EDGES
+    from oij.testing._edges import EDGE_NEEDS, EDGES
 
     print(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference "
           f"({res.vectors} test vectors, then {res.generated} generated cases)")
@@ -127,9 +162,10 @@ def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> N
     for tag, n in sorted(res.tags.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n:>5}  {tag}")
     print("rule edges hit (generated cases):")
-    for edge in EDGES:
+    edges = [e for e in EDGES if EDGE_NEEDS.get(e, frozenset()) <= feats]  # only those the claims allow
+    for edge in edges:
         print(f"  {res.edges[edge]:>5}  {edge}")
-    missed = [e for e in EDGES if res.edges[e] == 0]
+    missed = [e for e in edges if res.edges[e] == 0]
     for edge in missed:
         print(f"warning: no generated case hit the edge '{edge}': this run says nothing about it "
               "(raise --max-examples or claim more features)")
@@ -153,7 +189,8 @@ def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
         print("    " + fp.separating.to_jsonl().rstrip("\n").replace("\n", "\n    "))
 
 
-def _replay(path: str, impl: Impl, cmd: list[str], profile: Profile, feats: frozenset[str], timeout: float) -> int:
+def _replay(path: str, impl: Impl | Session, cmd: list[str], profile: Profile, feats: frozenset[str],
+            timeout: float) -> int:
     from oij.io import open_events
     from oij.testing._case import Case
     from oij.testing._runner import judge, run_impl

@@ -19,7 +19,11 @@ Method (docs/conformance.rst, "How the kit checks itself", has the table):
   picked by hand.
 * **Targets**: ``accum`` -- ``tests/impls/accum_oij.py``, an implementation
   written from docs/semantics.rst apart from reference/, run as
-  ``python MUTANT``; ``oracle`` -- ``reference/oracle.py`` itself, run as a
+  ``python MUTANT``; ``sorted`` and ``bucket`` -- ``tests/impls/sorted_oij.py``
+  (sorted indexes per key, bisect range queries, exact Fraction sums) and
+  ``tests/impls/bucket_oij.py`` (fixed-width int64 arithmetic, time buckets,
+  one timer heap, a 2^-1074 fixed-point sum), written from the docs alone by
+  another author, claiming ``all,cond``; ``oracle`` -- ``reference/oracle.py`` itself, run as a
   command through ``tests/impls/oracle_cmd.py`` with a mutated copy of
   ``reference/`` imported first (``--prefer DIR``; the kit, in its own
   process, judges with the real one), claiming ``all,cond``.
@@ -84,6 +88,8 @@ TARGETS = {
     "accum": Target("accum", "tests/impls/accum_oij.py", None, ("{python}", "{mutant}"), "all"),
     "oracle": Target("oracle", "reference/oracle.py", "reference",
                      ("{python}", "{repo}/tests/impls/oracle_cmd.py", "--prefer", "{tmp}"), "all,cond"),
+    "sorted": Target("sorted", "tests/impls/sorted_oij.py", None, ("{python}", "{mutant}"), "all,cond"),
+    "bucket": Target("bucket", "tests/impls/bucket_oij.py", None, ("{python}", "{mutant}"), "all,cond"),
 }
 
 
@@ -143,6 +149,11 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--deep-cases", type=int, default=2000, help="cases of --deep (default 2000)")
     p.add_argument("--deep-out", default="kit-power-gaps", help="where --deep puts the cases (default "
                    "./kit-power-gaps)")
+    p.add_argument("--state-bound", action="store_true",
+                   help="also run every survivor on the long cases of oij conform --state-bound (in this process, "
+                   "the cases and the oracle's answers made once): a mutant whose state grows with the stream, or "
+                   "whose output on them is wrong, is killed there (found by 'state-bound')")
+    p.add_argument("--state-events", type=int, default=100_000, help="events per long case (default 100000)")
     p.add_argument("--no-shapes", action="store_true",
                    help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
     p.set_defaults(func=run_kit_power)
@@ -400,6 +411,24 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
         m.verdict = "error"
         m.tail = "\n".join(out.strip().splitlines()[-5:])
     return m
+
+
+def state_bound(m: Mutant, target: Target, repo: Path, events: int, timeout: float) -> None:
+    """Run a surviving mutant on the long cases of ``oij conform --state-bound`` (:func:`oij.testing._state.
+    check_state`); killed there if its state grows with the stream or its output on them is wrong."""
+    from oij.testing._case import parse_features
+    from oij.testing._state import check_state
+
+    code = mutant_source(m, (repo / target.path).read_text())
+    t0 = time.perf_counter()
+    with _mutant_dir(target, repo, code) as (_, _, cmd):
+        report = check_state(cmd, parse_features(target.features), events=events, timeout=timeout)
+    m.seconds = round(m.seconds + time.perf_counter() - t0, 3)
+    if not report.ok:
+        bad = next(r for r in report.runs if r.problem is not None)
+        m.verdict, m.found_by, m.decided = "killed", f"state-bound {bad.name}", "state-bound"
+        m.kind = "state" if bad.problem and "grows" in bad.problem else (bad.problem or "").split(":", 1)[0]
+        m.tail = bad.line().strip()
 
 
 CASE_TIMEOUT = 10.0  # oij conform's --timeout default: a case that runs longer in-process hangs as a command too
@@ -690,8 +719,11 @@ def _run_work(args: argparse.Namespace, repo: Path, names: list[str], sample: di
     from oij.bench import machine
 
     def one(item: tuple[Mutant, Target]) -> Mutant:
-        return run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target),
-                          judge=args.judge_in_replay)
+        m = run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target),
+                       judge=args.judge_in_replay)
+        if args.state_bound and m.verdict == "survived":
+            state_bound(m, item[1], repo, args.state_events, 60 * CASE_TIMEOUT)
+        return m
 
     def report(m: Mutant) -> None:
         how = f" ({m.kind})" if m.verdict == "survived" and m.kind else ""

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, event, given, reporting, settings, target
 from hypothesis import seed as hyp_seed
@@ -94,8 +95,139 @@ def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
         return Outcome(None, f"protocol error: {e}", stderr)
 
 
-def run_impl(impl: Impl, case: Case, timeout: float) -> Outcome:
-    """Run ``impl`` (a command or a callable) on ``case``."""
+SESSION_END = '{"type":"end"}'
+"""The separator line of the session protocol: the implementation writes it after each case's result lines."""
+
+
+class Session:
+    """A command under test started once for many cases: the session protocol (docs/conformance.rst).
+
+    The command is started with ``OIJ_SESSION=1`` in its environment and
+    gets the cases one after another on stdin, each a whole oij-jsonl case
+    ending with its ``{"type":"end"}`` line.  After each case it writes that
+    case's result lines, then the line ``{"type":"end"}``, and flushes; then
+    it forgets everything and reads the next case.  At EOF it exits 0.  A
+    case is judged exactly as in the per-case protocol.  When the command
+    exits, breaks the protocol or does not finish a case within the
+    timeout, that case fails (crash, hang) and the next case starts a
+    fresh process.
+
+    Processes: :meth:`run` starts the command in its own session (process
+    group) when none is running; :meth:`close` (or leaving a ``with``
+    block) closes its stdin, waits briefly, then kills the whole group.
+    Its stderr goes to an unnamed temporary file (no pipe to fill).
+    """
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._buf = b""
+        self._err: Any = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _start(self) -> str | None:
+        import tempfile
+
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 -- open for the session's life; closed by close()
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                         start_new_session=True, env={**os.environ, "OIJ_SESSION": "1"})
+        except OSError as e:
+            return f"cannot start {self.argv[0]!r}: {e.strerror or e}"
+        self.starts += 1
+        self._buf = b""
+        return None
+
+    def _stderr_text(self) -> str:
+        if self._err is None:
+            return ""
+        self._err.seek(0)
+        text: str = self._err.read().decode("utf-8", errors="replace")
+        return text
+
+    def _kill(self) -> None:
+        p, self.proc = self.proc, None
+        if p is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            for f in (p.stdin, p.stdout):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+
+    def run(self, case: Case, timeout: float) -> Outcome:
+        """Send ``case`` to the running command (started if needed) and read its answer up to the end line."""
+        import selectors
+        import time
+
+        if self.proc is None or self.proc.poll() is not None:
+            self._kill()
+            problem = self._start()
+            if problem is not None:
+                return Outcome(None, problem)
+        p = self.proc
+        assert p is not None and p.stdin is not None and p.stdout is not None
+        try:
+            p.stdin.write(case.to_jsonl().encode())
+            p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it exited: reported below with its exit code
+        deadline = time.monotonic() + timeout
+        lines: list[bytes] = []
+        fd = p.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                while b"\n" in self._buf:
+                    line, self._buf = self._buf.split(b"\n", 1)
+                    if line.strip().replace(b" ", b"") == SESSION_END.encode():
+                        try:
+                            return Outcome(parse_output(b"\n".join(lines)), None, "")
+                        except ProtocolError as e:  # the command is still in step: the session goes on
+                            return Outcome(None, f"protocol error: {e}")
+                    lines.append(line)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._kill()
+                    return Outcome(None, f"hang: no end line within {timeout:g} s (session killed)")
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    self._buf += chunk
+                    continue
+                code = p.wait()
+                self._kill()
+                err = self._stderr_text().strip()
+                last = err.splitlines()[-1] if err else "(no message)"
+                what = f"exit code {code}" if code else "exit code 0 before the end line"
+                return Outcome(None, f"crash: {what}; stderr: {last}", err)
+
+    def close(self) -> None:
+        """End the session: close stdin, give the command 5 s to exit, then kill its process group."""
+        p = self.proc
+        if p is not None and p.stdin is not None:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5.0)
+        self._kill()
+        if self._err is not None:
+            self._err.close()
+            self._err = None
+
+
+def run_impl(impl: Impl | Session, case: Case, timeout: float) -> Outcome:
+    """Run ``impl`` (a command, a callable, or a :class:`Session`) on ``case``."""
+    if isinstance(impl, Session):
+        return impl.run(case, timeout)
     if callable(impl):
         try:
             r = impl(case.query, list(case.events))
@@ -130,7 +262,7 @@ class _Found(Exception):
     pass
 
 
-def run_vectors(impl: Impl, features: frozenset[str], profile: Profile, timeout: float,
+def run_vectors(impl: Impl | Session, features: frozenset[str], profile: Profile, timeout: float,
                 result: SearchResult) -> Failure | None:
     """Run every test vector whose features ``impl`` claims (``oij vectors``: the fixed corpus); the first
     failure, shrunk, or None.  The folders are interleaved (the first vector of each, then the second, ...), so
@@ -152,7 +284,7 @@ def run_vectors(impl: Impl, features: frozenset[str], profile: Profile, timeout:
     return None
 
 
-def search(impl: Impl, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
+def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
            max_examples: int = 200, seed: int = 0, timeout: float = 10.0, vectors: bool = True) -> SearchResult:
     """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on up to
     ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
@@ -215,7 +347,7 @@ def renumber(q: Query, events: Sequence[Event], encoding: str = "full") -> Case:
     return Case(q, (*out, End()), "shrunk", encoding)
 
 
-def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset[str], timeout: float,
+def minimize(impl: Impl | Session, failure: Failure, profile: Profile, features: frozenset[str], timeout: float,
              result: SearchResult | None = None) -> Failure:
     """Delete events while the case still fails the same way (ids renumbered); a 1-minimal failing case.
 
@@ -248,27 +380,41 @@ def minimize(impl: Impl, failure: Failure, profile: Profile, features: frozenset
         size = max(1, size // 2)
 
 
-def _shard(args: tuple[Impl, frozenset[str], Profile, int, int, float]) -> SearchResult:
-    impl, feats, profile, n, seed, timeout = args
-    return search(impl, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout, vectors=False)
+def _shard(args: tuple[Sequence[str], frozenset[str], Profile, int, int, float, bool]) -> SearchResult:
+    argv, feats, profile, n, seed, timeout, session = args
+    if not session:
+        return search(argv, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout,
+                      vectors=False)
+    with Session(argv) as s:
+        return search(s, features=feats, profile=profile, max_examples=n, seed=seed, timeout=timeout,
+                      vectors=False)
 
 
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
                     max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1,
-                    vectors: bool = True) -> SearchResult:
-    """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins."""
+                    vectors: bool = True, session: bool = False) -> SearchResult:
+    """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins.
+    ``session``: each process runs the command as one :class:`Session` (the vectors too, in this process)."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     if jobs <= 1:
+        if session:
+            with Session(impl) as s:
+                return search(s, features=feats, profile=profile, max_examples=max_examples, seed=seed,
+                              timeout=timeout, vectors=vectors)
         return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout,
                       vectors=vectors)
     out = SearchResult()
     if vectors:  # the fixed corpus first, in this process
-        out.failure = run_vectors(impl, feats, profile, timeout, out)
+        if session:
+            with Session(impl) as s:
+                out.failure = run_vectors(s, feats, profile, timeout, out)
+        else:
+            out.failure = run_vectors(impl, feats, profile, timeout, out)
     if out.failure is not None:
         return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        parts = list(pool.map(_shard, [(list(impl), feats, profile, n, seed + i, timeout)
+        parts = list(pool.map(_shard, [(list(impl), feats, profile, n, seed + i, timeout, session)
                                        for i, n in enumerate(shares) if n > 0]))
     for p in parts:
         out.examples += p.examples

@@ -89,6 +89,23 @@ class KeyHashBucket(Join):
         return ("int", hash(k) % 8) if isinstance(k, int) else super().key(k)
 
 
+class NeverPurges(Join):
+    """Exact, but it never drops a probe: its state grows with the stream (``oij conform --state-bound``)."""
+
+    def keep_probe(self, b: Tup) -> bool:
+        return True
+
+    def on_watermark_change(self) -> None:  # only the bases: walking every kept probe would be quadratic
+        for k in list(self.bases):
+            pending = []
+            for a in self.bases[k]:
+                if self.is_final(a):
+                    self.finalize(a)
+                else:
+                    pending.append(a)
+            self.bases[k] = pending
+
+
 def _wrap32(x: int) -> int:
     return (x + (1 << 31)) % (1 << 32) - (1 << 31)
 
@@ -142,13 +159,16 @@ BUGS: dict[str, type[Join]] = {
     "keys-case-insensitive": KeysCaseInsensitive,
     "channelless-watermark-to-all": ChannellessWatermarkToAll,
 }
+STATE_BUGS: dict[str, type[Join]] = {"never-purges": NeverPurges}
+"""Exact answers, unbounded state: caught by ``oij conform --state-bound`` only."""
 """The first eight are issue 23's shapes; the last four issue 37's (how other languages hold values)."""
 
 
 def _make(bug: str) -> type[Join]:
-    if bug not in BUGS:
-        sys.exit(f"unknown bug {bug!r}; known: {', '.join(BUGS)}")
-    return BUGS[bug]
+    known = {**BUGS, **STATE_BUGS}
+    if bug not in known:
+        sys.exit(f"unknown bug {bug!r}; known: {', '.join(known)}")
+    return known[bug]
 
 
 if __name__ == "__main__":

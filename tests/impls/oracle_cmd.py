@@ -6,6 +6,9 @@ DIR: this process imports the mutant (DIR goes first on ``sys.path``) while
 the kit, in its own process, judges with the real one.  It
 reads with the standard library and imports nothing but ``spec`` and
 ``reference`` (a start-up of about 0.1 s: the kit runs it once per case).
+With ``OIJ_STATE_BOUND=1`` (``oij conform --state-bound``) it streams the case
+and writes state lines (:func:`main_streaming`), so that mutants that keep
+state without bound are told apart.
 """
 
 from __future__ import annotations
@@ -29,17 +32,18 @@ def read_case(lines: list[str]) -> tuple[Query, list[Event]]:
     q = Query(h["lower"], h["upper"], h.get("lower_inclusive", True), h.get("upper_inclusive", True),
               h.get("aggregate"), h.get("join", "inner"), h.get("channels", 1), h.get("lateness"),
               tuple(Comparison(c["a"], c["op"], c["b"], float(c.get("add", 0.0))) for c in h.get("cond", ())))
-    events: list[Event] = []
-    for o in objs[1:]:
-        if o["type"] == "tuple":
-            fields = tuple((k, float(v)) for k, v in o.get("fields", {}).items())
-            events.append(StreamTuple(o["side"], o["id"], o["ts"], o["key"], float(o.get("value", 0.0)),
-                                      o.get("channel", 0), fields))
-        elif o["type"] == "watermark":
-            events.append(Watermark(o["ts"], o.get("channel", 0)))
-        else:
-            events.append(End())
-    return q, events
+    return q, [event_of(o) for o in objs[1:]]
+
+
+def event_of(o: dict[str, Any]) -> Event:
+    """One event line, parsed."""
+    if o["type"] == "tuple":
+        fields = tuple((k, float(v)) for k, v in o.get("fields", {}).items())
+        return StreamTuple(o["side"], o["id"], o["ts"], o["key"], float(o.get("value", 0.0)), o.get("channel", 0),
+                           fields)
+    if o["type"] == "watermark":
+        return Watermark(o["ts"], o.get("channel", 0))
+    return End()
 
 
 def value_text(v: Any) -> str:
@@ -51,9 +55,26 @@ def value_text(v: Any) -> str:
     return json.dumps(v)
 
 
-def main() -> None:
-    q, events = read_case(sys.stdin.readlines())
-    res = run_events(events, q)
+def main_streaming() -> None:
+    """``OIJ_STATE_BOUND=1`` (``oij conform --state-bound``): the case read line by line, the oracle fed one event
+    at a time, and a state line ``{"type":"state","events":K,"stored":N}`` on stderr every 1000 events."""
+    from reference.oracle import Oracle
+
+    q, _ = read_case([sys.stdin.readline()])
+    o = Oracle(q)
+    k = 0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        o.on_event(event_of(json.loads(line)))
+        k += 1
+        if k % 1000 == 0:
+            sys.stderr.write(f'{{"type":"state","events":{k},"stored":{o.stored}}}\n')
+    write_results(o.results())
+
+
+def write_results(res: Any) -> None:
+    """The result lines of ``res`` on stdout."""
     out = [json.dumps({"type": "pair", "base": b, "probe": p}) for b, p in res.pairs]
     out += [f'{{"type": "aggregate", "base": {b}, "count": {n}, "value": {value_text(v)}}}' for b, n, v in
             res.aggregates]
@@ -61,5 +82,12 @@ def main() -> None:
     sys.stdout.write("".join(x + "\n" for x in out))
 
 
+def main() -> None:
+    q, events = read_case(sys.stdin.readlines())
+    write_results(run_events(events, q))
+
+
 if __name__ == "__main__":
-    main()
+    import os
+
+    main_streaming() if os.environ.get("OIJ_STATE_BOUND") == "1" else main()
