@@ -18,7 +18,7 @@ from oij.io.atomic import write_text
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
-    from oij.testing._case import Impl
+    from oij.testing._case import Case, Impl
     from oij.testing._runner import SearchResult, Session
 
 FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
@@ -123,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
           f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
     print(f"found by: {res.found_by}\n")
+    if args.session and _passes_fresh(cmd, f.case, profile, feats, args.timeout):
+        print("in a fresh session this case passes: the failure depends on the cases before it in the same "
+              "session, so CMD does not reset its state between cases (the session protocol requires it); "
+              "run without --session to judge the cases alone\n")
     print(f.report)
     write_text(args.replay_out, f.case.to_jsonl())
     if profile is CANONICAL:
@@ -138,6 +142,13 @@ def run(args: argparse.Namespace) -> int:
     if profile is CANONICAL:
         _print_fingerprint(res, feats)
     return 1
+
+
+def _passes_fresh(cmd: list[str], case: Case, profile: Profile, feats: frozenset[str], timeout: float) -> bool:
+    from oij.testing._runner import Session, judge
+
+    with Session(cmd) as s:
+        return judge(case, s.run(case, timeout), profile, feats) is None
 
 
 def _state_bound(cmd: list[str], feats: frozenset[str], args: argparse.Namespace) -> int:

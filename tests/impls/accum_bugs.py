@@ -10,6 +10,8 @@ mutates has no bug switches.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -159,9 +161,35 @@ BUGS: dict[str, type[Join]] = {
     "keys-case-insensitive": KeysCaseInsensitive,
     "channelless-watermark-to-all": ChannellessWatermarkToAll,
 }
-STATE_BUGS: dict[str, type[Join]] = {"never-purges": NeverPurges}
-"""Exact answers, unbounded state: caught by ``oij conform --state-bound`` only."""
+STATE_BUGS: dict[str, type[Join]] = {"never-purges": NeverPurges, "correct": Join, "leaky-session": Join}
+"""Not shapes of the per-case protocol: ``never-purges`` (exact answers, unbounded state: caught by ``oij conform
+--state-bound`` only), ``correct`` (accum_oij itself, here so that it speaks the session protocol too) and
+``leaky-session`` (correct per case; under ``OIJ_SESSION=1`` it keeps the last case's probes)."""
 """The first eight are issue 23's shapes; the last four issue 37's (how other languages hold values)."""
+
+
+def session_main(make: type[Join], leak: bool = False) -> None:
+    """The session protocol (``OIJ_SESSION=1``): cases one after another, each answered, then the end line.
+    ``leak``: the bug of a session that does not reset -- the next case starts with the last one's probes."""
+    join: Join | None = None
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        ev = json.loads(line)
+        if ev["type"] == "query":
+            old, join = join, make(ev)
+            if leak and old is not None:
+                join.probes = old.probes
+        elif join is None:
+            sys.exit("the first line must be the query")
+        elif ev["type"] == "tuple":
+            join.on_tuple(ev)
+        elif ev["type"] == "watermark":
+            join.on_watermark(ev)
+        elif ev["type"] == "end":
+            join.on_end()
+            sys.stdout.write('{"type":"end"}\n')
+            sys.stdout.flush()
 
 
 def _make(bug: str) -> type[Join]:
@@ -175,5 +203,9 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--list"]:  # for oij bench kit-power
         print("\n".join(f"{name}\t{cls.__doc__}" for name, cls in BUGS.items()))
         sys.exit(0)
-    cls: Any = _make(sys.argv[1] if len(sys.argv) > 1 else "")
-    main(cls)
+    bug = sys.argv[1] if len(sys.argv) > 1 else ""
+    cls: Any = _make(bug)
+    if os.environ.get("OIJ_SESSION") == "1":
+        session_main(cls, leak=bug == "leaky-session")
+    else:
+        main(cls)
