@@ -26,7 +26,17 @@ from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
 from oij.testing._case import Case, case_features
 from oij.testing._protocol import expected_output
-from spec.model import TS_LIMIT, AggregateKind, Comparison, End, Event, Query, StreamTuple, Watermark
+from spec.model import (
+    COND_OPS,
+    TS_LIMIT,
+    AggregateKind,
+    Comparison,
+    End,
+    Event,
+    Query,
+    StreamTuple,
+    Watermark,
+)
 from spec.profiles import CANONICAL, PROFILES
 
 
@@ -177,6 +187,11 @@ def vectors() -> Iterator[Vector]:
                      "at 10 is still pending (hi = 13): its row must still count that probe",
                      _case(Query(-2, 3, aggregate=kind), _t("p", 1, 8, value=2.0), _t("b", 2, 10), Watermark(11),
                            _t("p", 3, 12, value=5.0), Watermark(14)))
+    for kind in ("count", "min"):
+        yield Vector("aggregates", f"{kind}-exclusive-empty-window", f"{kind}, window (0, 1) with both bounds "
+                     "exclusive: no offset fits, yet every base gets its row (count 0, value null)",
+                     _case(Query(0, 1, False, False, aggregate=kind), _t("b", 1, 5), _t("p", 2, 5), _t("p", 3, 6),
+                           _t("b", 4, 6)))
     yield Vector("aggregates", "count-gap", "count, window [3,5] wholly in the future: at W = 15 the probe at 16 "
                  "is in no pending window and can be dropped, the probe at 14 is in the pending base's [13,15]",
                  _case(Query(3, 5, aggregate="count"), _t("b", 1, 10), _t("p", 2, 14), _t("p", 3, 16), Watermark(15),
@@ -259,6 +274,15 @@ def vectors() -> Iterator[Vector]:
                            _tf("b", 3, 10, 1.0, 0.0)))
     # how other languages and systems hold values
     yield from representation_vectors()
+    # every comparison of a condition on each side of a tie (a.x OP b.y with x below, equal to and above y)
+    names = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+    for op in COND_OPS:
+        for rel, ax in (("below", 1.0), ("tie", 2.0), ("above", 3.0)):
+            holds = {"<": ax < 2.0, "<=": ax <= 2.0, ">": ax > 2.0, ">=": ax >= 2.0, "==": ax == 2.0,
+                     "!=": ax != 2.0}[op]
+            yield Vector("cond", f"op-{names[op]}-{rel}", f"a.x {op} b.y with a.x = {ax:g}, b.y = 2: "
+                         f"{'holds, the pair joins' if holds else 'fails, no pair'}",
+                         _two(Query(-2, 0, cond=(Comparison("x", op, "y"),)), ax, 2.0, "base-first"))
     # Flink's own unit test of its interval join operator, as oij cases
     yield from flink_operator_vectors()
     # extreme timestamps, empty streams
