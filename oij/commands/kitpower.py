@@ -146,6 +146,10 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="run nothing through oij conform: replay the survivors of an earlier result against "
                    "--deep-cases more generated cases; those they tell apart are gaps of the kit, not equivalent "
                    "(their first differing case goes to --deep-out)")
+    p.add_argument("--exhaustive", metavar="JSON", default=None,
+                   help="run nothing through oij conform: run the oracle's survivors (and equivalents) of an earlier "
+                   "result on every small case of oij/testing/_exhaustive.py (bounded-exhaustive: up to 3 events); "
+                   "those told apart go to --deep-out")
     p.add_argument("--deep-cases", type=int, default=2000, help="cases of --deep (default 2000)")
     p.add_argument("--deep-out", default="kit-power-gaps", help="where --deep puts the cases (default "
                    "./kit-power-gaps)")
@@ -583,6 +587,81 @@ def _rerun_all(result: dict[str, Any], again: list[int], one: Any, jobs: int,
             result["mutants"][i] = asdict(m)
 
 
+_EXHAUSTIVE_CHILD = """
+import pickle, sys
+sys.path.insert(0, sys.argv[1])
+from reference.oracle import run_events
+assert __import__("reference").__file__.startswith(sys.argv[1]), "the mutant's package was not imported"
+with open(sys.argv[2], "rb") as f:
+    corpus = pickle.load(f)
+for n, (q, events, want) in enumerate(corpus):
+    try:
+        got = run_events(events, q).canonical()
+    except Exception as e:
+        print(f"{n}: crash: {type(e).__name__}: {e}")
+        sys.exit(1)
+    if got != want:
+        print(f"{n}: the result differs")
+        sys.exit(1)
+print(f"{len(corpus)} cases: every result as the oracle's")
+"""
+
+
+def exhaustive_check(path: str, repo: Path, jobs: int, out_dir: Path) -> dict[str, Any]:
+    """The oracle's survivors of an earlier result run on every small case of :func:`oij.testing._exhaustive.
+    small_cases` (in a child process that imports the mutated ``reference`` and calls ``run_events``, no
+    protocol, so 27,000 cases take seconds): a survivor whose results differ is a gap, its case saved to
+    ``out_dir``.  Only the ``oracle`` target (the others are scripts of the protocol)."""
+    import json
+    import pickle
+
+    from oij.testing._exhaustive import small_cases
+    from reference.oracle import run_events
+
+    result: dict[str, Any] = json.loads(Path(path).read_text())
+    todo = [m for m in result["mutants"] if m["target"] == "oracle" and m["verdict"] in ("survived", "equivalent")]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus = [(c.query, list(c.events), run_events(c.events, c.query).canonical()) for c in small_cases()]
+    found: dict[str, Any] = {"cases": len(corpus), "survivors": len(todo), "told_apart": []}
+    with tempfile.TemporaryDirectory(prefix="oij-kit-power-exhaustive-") as d:
+        pick = Path(d) / "corpus.pickle"
+        pick.write_bytes(pickle.dumps(corpus))
+        t = TARGETS["oracle"]
+
+        def one(d_: dict[str, Any]) -> tuple[dict[str, Any], str]:
+            m = Mutant(d_["target"], d_["operator"], d_["occurrence"], d_["line_no"], d_["line"])
+            code = mutant_source(m, (repo / t.path).read_text())
+            with _mutant_dir(t, repo, code) as (lib, _, _cmd):
+                try:
+                    r = subprocess.run([sys.executable, "-c", _EXHAUSTIVE_CHILD, str(lib), str(pick)],
+                                       capture_output=True, text=True, check=False, cwd=d, timeout=600)
+                except subprocess.TimeoutExpired:
+                    return d_, "timeout"
+            return d_, "" if r.returncode == 0 else (r.stdout.strip().splitlines() or [r.stderr.strip()])[-1]
+
+        print(f"kit-power: {len(todo)} oracle survivors against {len(corpus)} small cases", flush=True)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for d_, why in pool.map(one, todo):
+                if not why:
+                    continue
+                name = f"{d_['target']}:{d_['operator']}:{d_['occurrence']}"
+                entry = {"mutant": name, "line_no": d_["line_no"], "line": d_["line"], "mutated": d_["mutated"],
+                         "why": why}
+                n = why.split(":", 1)[0]
+                if n.isdigit():
+                    q, events, _ = corpus[int(n)]
+                    from oij.testing._case import Case
+
+                    stem = name.replace("/", "_").replace(":", "_")
+                    write_text(str(out_dir / f"{stem}.in.jsonl"), Case(q, tuple(events)).to_jsonl())
+                    entry["case"] = str(out_dir / f"{stem}.in.jsonl")
+                found["told_apart"].append(entry)
+                print(f"  told apart: {name} line {d_['line_no']}: {d_['mutated']}  ({why})", flush=True)
+    print(f"kit-power: {len(found['told_apart'])} of {len(todo)} oracle survivors told apart by "
+          f"{len(corpus)} small cases")
+    return found
+
+
 def deep_check(path: str, repo: Path, cases: int, jobs: int, timeout: float, out_dir: Path) -> dict[str, Any]:
     """The survivors of an earlier result replayed against ``cases`` more generated cases (seed 1, no vectors):
     one those tell apart is not equivalent, but a gap of the kit; its first differing case and the unmutated
@@ -651,6 +730,12 @@ def run_kit_power(args: argparse.Namespace) -> int:
     mpath = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
     if args.rescore:
         return _write(rescore(args.rescore, load_manifest(mpath)), args)
+    if args.exhaustive:
+        import json
+
+        gaps = exhaustive_check(args.exhaustive, repo, args.jobs, Path(args.deep_out))
+        write_text(str(Path(args.deep_out) / "exhaustive.json"), json.dumps(gaps, indent=1) + "\n")
+        return 1 if gaps["told_apart"] else 0
     if args.deep:
         import json
 
