@@ -230,8 +230,20 @@ def mutant_source(m: Mutant, source: str) -> str | None:
     return code
 
 
+EVIDENCE_KINDS = ("unreached", "proven", "searched")
+"""How an entry of the manifest was established: no command runs the line; an argument (its ``reason``) that no
+input can tell the mutant apart, which a search then failed to refute; or a search alone (which generators, how
+many cases).  Each entry's ``evidence`` starts with one of these words."""
+
+
+def missing_evidence(manifest: dict[tuple[str, str, int], dict[str, Any]]) -> list[str]:
+    """The entries whose ``evidence`` is absent or does not start with one of :data:`EVIDENCE_KINDS`."""
+    return [f"{k[0]}:{k[1]}:{k[2]}" for k, e in manifest.items()
+            if not str(e.get("evidence", "")).startswith(EVIDENCE_KINDS)]
+
+
 def load_manifest(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """The equivalent mutants: (target, operator, occurrence) -> {line, reason}."""
+    """The equivalent mutants: (target, operator, occurrence) -> {line, mutated, reason, evidence}."""
     if not path.exists():
         return {}
     data = tomllib.loads(path.read_text())
@@ -535,11 +547,15 @@ def rescore(path: str, manifest: dict[tuple[str, str, int], dict[str, Any]]) -> 
     for m in result["mutants"]:
         if m["verdict"] not in ("survived", "equivalent"):
             continue
+        if m["verdict"] == "equivalent" and m.get("kind") == "unreached" and str(m.get("reason", "")).startswith(
+                "never run by the command"):
+            continue  # an [[unreached]] entry's verdict, not the [[equivalent]] table's
         e = manifest.get((m["target"], m["operator"], m["occurrence"]))
         if e is not None and e.get("line", "").strip() == m["line"]:
             m["verdict"], m["reason"] = "equivalent", str(e.get("reason", ""))
         else:
             m["verdict"], m["reason"] = "survived", ""
+    result["entries_without_evidence"] = missing_evidence(manifest)
     names = list(result["targets"])
     result["targets"] = {n: summarize([Mutant(**{k: v for k, v in m.items()}) for m in result["mutants"]
                                        if m["target"] == n]) for n in names}
@@ -721,7 +737,8 @@ def _write(result: dict[str, Any], args: argparse.Namespace) -> int:
         Path(args.docs).mkdir(parents=True, exist_ok=True)
         write_text(str(Path(args.docs) / args.table), render_rst(result))
     bad = (any(s["survived"] or s["timeout"] or s["error"] for s in result["targets"].values())
-           or result["stale_manifest_entries"] or any(x["verdict"] != "killed" for x in result.get("shapes", [])))
+           or result["stale_manifest_entries"] or result.get("entries_without_evidence")
+           or any(x["verdict"] != "killed" for x in result.get("shapes", [])))
     return 1 if bad else 0
 
 
@@ -837,6 +854,7 @@ def _run_work(args: argparse.Namespace, repo: Path, names: list[str], sample: di
         "targets": {n: summarize([m for m in done if m.target == n]) for n in names},
         "shapes": shapes,
         "stale_manifest_entries": stale,
+        "entries_without_evidence": missing_evidence(manifest),
         "manifest_entries_killed": unused,
         "mutants": [asdict(m) for m in done],
     }
@@ -859,6 +877,7 @@ def render_text(result: dict[str, Any]) -> str:
     lines += [f"shape {x['bug']}: {x['verdict']} in {x['seconds']:.1f} s, replay {x['replay_events']} events, "
               f"found by {x['found_by']}" for x in result.get("shapes", [])]
     lines += [f"STALE manifest entry: {s}" for s in result["stale_manifest_entries"]]
+    lines += [f"manifest entry WITHOUT EVIDENCE: {s}" for s in result.get("entries_without_evidence", [])]
     return "\n".join(lines)
 
 

@@ -202,6 +202,8 @@ def case_features(case: Case) -> frozenset[str]:
         out.add("exclusive")
     if q.cond:
         out.add("cond")
+    if any(abs(x) > TS_LIMIT // 2 for x in (q.lower, q.upper, q.lateness or 0)):
+        out.add("extreme-ts")
     marks: dict[int, int] = {}
     strs: set[str] = set()
     for e in case.events:

@@ -291,6 +291,25 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0), _t("b", 1, top), _t("p", 2, top - 2)))
     yield Vector("extreme", "near-min", "timestamps at -(2^62 - 1)",
                  _case(Query(0, 2), _t("b", 1, -top), _t("p", 2, -top + 2)))
+    yield Vector("extreme", "bounds-at-the-limit", "window [-(2^62 - 1), 2^62 - 1], the widest the format allows: "
+                 "a base at 0 matches probes at both ends of the time range",
+                 _case(Query(-top, top), _t("b", 1, 0), _t("p", 2, top), _t("p", 3, -top)))
+    yield Vector("extreme", "window-at-the-top", "window [2^62 - 1, 2^62 - 1]: a base at 0 and a probe at "
+                 "2^62 - 1 match", _case(Query(top, top), _t("b", 1, 0), _t("p", 2, top)))
+    yield Vector("extreme", "window-at-the-bottom", "window [-(2^62 - 1), -(2^62 - 1)]: a probe at -(2^62 - 1) "
+                 "matches a base at 0", _case(Query(-top, -top), _t("p", 1, -top), _t("b", 2, 0)))
+    yield Vector("extreme", "lateness-at-the-limit", "lateness 2^62 - 1: W = max ts - (2^62 - 1); with a tuple "
+                 "at 2^62 - 1, W = 0, a probe at -1 is late and one at 0 joins the base at 0",
+                 _case(Query(-1, 0, lateness=top), _t("b", 1, 0), _t("p", 2, top), _t("p", 3, -1), _t("p", 4, 0)))
+    yield Vector("extreme", "watermark-at-the-limits", "watermarks at -(2^62 - 1), then 2^62 - 1: the base at 0 "
+                 "joins the probe at 0 before, and a probe at 2^62 - 2 after is late",
+                 _case(Query(-1, 1), Watermark(-top), _t("b", 1, 0), _t("p", 2, 0), Watermark(top),
+                       _t("p", 3, top - 1)))
+    yield Vector("state-edges", "far-probe-stored-first", "window [-2, 0]: a probe 1000 ticks ahead arrives "
+                 "first, then a probe at 9 and a base at 10: the far one must not hide the near one (state "
+                 "kept in time buckets is read in any order)",
+                 _case(Query(-2, 0), _t("p", 1, 1010), _t("p", 2, 9), _t("b", 3, 10), _t("p", 4, -1000),
+                       _t("b", 5, 1010)))
     yield from found_by_mutants()
     yield Vector("empty", "empty", "no tuple at all", _case(Query(-1, 1)))
     yield Vector("empty", "base-only", "bases only", _case(Query(-1, 1, join="left"), _t("b", 1, 3)))
