@@ -283,6 +283,13 @@ def vectors() -> Iterator[Vector]:
             yield Vector("cond", f"op-{names[op]}-{rel}", f"a.x {op} b.y with a.x = {ax:g}, b.y = 2: "
                          f"{'holds, the pair joins' if holds else 'fails, no pair'}",
                          _two(Query(-2, 0, cond=(Comparison("x", op, "y"),)), ax, 2.0, "base-first"))
+    e53 = float(1 << 53)
+    yield Vector("cond", "add-at-the-limit", "a.x <= b.y - 2^53 (an add at the format's limit, |add| <= 2^53): "
+                 "fails for x = 1, y = 2; the pair does not join",
+                 _two(Query(-2, 0, cond=(Comparison("x", "<=", "y", -e53),)), 1.0, 2.0, "base-first"))
+    yield Vector("cond", "ts-at-the-limit", "a.ts <= b.ts with both at 2^53 (the largest ts a condition may read): "
+                 "the pair joins", _case(Query(-1, 0, cond=(Comparison("ts", "<=", "ts"),)),
+                                         _t("b", 1, 1 << 53), _t("p", 2, 1 << 53)))
     # Flink's own unit test of its interval join operator, as oij cases
     yield from flink_operator_vectors()
     # extreme timestamps, empty streams
