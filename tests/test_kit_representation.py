@@ -224,7 +224,7 @@ def test_state_bound_fails_a_wrong_answer_and_the_command_reports_it(
 
 # -- the audit's two oracle mutants --------------------------------------------------------------------------------
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("mutant", ["core/ReplaceOrWithAnd:15", "core/ReplaceComparisonOperator_GtE_Eq:6"])
 def test_the_audits_two_mutants_are_told_apart_by_a_vector(mutant: str) -> None:
     import subprocess
@@ -297,3 +297,17 @@ def test_spec_stats_can_fail() -> None:
     wrong = dict(want, late=0)
     assert wrong != want
     assert isinstance(case.events[1], Watermark) and isinstance(case.events[2], StreamTuple)
+
+
+# -- equivalent means equivalent ---------------------------------------------------------------------------------
+
+def test_every_equivalent_entry_carries_its_evidence_and_one_without_is_flagged() -> None:
+    from oij.commands.kitpower import EVIDENCE_KINDS, load_manifest, missing_evidence
+
+    manifest = load_manifest(IMPLS / "mutants.toml")
+    assert manifest and missing_evidence(manifest) == []
+    assert all(str(e["evidence"]).split(":", 1)[0].split(" ", 1)[0] in EVIDENCE_KINDS for e in manifest.values())
+    key = next(iter(manifest))
+    bare = {key: {k: v for k, v in manifest[key].items() if k != "evidence"}}
+    assert missing_evidence(bare) == [f"{key[0]}:{key[1]}:{key[2]}"]
+    assert missing_evidence({key: dict(manifest[key], evidence="reviewed")}) != []

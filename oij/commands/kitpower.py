@@ -447,6 +447,10 @@ def state_bound(m: Mutant, target: Target, repo: Path, events: int, timeout: flo
         m.tail = bad.line().strip()
 
 
+STATE_TIMEOUT = 120.0
+"""Seconds a survivor gets per long case of ``--state-bound`` (a correct target takes 1-5 s on this machine; a
+mutant that holds every tuple and walks it on every move of W is quadratic and hangs)."""
+
 CASE_TIMEOUT = 10.0  # oij conform's --timeout default: a case that runs longer in-process hangs as a command too
 
 
@@ -824,7 +828,7 @@ def _run_work(args: argparse.Namespace, repo: Path, names: list[str], sample: di
         m = run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target),
                        judge=args.judge_in_replay)
         if args.state_bound and m.verdict == "survived":
-            state_bound(m, item[1], repo, args.state_events, 60 * CASE_TIMEOUT)
+            state_bound(m, item[1], repo, args.state_events, STATE_TIMEOUT)
         return m
 
     def report(m: Mutant) -> None:

@@ -187,7 +187,7 @@ def vectors() -> Iterator[Vector]:
                      "at 10 is still pending (hi = 13): its row must still count that probe",
                      _case(Query(-2, 3, aggregate=kind), _t("p", 1, 8, value=2.0), _t("b", 2, 10), Watermark(11),
                            _t("p", 3, 12, value=5.0), Watermark(14)))
-    for kind in ("count", "min"):
+    for kind in ("count", "sum", "min"):
         yield Vector("aggregates", f"{kind}-exclusive-empty-window", f"{kind}, window (0, 1) with both bounds "
                      "exclusive: no offset fits, yet every base gets its row (count 0, value null)",
                      _case(Query(0, 1, False, False, aggregate=kind), _t("b", 1, 5), _t("p", 2, 5), _t("p", 3, 6),
@@ -586,6 +586,31 @@ def found_by_mutants() -> Iterator[Vector]:
                  "probes below every window (counts 0 and 2)",
                  _case(Query(2, 3, aggregate="count", lateness=3), _t("b", 1, 0), _t("p", 2, 4), _t("p", 3, 5),
                        _t("p", 4, 6), _t("b", 5, 3)))
+    yield Vector("found-by-mutants", "base-pending-at-w-equal-hi", "[-3, -1], W = 9: a base at 10 (hi = 9 = W) is "
+                 "still pending, so a probe at 9 arriving after it joins",
+                 _case(Query(-3, -1), _t("p", 1, 7), Watermark(9), _t("b", 2, 10), _t("p", 3, 9)))
+    for agg in (None, "count"):
+        yield Vector("found-by-mutants", f"future-probe-at-w-plus-lower-{agg or 'pairs'}", "[1, 3], W = 10: a probe at "
+                     "11 (b.ts - lower = W) is still needed by a base at W, which arrives next",
+                     _case(Query(1, 3, aggregate=agg), Watermark(10), _t("p", 1, 11), _t("b", 2, 10), Watermark(20)))
+    yield Vector("found-by-mutants", "bases-out-of-order", "[0, 0]: bases at 5, 10, then 7, each met by a probe at "
+                 "its own time: the stored bases stay in time order",
+                 _case(Query(0, 0), _t("b", 1, 5), _t("b", 2, 10), _t("b", 3, 7), _t("p", 4, 7), _t("p", 5, 5),
+                       _t("p", 6, 10)))
+    yield Vector("found-by-mutants", "cond-count-final-on-arrival-below-window", "count, [-10, -8], a.x < b.y: probes "
+                 "at 5 and 11 (y = 2), W = 13, a base at 20 (x = 1) final on arrival: its window [10, 12] holds only "
+                 "the probe at 11; the one at 5, still stored, is below it",
+                 _case(Query(-10, -8, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("p", 1, 5, 0.0, 2.0),
+                       _tf("p", 2, 11, 0.0, 2.0), Watermark(13), _tf("b", 3, 20, 1.0, 0.0)))
+    yield Vector("found-by-mutants", "cond-count-after-a-purged-base", "count, [-3, 0], a.x < b.y: a base at 10 "
+                 "(x = 5) final and dropped at W = 15, then a base at 20 (x = 1) and a probe at 19 (y = 2): the "
+                 "second base's condition reads its own x (counts 0 and 1)",
+                 _case(Query(-3, 0, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("b", 1, 10, 5.0, 0.0),
+                       Watermark(15), _tf("b", 2, 20, 1.0, 0.0), _tf("p", 3, 19, 0.0, 2.0)))
+    yield Vector("found-by-mutants", "channel-regression-then-other-channel", "two channels: channel 0 at 9, "
+                 "channel 1 at 5, channel 0 back to 6 (ignored), channel 1 at 9: W = 9, so a probe at 7 is late",
+                 _case(Query(-2, 0, channels=2), _t("b", 1, 8), Watermark(9, 0), Watermark(5, 1), Watermark(6, 0),
+                       Watermark(9, 1), _t("p", 2, 7)))
     for kind in ("count", "sum", "min"):
         yield Vector("found-by-mutants", f"{kind}-final-window-above-purge-edge", f"{kind}, [-5, -3]: a probe at -3, "
                      "a base at 3, W = 2: the base is final (hi = 0 < 2) and its window [-2, 0] starts above the purge "
