@@ -1,13 +1,13 @@
 """Flink DataStream's ``intervalJoin`` as an implementation under test: oij-jsonl cases, paced tuple by tuple.
 
-Data flow for one case (:func:`run_case`: a JVM per case)::
+Data flow for one case (``run_case``: a JVM per case)::
 
     events --(a small text file: query line, then one line per tuple or watermark, keys as ints)--> CASE
     java OijDataStreamCase CASE PACE_MS  (oij/flink/java/OijDataStreamCase.java, compiled once with javac
       against pyflink/lib into a cache directory; it starts a MiniCluster for its one job)
       --> "P base probe" lines (the join) and "L id" lines (both late side outputs) --> Results
 
-Data flow for many cases (:class:`Session`: one JVM and one MiniCluster for all of them)::
+Data flow for many cases (``Session``: one JVM and one MiniCluster for all of them)::
 
     Session()          starts  java OijDataStreamCase --session PACE_MS  (stdin, stdout: pipes; stderr: a
                        temporary file, quoted when a case fails)
@@ -42,7 +42,7 @@ keys as dense ints (``1`` and ``"1"`` differ); no left join (the DataStream
 interval join is inner only), no aggregates, no joining conditions.
 
 Resources: ``run_case`` writes the case to a temporary directory it removes;
-the JVM is a child process, killed on timeout.  A :class:`Session` owns its
+the JVM is a child process, killed on timeout.  A ``Session`` owns its
 JVM child and its stderr file until ``close`` (or ``with Session() as s``).
 """
 
@@ -196,7 +196,7 @@ class Session:
         return self._proc.pid
 
     def run_case(self, q: Query, events: Sequence[Event], timeout: float = 600.0) -> Results:
-        """The pairs and late ids Flink DataStream's interval join gives for the case, as :func:`run_case`.
+        """The pairs and late ids Flink DataStream's interval join gives for the case, as ``run_case``.
 
         Raises RuntimeError if the job failed (the session goes on) or the JVM has exited (the session is over);
         ``subprocess.TimeoutExpired`` after ``timeout`` seconds, the JVM killed and the session over.

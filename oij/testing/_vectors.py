@@ -602,11 +602,21 @@ def found_by_mutants() -> Iterator[Vector]:
                  "the probe at 11; the one at 5, still stored, is below it",
                  _case(Query(-10, -8, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("p", 1, 5, 0.0, 2.0),
                        _tf("p", 2, 11, 0.0, 2.0), Watermark(13), _tf("b", 3, 20, 1.0, 0.0)))
+    yield Vector("found-by-mutants", "cond-count-pending-then-final-below-window", "count, [-10, -8], a.x < b.y: "
+                 "probes at 5 and 11 (y = 2), a base at 20 (x = 1) pending, then W = 13 makes it final: its window "
+                 "[10, 12] holds only the probe at 11, though the one at 5 is still stored",
+                 _case(Query(-10, -8, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("p", 1, 5, 0.0, 2.0),
+                       _tf("p", 2, 11, 0.0, 2.0), _tf("b", 3, 20, 1.0, 0.0), Watermark(13)))
     yield Vector("found-by-mutants", "cond-count-after-a-purged-base", "count, [-3, 0], a.x < b.y: a base at 10 "
                  "(x = 5) final and dropped at W = 15, then a base at 20 (x = 1) and a probe at 19 (y = 2): the "
                  "second base's condition reads its own x (counts 0 and 1)",
                  _case(Query(-3, 0, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("b", 1, 10, 5.0, 0.0),
                        Watermark(15), _tf("b", 2, 20, 1.0, 0.0), _tf("p", 3, 19, 0.0, 2.0)))
+    yield Vector("found-by-mutants", "cond-count-after-a-purged-base-key-alive", "the same with a probe at 14 "
+                 "(y = 0) that keeps the key's state alive across the purge: the second base still reads its own x",
+                 _case(Query(-3, 0, aggregate="count", cond=(Comparison("x", "<", "y"),)), _tf("b", 1, 10, 5.0, 0.0),
+                       _tf("p", 2, 14, 0.0, 0.0), Watermark(15), _tf("b", 3, 20, 1.0, 0.0),
+                       _tf("p", 4, 19, 0.0, 2.0)))
     yield Vector("found-by-mutants", "channel-regression-then-other-channel", "two channels: channel 0 at 9, "
                  "channel 1 at 5, channel 0 back to 6 (ignored), channel 1 at 9: W = 9, so a probe at 7 is late",
                  _case(Query(-2, 0, channels=2), _t("b", 1, 8), Watermark(9, 0), Watermark(5, 1), Watermark(6, 0),
