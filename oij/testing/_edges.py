@@ -120,10 +120,10 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
                 hits.add(EDGES[21])
 
 
-def _numeric(k: object) -> float | None:
+def _numeric(k: int | str) -> float | None:
     try:
-        return float(k)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return float(k)
+    except (TypeError, ValueError, OverflowError):
         return None
 
 _STEP = {-1: " - 1", 0: "", 1: " + 1"}
