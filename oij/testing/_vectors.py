@@ -571,6 +571,11 @@ def found_by_mutants() -> Iterator[Vector]:
                  "condition operands stay with it when the probe at 0 is purged)",
                  _case(Query(0, 0, cond=(Comparison("x", "==", "x", 0.0),)), _tx("p", 1, 0, 1.0),
                        _tx("p", 2, 5, 2.0), Watermark(1), _tx("b", 3, 5, 2.0)))
+    yield Vector("found-by-mutants", "cond-inner-bases-then-probe", "inner join, [0, 2], condition a.x < b.y: "
+                 "bases at 0 (x = 5) and 20 (x = 1), W = 10, a probe at 20 (y = 3): the base at 20 joins (its "
+                 "condition operands stay with it when the base at 0 is purged)",
+                 _case(Query(0, 2, cond=(Comparison("x", "<", "y"),)), _tf("b", 1, 0, 5.0, 0.0),
+                       _tf("b", 2, 20, 1.0, 0.0), Watermark(10), _tf("p", 3, 20, 0.0, 3.0)))
     yield Vector("found-by-mutants", "count-gap-purge-before-a-far-base", "count, [1, 2]: bases at 0 and 10, a "
                  "probe at 1, W = 3: the probe is purged from the gap below the far base (no crash, counts 1 and 0)",
                  _case(Query(1, 2, aggregate="count"), _t("b", 1, 0), _t("b", 2, 10), _t("p", 3, 1), Watermark(3)))
