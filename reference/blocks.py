@@ -126,10 +126,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from reference.columns import EventBlock
 from reference.exact import scaled, to_float
 from spec.batch import AggregateRow, Pair, Results
 from spec.match import lower_offset, upper_offset
-from spec.model import End, Event, Key, Query, StreamTuple, Watermark, check_query
+from spec.model import End, Event, Key, Query, check_query
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -651,7 +652,7 @@ class BlockOracle:
     def feed(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
              value: F64, channel: I64) -> None:
         """Process consecutive valid events, column-wise (``kind`` 0 tuple / 1 watermark, ``side`` 0 base /
-        1 probe; the columns of :class:`oij.io.blocks.EventBlock`), in blocks of ``self.block``.
+        1 probe; the columns of :class:`reference.columns.EventBlock`), in blocks of ``self.block``.
 
         Requires: not ended.  Emits (into the store's output): late ids, pairs, and the rows of the bases that
         became final.  O(n log(n + S) + S log S + p) per block.
@@ -731,42 +732,10 @@ class BlockOracle:
 
 def event_columns(events: Iterable[Event]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], Ids, I64,
                                                     npt.NDArray[Any], F64, I64]:
-    """Tuples and watermarks (End excluded) as the columns :meth:`BlockOracle.feed` takes.  Keys are int64 when
-    every key is an int that fits, else an object column; ids likewise.  O(n)."""
-    kind: list[int] = []
-    side: list[int] = []
-    ids: list[int] = []
-    ts: list[int] = []
-    keys: list[Key] = []
-    value: list[float] = []
-    channel: list[int] = []
-    for e in events:
-        if type(e) is StreamTuple:
-            kind.append(0)
-            side.append(0 if e.side == "base" else 1)
-            ids.append(e.id)
-            keys.append(e.key)
-            value.append(e.value)
-        elif type(e) is Watermark:
-            kind.append(1)
-            side.append(-1)
-            ids.append(0)
-            keys.append(0)
-            value.append(0.0)
-        else:
-            continue
-        ts.append(e.ts)
-        channel.append(e.channel)
-    return (np.array(kind, np.int8), np.array(side, np.int8), _int64_or_object(ids), np.array(ts, np.int64),
-            _int64_or_object(keys), np.array(value, np.float64), np.array(channel, np.int64))
-
-
-def _int64_or_object(xs: list[Any]) -> npt.NDArray[Any]:
-    if all(type(x) is int and NEG <= x < -NEG for x in xs):
-        return np.array(xs, np.int64)
-    out = np.empty(len(xs), dtype=object)
-    out[:] = xs
-    return out
+    """Tuples and watermarks (up to an End) as the columns :meth:`BlockOracle.feed` takes
+    (:meth:`reference.columns.EventBlock.columns`).  Keys are int64 when every key is an int that fits, else an
+    object column; ids likewise.  O(n)."""
+    return EventBlock.from_events(events).columns()
 
 
 def run_blocks(events: Iterable[Event], q: Query, block: int = BLOCK) -> Results:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,131 +50,12 @@ if TYPE_CHECKING:
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, line_events, read_query_line
-from spec.model import TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
+from reference.columns import EventBlock as EventBlock  # re-exported: the type of the readers' blocks
+from spec.model import TS_LIMIT, Event, Query
 
 BLOCK_BYTES = 16 << 20
 
 I64 = npt.NDArray[np.int64]
-
-
-@dataclass
-class EventBlock:
-    """Consecutive validated events in arrival order, column-wise.
-
-    ``kind`` 0 tuple / 1 watermark; ``side`` 0 base / 1 probe (-1 for a
-    watermark); ``key`` an int64 array when every key of the block is an
-    int that fits, else an object array of the keys as read (None for a
-    watermark); ``end``: the stream's end line follows the block's last event;
-    ``fields``: None when no tuple of the block has named fields, else per
-    event its ``StreamTuple.fields`` (an object array).
-    """
-
-    kind: npt.NDArray[np.int8]
-    side: npt.NDArray[np.int8]
-    id: npt.NDArray[Any]
-    ts: I64
-    key: npt.NDArray[Any]
-    value: npt.NDArray[np.float64]
-    channel: I64
-    end: bool = False
-    fields: npt.NDArray[Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.kind)
-
-    def events(self) -> Iterator[Event]:
-        """The block as event objects (and End if the stream ends here).  O(n)."""
-        sides: tuple[Side, Side] = ("base", "probe")
-        fields = self.fields.tolist() if self.fields is not None else [()] * len(self.kind)
-        for k, s, i, t, key, v, c, f in zip(self.kind.tolist(), self.side.tolist(), self.id.tolist(),
-                                             self.ts.tolist(), self.key.tolist(), self.value.tolist(),
-                                             self.channel.tolist(), fields, strict=True):
-            if k == 0:
-                yield StreamTuple(sides[s], i, t, key, v, c, f)
-            else:
-                yield Watermark(t, c)
-        if self.end:
-            yield End()
-
-    @staticmethod
-    def concat(blocks: list[EventBlock]) -> EventBlock:
-        """Consecutive blocks as one (the last one's ``end``).  O(n)."""
-        if len(blocks) == 1:
-            return blocks[0]
-        if not blocks:
-            return EventBlock.from_events([])
-        keys = [b.key for b in blocks]
-        if any(k.dtype == object for k in keys):
-            keys = [k.astype(object) for k in keys]
-        ids = [b.id for b in blocks]
-        if any(i.dtype == object for i in ids):
-            ids = [i.astype(object) for i in ids]
-        fields: npt.NDArray[Any] | None = None
-        if any(b.fields is not None for b in blocks):
-            parts = []
-            for b in blocks:
-                f = b.fields
-                if f is None:
-                    f = np.empty(len(b), dtype=object)
-                    f[:] = [()] * len(b)
-                parts.append(f)
-            fields = np.concatenate(parts)
-        return EventBlock(np.concatenate([b.kind for b in blocks]), np.concatenate([b.side for b in blocks]),
-                          np.concatenate(ids), np.concatenate([b.ts for b in blocks]), np.concatenate(keys),
-                          np.concatenate([b.value for b in blocks]), np.concatenate([b.channel for b in blocks]),
-                          blocks[-1].end, fields)
-
-    @staticmethod
-    def from_events(events: list[Event]) -> EventBlock:
-        """The block of already validated events (End, if present, must be last)."""
-        end = bool(events) and type(events[-1]) is End
-        evs = events[:-1] if end else events
-        n = len(evs)
-        kind = np.zeros(n, np.int8)
-        side = np.full(n, -1, np.int8)
-        ids = np.zeros(n, np.int64)
-        ts = np.zeros(n, np.int64)
-        val = np.zeros(n, np.float64)
-        ch = np.zeros(n, np.int64)
-        keys: list[Any] = [None] * n
-        fields: list[Any] = [()] * n
-        big: list[tuple[int, int]] = []
-        for j, e in enumerate(evs):
-            if type(e) is StreamTuple:
-                side[j] = 0 if e.side == "base" else 1
-                if -(1 << 63) <= e.id < (1 << 63):
-                    ids[j] = e.id
-                else:
-                    big.append((j, e.id))
-                ts[j] = e.ts
-                keys[j] = e.key
-                val[j] = e.value
-                ch[j] = e.channel
-                fields[j] = e.fields
-            else:
-                assert type(e) is Watermark
-                kind[j] = 1
-                ts[j] = e.ts
-                ch[j] = e.channel
-        idcol: npt.NDArray[Any] = ids
-        if big:  # ids beyond 64 bits: an object column (the engines refuse them; the oracle does not)
-            idcol = ids.astype(object)
-            for j, x in big:
-                idcol[j] = x
-        fcol: npt.NDArray[Any] | None = None
-        if any(fields):
-            fcol = np.empty(n, dtype=object)
-            fcol[:] = fields
-        return EventBlock(kind, side, idcol, ts, _key_array(keys, kind), val, ch, end, fcol)
-
-
-def _key_array(keys: list[Any], kind: npt.NDArray[np.int8]) -> npt.NDArray[Any]:
-    if all(type(k) is int and -(1 << 63) <= k < (1 << 63) for k, t in zip(keys, kind.tolist(), strict=True)
-           if t == 0):
-        return np.array([0 if k is None else k for k in keys], dtype=np.int64)
-    out = np.empty(len(keys), dtype=object)
-    out[:] = keys
-    return out
 
 
 # ---------------------------------------------------------------------- checks shared by both formats
@@ -293,15 +173,18 @@ def _equals(a: pa.Array, text: str) -> npt.NDArray[np.bool_]:
     n = len(a)
     if pa.types.is_null(a.type):
         return np.zeros(n, np.bool_)
-    if pa.types.is_dictionary(a.type):
-        if not (pa.types.is_string(a.type.value_type) or pa.types.is_large_string(a.type.value_type)):
-            raise _Doubt
-        hit = np.array([v == text for v in a.dictionary.to_pylist()] or [False], np.bool_)
-        out: npt.NDArray[np.bool_] = hit[_ints(a.indices)] & _valid(a)
-        return out
-    if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
-        eq: npt.NDArray[np.bool_] = np.asarray(a.to_numpy(zero_copy_only=False), dtype=object) == text
-        return eq
+    try:  # pyarrow's JSON reader leaves UTF-8 inside strings unchecked: decoding it may fail (then doubt)
+        if pa.types.is_dictionary(a.type):
+            if not (pa.types.is_string(a.type.value_type) or pa.types.is_large_string(a.type.value_type)):
+                raise _Doubt
+            hit = np.array([v == text for v in a.dictionary.to_pylist()] or [False], np.bool_)
+            out: npt.NDArray[np.bool_] = hit[_ints(a.indices)] & _valid(a)
+            return out
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            eq: npt.NDArray[np.bool_] = np.asarray(a.to_numpy(zero_copy_only=False), dtype=object) == text
+            return eq
+    except (pa.ArrowException, UnicodeDecodeError):
+        raise _Doubt from None
     raise _Doubt
 
 

@@ -190,7 +190,7 @@ def _value_field(a: U8, w8: U64, s: I64, e: I64) -> npt.NDArray[np.float64]:
 
 def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
     """The events of ``chunk`` (whole lines, each ending with a newline) as the columns of an
-    :class:`~oij.io.blocks.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
+    :class:`~reference.columns.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
     is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
     ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""

@@ -37,7 +37,11 @@ import numpy.typing as npt
 
 from oij.workloads.keys import KeySampler
 from oij.workloads.params import US_PER_S, ParamError, WorkloadParams, check_params
-from spec.model import TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
+from reference.columns import KIND_TUPLE, KIND_WATERMARK, SIDE_BASE, SIDE_NAMES, SIDE_PROBE, EventBlock
+from spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
+
+__all__ = ["GEN_BLOCK", "KIND_TUPLE", "KIND_WATERMARK", "SIDE_BASE", "SIDE_NAMES", "SIDE_PROBE", "Block",
+           "WorkloadGenerator", "block_events", "events_of"]
 
 GEN_BLOCK = 1 << 16
 """Tuples generated per step.  A constant: changing it changes the output."""
@@ -45,43 +49,28 @@ GEN_BLOCK = 1 << 16
 I64 = npt.NDArray[np.int64]
 NEG = np.iinfo(np.int64).min
 
-KIND_TUPLE = 0
-KIND_WATERMARK = 1
-SIDE_BASE = 0
-SIDE_PROBE = 1
-SIDE_NAMES: tuple[Side, Side] = ("base", "probe")
-
-
 @dataclass
 class Block:
-    """A run of consecutive events in arrival order, column-wise (one numpy array per field).
+    """A run of consecutive generated events in arrival order: their columns and the generator's facts.
 
-    ``kind`` 0 = tuple, 1 = watermark.  For watermark rows ``side`` and ``key``
-    are -1, ``id`` and ``value`` 0, ``delay`` -1 and ``on_time`` True; ``ts``
-    and ``channel`` are the watermark's.  ``key`` is the key *index*
-    (``WorkloadParams.key_label`` gives the key).  ``delay`` is the
-    arrival delay the generator gave the tuple; ``on_time`` is the
-    generator's promise that the tuple is not late (delay <= lateness).
+    ``events`` are the event columns (:class:`~reference.columns.EventBlock`) with the key *index* as
+    ``key`` (``key_prefix`` ``"k"`` for string keys: the key is ``WorkloadParams.key_label`` of the index),
+    and the named fields column-wise (0.0 in a watermark's cells).  ``delay`` is the arrival delay the
+    generator gave the tuple (-1 for a watermark); ``on_time`` is the generator's promise that the tuple is
+    not late (delay <= lateness; True for a watermark).
     """
 
-    kind: npt.NDArray[np.int8]
-    side: npt.NDArray[np.int8]
-    id: I64
-    ts: I64
-    key: I64
-    value: npt.NDArray[np.float64]
-    channel: npt.NDArray[np.int32]
+    events: EventBlock
     delay: I64
     on_time: npt.NDArray[np.bool_]
-    fields: dict[str, npt.NDArray[np.float64]] | None = None  # the named fields (0.0 for watermarks)
 
     def __len__(self) -> int:
-        return len(self.kind)
+        return len(self.events)
 
     @property
     def tuples(self) -> int:
         """Number of tuple rows.  O(n)."""
-        return int(np.count_nonzero(self.kind == KIND_TUPLE))
+        return self.events.tuples
 
 
 _COLS = ("side", "id", "ts", "key", "value", "channel", "delay", "on_time", "arrival")
@@ -180,7 +169,7 @@ class WorkloadGenerator:
             key = self.keys.sample(ts)
             value = self.rng_value.integers(0, 100, n).astype(np.float64)
             rc = self.rng_chan.random(n)
-            channel = np.where(side == SIDE_BASE, np.floor(rc * mb), mb + np.floor(rc * mp)).astype(np.int32)
+            channel = np.where(side == SIDE_BASE, np.floor(rc * mb), mb + np.floor(rc * mp)).astype(np.int64)
             delay = self._delays(n)
             m = min(n, total - done)
             if m < n:
@@ -246,6 +235,7 @@ class _WatermarkState:
         self.count = np.zeros(m, dtype=np.int64)
         self.last = np.full(m, NEG, dtype=np.int64)
         self.bucket: int | None = None
+        self.key_prefix = None if p.key_type == "int" else "k"  # the key of index i: p.key_label(i)
 
     def insert(self, c: dict[str, npt.NDArray[Any]]) -> Block:
         """The block of arrival-ordered tuples ``c`` with this block's watermarks inserted.  O(n × channels)."""
@@ -256,10 +246,9 @@ class _WatermarkState:
         elif p.watermark == "interval":
             after, wch, wts = self._interval(c)
         else:
-            return Block(
-                np.zeros(n, np.int8), c["side"], c["id"], c["ts"], c["key"], c["value"],
-                c["channel"], c["delay"], c["on_time"], _block_fields(c, None),
-            )  # fmt: skip
+            return Block(EventBlock(np.zeros(n, np.int8), c["side"], c["id"], c["ts"], c["key"], c["value"],
+                                    c["channel"], False, _block_fields(c, None), self.key_prefix),
+                         c["delay"], c["on_time"])
         w = len(after)
         order = np.argsort(after * p.channels + wch, kind="stable")
         after, wch, wts = after[order], wch[order], wts[order]
@@ -274,18 +263,18 @@ class _WatermarkState:
             out[is_wm] = wval
             return out
 
-        return Block(
+        events = EventBlock(
             kind=is_wm.astype(np.int8),
             side=fill(c["side"], -1),
             id=fill(c["id"], 0),
             ts=fill(c["ts"], wts),
             key=fill(c["key"], -1),
             value=fill(c["value"], 0.0),
-            channel=fill(c["channel"], wch.astype(np.int32)),
-            delay=fill(c["delay"], -1),
-            on_time=fill(c["on_time"], True),
+            channel=fill(c["channel"], wch),
             fields=_block_fields(c, lambda col: fill(col, 0.0)),
+            key_prefix=self.key_prefix,
         )
+        return Block(events, fill(c["delay"], -1), fill(c["on_time"], True))
 
     def _by_channel(self, ch: npt.NDArray[Any]) -> Iterator[tuple[int, I64]]:
         """(channel, positions of its tuples in order) for every channel present.  O(n × channels) or O(n log n)."""
@@ -383,24 +372,12 @@ def _block_fields(c: dict[str, npt.NDArray[Any]], fill: Any) -> dict[str, npt.ND
 
 
 def block_events(block: Block, p: WorkloadParams) -> Iterator[StreamTuple | Watermark]:
-    """The events of a block as :class:`~spec.model.StreamTuple` / :class:`~spec.model.Watermark` objects.  O(n)."""
-    kinds = block.kind.tolist()
-    sides = block.side.tolist()
-    ids = block.id.tolist()
-    tss = block.ts.tolist()
-    keys = block.key.tolist()
-    vals = block.value.tolist()
-    chans = block.channel.tolist()
-    str_keys = p.key_type == "str"
-    names = sorted(block.fields) if block.fields else []
-    fcols = [block.fields[n].tolist() for n in names] if block.fields else []
-    for i in range(len(kinds)):
-        if kinds[i] == KIND_TUPLE:
-            k = keys[i]
-            f = tuple((n, c[i]) for n, c in zip(names, fcols, strict=True))
-            yield StreamTuple(SIDE_NAMES[sides[i]], ids[i], tss[i], f"k{k}" if str_keys else k, vals[i], chans[i], f)
-        else:
-            yield Watermark(tss[i], chans[i])
+    """The events of a block as :class:`~spec.model.StreamTuple` / :class:`~spec.model.Watermark` objects
+    (:meth:`reference.columns.EventBlock.events`; ``p`` is the generator's, whose ``key_label`` the block's
+    ``key_prefix`` follows).  O(n)."""
+    for e in block.events.events():
+        if not isinstance(e, End):  # (a generated block has no end)
+            yield e
 
 
 def events_of(gen: WorkloadGenerator, total: int) -> Iterator[Event]:

@@ -1,4 +1,4 @@
-"""Column-wise writers: a :class:`~oij.workloads.generator.Block` straight to Parquet or oij-jsonl.
+"""Column-wise writers: a generated :class:`~oij.workloads.generator.Block` straight to Parquet or oij-jsonl.
 
 No Python object per event: Parquet columns are built from the numpy arrays
 (zero-copy where the types agree; the ``type``/``side`` strings through a
@@ -29,6 +29,7 @@ from oij.io.parquet import FIELD_PREFIX, ParquetEventWriter
 from oij.workloads.generator import KIND_WATERMARK, Block, WorkloadGenerator
 from oij.workloads.params import ParamError, WorkloadParams
 from oij.workloads.presets import resolve
+from reference.columns import EventBlock
 from spec.model import Query
 
 DICTIONARY_COLUMNS = ["type", "side", "key", "channel"]
@@ -43,8 +44,9 @@ def _dict_strings(codes: npt.NDArray[Any], dictionary: pa.Array, mask: npt.NDArr
     return pa.DictionaryArray.from_arrays(idx, dictionary).cast(pa.string())
 
 
-def block_columns(block: Block, p: WorkloadParams) -> dict[str, pa.Array]:
+def block_columns(generated: Block, p: WorkloadParams) -> dict[str, pa.Array]:
     """The Parquet columns of a block (schema of :func:`oij.io.parquet.schema`).  O(n), no per-row Python."""
+    block = generated.events
     is_wm = block.kind == KIND_WATERMARK
     mask: npt.NDArray[Any] | None = is_wm if is_wm.any() else None
     if p.key_type == "int":
@@ -63,7 +65,7 @@ def block_columns(block: Block, p: WorkloadParams) -> dict[str, pa.Array]:
     }
 
 
-def _field_parts(block: Block, tsel: npt.NDArray[np.bool_]) -> list[Any]:
+def _field_parts(block: EventBlock, tsel: npt.NDArray[np.bool_]) -> list[Any]:
     """The ``,"fields":{"x":1,...}`` pieces of the tuple lines (fields are integers, written as such)."""
     if not block.fields:
         return []
@@ -75,12 +77,13 @@ def _field_parts(block: Block, tsel: npt.NDArray[np.bool_]) -> list[Any]:
     return parts
 
 
-def block_jsonl(block: Block, p: WorkloadParams) -> memoryview:
+def block_jsonl(generated: Block, p: WorkloadParams) -> memoryview:
     """The oij-jsonl lines of a block, as one buffer (each line ends with a newline).  O(n) in Arrow kernels.
 
     Values are integers (the generator draws 0..99), so ``str(int) + ".0"``
     is exactly the ``repr`` of the float that :func:`oij.io.jsonl.format_event` writes.
     """
+    block = generated.events
     is_wm = block.kind == KIND_WATERMARK
     tsel = ~is_wm
     s = pc.cast

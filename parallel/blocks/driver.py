@@ -73,7 +73,6 @@ from typing import Any
 
 import numpy as np
 
-from oij.io.blocks import EventBlock
 from oij.io.extsort import PARTS, range_splitters
 from oij.io.jsonl import EventParser
 from oij.io.pieces import PIECE_BYTES, Piece, Plan, missing_end, reread_piece
@@ -82,6 +81,7 @@ from parallel.blocks.job import BlockJob
 from parallel.blocks.route import Router
 from parallel.runtime.driver import EngineFailure, Runtime
 from reference.blocks import NEG, w_after_lateness
+from reference.columns import EventBlock
 from spec.model import Event, Query
 
 PIECE_EVENTS = 1 << 17
@@ -171,9 +171,7 @@ def _cut(blocks: Iterator[EventBlock], cap: int) -> Iterator[EventBlock]:
                 yield b
             continue
         for i in range(0, len(b), cap):
-            j = min(len(b), i + cap)
-            yield EventBlock(b.kind[i:j], b.side[i:j], b.id[i:j], b.ts[i:j], b.key[i:j], b.value[i:j],
-                             b.channel[i:j], b.end and j == len(b))
+            yield b.slice(i, i + cap)
 
 
 def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOptions, tmp_dir: str | None = None
@@ -224,7 +222,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
         ok = True
         return run
     except BaseException as e:
-        if rt is not None:  # helpers may be in the middle of this job: none is reused (Runtime.execute does so too)
+        if rt is not None:  # helpers may be in the middle of this job: none is reused (execute_job does so too)
             if not isinstance(e, EngineFailure):
                 rt.broken = f"{type(e).__name__}: {e}"
             rt.close()

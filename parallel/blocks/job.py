@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from oij.io.blocks import EventBlock
 from oij.io.errors import InputError
 from oij.io.extsort import CanonicalSorter, write_range
 from parallel.blocks.exchange import Box, BoxSpec
 from parallel.blocks.route import Groups, Router, key_digest
 from parallel.runtime.replica import Aborted
 from reference.blocks import NEG, BlockOutput, BlockStore, Tuples, lateness_before, watermarks_before, window_pairs
+from reference.columns import EventBlock
 from spec.model import Query
 
 I64 = npt.NDArray[np.int64]

@@ -2,8 +2,14 @@
 
 Data flow::
 
-    Sequence[Event] --chunks_from_events--> Runtime.execute (processes, rings) --> Sink --> Results
-                                                                               --> compute_metrics
+    Sequence[Event] --chunks_from_events--> execute_job(PatternPlan) (processes, rings) --> Sink --> Results
+                                                                                         --> compute_metrics
+
+:class:`PatternPlan` is what KP, DP and HP add to the shared execute loop
+(:mod:`parallel.runtime.execute`): the option checks, the collector, and HP's
+calibration (after ``calibration`` tuples, the per-emitter key counts go to
+replica 0, which runs Alg. 1; the router adopts the map it sends back at an
+epoch boundary, or waits for it with ``sync_map``).  It creates no segment.
 
 Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
 :class:`~parallel.runtime.driver.Runtime` (tests reuse one pool of processes
@@ -18,7 +24,8 @@ from typing import Any
 
 from parallel.registry import EngineOptions, EngineRun
 from parallel.runtime.driver import JobOptions, Runtime
-from parallel.runtime.emitter import EPOCH_MIN, Chunk, chunks_from_events
+from parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events
+from parallel.runtime.execute import JobPlan, Pump, execute_job
 from parallel.runtime.metrics import compute_metrics
 from spec.batch import Results
 from spec.model import Event, Query, StreamTuple
@@ -40,6 +47,78 @@ def epoch_size(opt: JobOptions) -> int:
     return max(EPOCH_MIN, 4 * opt.batch * opt.replicas * opt.emitters)
 
 
+class PatternPlan(JobPlan):
+    """KP, DP or HP (``opt.pattern``) in the execute loop (module docstring)."""
+
+    opt: JobOptions
+
+    def __init__(self, q: Query, opt: JobOptions) -> None:
+        collector = opt.collector
+        if collector == "auto":
+            collector = "standard" if opt.pattern == "kp" else "rr"
+        super().__init__(q, opt, collector)
+        self.calib_sent = False
+        self.map_applied_at: int | None = None
+        self._router: Router | None = None
+
+    def check(self, rt: Runtime) -> None:
+        opt = self.opt
+        if not 1 <= opt.replicas <= rt.n:
+            raise ValueError(f"replicas must be in [1, {rt.n}] for this runtime, got {opt.replicas}")
+        if not 1 <= opt.batch <= 4096:
+            raise ValueError(f"batch must be in [1, 4096], got {opt.batch}")
+        if opt.emitters < 1:
+            raise ValueError(f"emitters must be >= 1, got {opt.emitters}")
+        if opt.pattern not in ("kp", "dp", "hp"):
+            raise ValueError(f"unknown pattern {opt.pattern!r}")
+
+    def router(self) -> Router:
+        opt = self.opt
+        self._router = Router(self.q, opt.pattern, opt.replicas, opt.emitters, opt.batch)
+        return self._router
+
+    def extra_spec(self, r: int) -> dict[str, Any]:
+        opt = self.opt
+        return {"keybased": opt.pattern == "hp", "cond_index": opt.cond_index, "trace": opt.trace}
+
+    def after_epoch(self, pump: Pump, routed: Routed, tuples: int, t0: float) -> None:
+        opt, rt, router = self.opt, pump.rt, self._router
+        assert router is not None
+        if opt.pattern != "hp":
+            return
+        if not self.calib_sent and tuples >= opt.calibration:
+            counts, key2r = router.calibration_request()
+            n = opt.replicas
+            rt.ctls[0].put(("calibrate", counts, key2r, n, opt.theta, opt.max_split or n))
+            self.calib_sent = True
+            if opt.sync_map:
+                while not self._take_map(rt, router):
+                    pump.drain()
+                    rt._poll_up(0.002)
+                self.map_applied_at = tuples
+        elif self.calib_sent and self.map_applied_at is None:
+            rt._poll_up(0)
+            if self._take_map(rt, router):
+                self.map_applied_at = tuples
+
+    @staticmethod
+    def _take_map(rt: Runtime, router: Router) -> bool:
+        got = rt._take("map")
+        if got:
+            router.apply_map({int(k): v for k, v in got[-1][2].items()})
+            return True
+        return False
+
+    def finish(self, tuples: int, wall_s: float) -> dict[str, Any]:
+        router = self._router
+        assert router is not None
+        return {
+            "key2r": {int(k): list(v) for k, v in router.key2r.items()},
+            "map_applied_at": self.map_applied_at,
+            "calibration_counts": router.counts.sum(axis=0).tolist() if self.opt.pattern == "hp" else [],
+        }
+
+
 def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt: JobOptions,
                runtime: Runtime | None = None, start_method: str = "spawn",
                cdf_points: int = 0, stream: Callable[[Results], None] | None = None, columns: bool = False
@@ -53,7 +132,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:
-        sink, drive = rt.execute(q, chunks, opt, stream)
+        sink, drive = execute_job(rt, q, chunks, PatternPlan(q, opt), stream)
         cols = columns and stream is None and q.aggregate is None
         res = Results() if cols else sink.results()
         metrics = compute_metrics(pattern, q, opt, drive, sink, events, cdf_points)

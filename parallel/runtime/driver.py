@@ -1,12 +1,12 @@
-"""The runtime: replica processes, the job's shared-memory rings, the driver loop, failure handling.
+"""The runtime: replica processes, their control queues, failure handling.
 
-Data flow of one job::
+Data flow (one job's loop is :func:`parallel.runtime.execute.execute_job`)::
 
     driver (this process)                                   replica processes (parallel.runtime.replica)
     -------------------------------------------------       ---------------------------------------
     Chunk source --> Router (emitters, lateness) --put--> input rings --> Collector --> JoinState
     Sink <--get-- result rings <---------------------------------------------------- results (pairs/partial rows)
-    control: ctl queue per replica (job, calibrate, exit) / one up queue (done, error, map)
+    control: ctl queue per replica (job, calibrate, exit) / one up queue (ready, done, error, map)
 
 Ownership (who creates / who frees):
 
@@ -14,9 +14,11 @@ Ownership (who creates / who frees):
   the only one to stop them (:meth:`Runtime.close`: abort flag, ``exit``
   message, join, then terminate, then kill), and it creates and unlinks the
   one-word *abort* segment the replicas watch.
-* :meth:`Runtime.execute` creates every ring of a job (input rings, result
-  rings) and unlinks all of them in a ``finally`` block, whatever happens;
-  replicas only attach and close.  Segment names start with ``oij-<pid>-``.
+* A job's driver -- :func:`parallel.runtime.execute.execute_job`, or the block
+  engine's :func:`parallel.blocks.driver.execute` -- creates every segment of
+  the job and unlinks all of them in a ``finally`` block, whatever happens;
+  replicas only attach and close.  Segment names start with ``oij-<pid>-``
+  (:meth:`Runtime.begin_job` gives a job its prefix).
 * On any failure -- an exception reported by a replica, a replica that
   exits (killed by a signal or otherwise), a driver exception, Ctrl-C --
   the runtime is closed (no process left, every segment unlinked) and
@@ -36,7 +38,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from queue import Empty
@@ -46,62 +47,8 @@ import numpy as np
 import numpy.typing as npt
 
 from oij.io.atomic import signals_deferred
-from parallel.runtime.emitter import Chunk, Router, order_channels
 from parallel.runtime.replica import replica_main
-from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, check_platform, ring_dtype
-from parallel.runtime.sink import Sink
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import Query
-
-
-class Pump:
-    """The driver's side of the rings during one job (used by this runtime and by the Scale-OIJ driver).
-
-    ``put`` retries a full ring with exponential back-off, draining the result
-    rings meanwhile so a replica blocked on its result ring can always make
-    progress; ``drain`` also checks the replicas' liveness every 5 ms, so a
-    dead replica fails the run fast.  ``epoch`` is stamped on every batch.
-    Owns nothing: the rings belong to the job, the processes to the runtime.
-    """
-
-    def __init__(self, rt: Runtime, results: list[Ring], sink: Sink) -> None:
-        self.rt = rt
-        self.results = results
-        self.sink = sink
-        self.epoch = 0
-        self._last_check = time.monotonic()
-
-    def drain(self) -> None:
-        """Move every available result batch into the sink; check liveness now and then."""
-        sink = self.sink
-        for r, ring in enumerate(self.results):
-            while True:
-                b = ring.get(0)
-                if b is None:
-                    break
-                if len(b.recs):
-                    sink.take(b.recs, time.monotonic_ns())
-                if b.kind == KIND_END:
-                    sink.ended.add(r)
-        now = time.monotonic()
-        if now - self._last_check > 0.005:
-            self._last_check = now
-            self.rt.check()
-
-    def put(self, ring: Ring, recs: npt.NDArray[Any] | None, wm: int, kind: int) -> None:
-        """Put one batch (or a marker) on ``ring``, waiting while it is full."""
-        pause = 2e-6
-        while not ring.put(recs, self.epoch, wm, kind):
-            self.drain()
-            time.sleep(pause)
-            pause = min(pause * 2, 5e-4)
-
-    def pace(self, due: float) -> None:
-        """Wait until ``time.perf_counter()`` reaches ``due`` (a paced source), draining meanwhile."""
-        while time.perf_counter() < due:
-            self.drain()
-            time.sleep(min(2e-4, max(0.0, due - time.perf_counter())))
+from parallel.runtime.ring import check_platform
 
 
 class EngineFailure(RuntimeError):
@@ -241,8 +188,9 @@ class Runtime:
         return len(self.ready) >= self.n
 
     def begin_job(self) -> str:
-        """Start a job run by another driver (the block engine, :mod:`parallel.blocks.driver`): forget earlier
-        messages; the prefix for the job's segment names.  Raises EngineFailure on a closed or broken runtime."""
+        """Start a job (:func:`parallel.runtime.execute.execute_job`, the block engine's
+        :func:`parallel.blocks.driver.execute`): forget earlier messages; the prefix for the job's segment
+        names.  Raises EngineFailure on a closed or broken runtime."""
         if self.closed or self.broken:
             raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")
         self._pending = []
@@ -296,160 +244,3 @@ class Runtime:
             self._abort_seg.close()
             with contextlib.suppress(FileNotFoundError):
                 self._abort_seg.unlink()
-
-    # ------------------------------------------------------------------ a job
-
-    def execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions,
-                stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
-        """Run one job over ``chunks``; return the sink (results) and the driver's measurements.
-
-        With ``stream``, results are handed to it as they complete instead of kept
-        (:class:`~parallel.runtime.sink.Sink`).
-        """
-        if self.closed or self.broken:
-            raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")
-        if not 1 <= opt.replicas <= self.n:
-            raise ValueError(f"replicas must be in [1, {self.n}] for this runtime, got {opt.replicas}")
-        if not 1 <= opt.batch <= 4096:
-            raise ValueError(f"batch must be in [1, 4096], got {opt.batch}")
-        if opt.emitters < 1:
-            raise ValueError(f"emitters must be >= 1, got {opt.emitters}")
-        if opt.pattern not in ("kp", "dp", "hp"):
-            raise ValueError(f"unknown pattern {opt.pattern!r}")
-        self._pending = []
-        self.jobs += 1
-        try:
-            return self._execute(q, chunks, opt, stream)
-        except BaseException as e:
-            if not isinstance(e, EngineFailure):
-                self.broken = f"{type(e).__name__}: {e}"
-            self.close()
-            raise
-
-    def _execute(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions,
-                 stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
-        n, m = opt.replicas, opt.emitters
-        router = Router(q, opt.pattern, n, m, opt.batch)
-        collector = opt.collector
-        if collector == "auto":
-            collector = "standard" if opt.pattern == "kp" else "rr"
-        prefix = f"{self.tag}-{self.jobs}"
-        rings: list[Ring] = []
-        try:
-            nring = router.rings()
-            readers = n if opt.pattern == "dp" else 1
-            for i in range(nring):
-                rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, readers, ring_dtype(q)))
-            results = [Ring.create(f"{prefix}-r{r}", opt.slots, opt.result_width, 1, "result") for r in range(n)]
-            rings.extend(results)
-            inputs = rings[:nring]
-            for r in range(n):
-                if opt.pattern == "dp":
-                    ins = [(c, inputs[c].spec, r) for c in range(2 * m)]
-                else:
-                    ins = [(c, inputs[c * n + r].spec, 0) for c in range(2 * m)]
-                spec = {
-                    "inputs": ins,
-                    "order": order_channels(m),
-                    "result": results[r].spec,
-                    "collector": collector,
-                    "lo": lower_offset(q),
-                    "hi": upper_offset(q),
-                    "pairs": q.aggregate is None,
-                    "partial": q.aggregate is not None or q.join == "left",
-                    "keybased": opt.pattern == "hp",
-                    "cond": q.cond,
-                    "cond_index": opt.cond_index,
-                    "seed": opt.seed,
-                    "trace": opt.trace,
-                    "fail_after": opt.fail_after.get(r),
-                    "stall": r in opt.stall,
-                }
-                self.ctls[r].put(("job", spec))
-            return self._drive(q, chunks, opt, router, inputs, results, stream)
-        finally:
-            for ring in rings:
-                ring.close()
-                ring.unlink()
-
-    def _drive(self, q: Query, chunks: Iterable[Chunk], opt: JobOptions, router: Router, inputs: list[Ring],
-               results: list[Ring], stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
-        sink = Sink(q, stream)
-        n = opt.replicas
-        tuples = 0
-        deliveries = 0
-        batches = 0
-        bytes_written = 0
-        calib_sent = False
-        map_applied_at: int | None = None
-        t0 = time.perf_counter()
-        t0_ns = time.monotonic_ns()
-        pump = Pump(self, results, sink)
-        drain, put = pump.drain, pump.put
-
-        for c in chunks:
-            if opt.rate:
-                # pace the source: the chunk's tuples are "created" when the clock reaches them
-                pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
-            routed = router.route(c, time.monotonic_ns())
-            sink.add_late(routed.late)
-            tuples += routed.tuples
-            deliveries += routed.deliveries
-            for ring_i, recs, wm in routed.sends:
-                put(inputs[ring_i], recs, wm, 0)
-                batches += 1
-                bytes_written += recs.nbytes
-            for ring in inputs:
-                put(ring, None, routed.w_end, KIND_CLOSE)
-            drain()
-            pump.epoch += 1
-            if opt.pattern == "hp":
-                if not calib_sent and tuples >= opt.calibration:
-                    counts, key2r = router.calibration_request()
-                    self.ctls[0].put(("calibrate", counts, key2r, n, opt.theta, opt.max_split or n))
-                    calib_sent = True
-                    if opt.sync_map:
-                        while not self._take_map(router):
-                            drain()
-                            self._poll_up(0.002)
-                        map_applied_at = tuples
-                elif calib_sent and map_applied_at is None:
-                    self._poll_up(0)
-                    if self._take_map(router):
-                        map_applied_at = tuples
-        for ring in inputs:
-            put(ring, None, router.ms.max() if q.lateness is None else 0, KIND_END)
-        while len(sink.ended) < n:
-            drain()
-            time.sleep(2e-5)
-        t_end = time.perf_counter()
-        stats: dict[int, dict[str, Any]] = {}
-        while len(stats) < n:
-            for msg in self._take("done"):
-                stats[msg[1]] = msg[2]
-            if len(stats) < n:
-                self._poll_up(0.01)
-                self.check()
-        drive = {
-            "wall_s": t_end - t0,
-            "t0_ns": t0_ns,
-            "tuples": tuples,
-            "deliveries": deliveries,
-            "batches": batches,
-            "epochs": pump.epoch,
-            "bytes_written": bytes_written,
-            "bytes_read": deliveries * TUPLE.itemsize,
-            "result_bytes": sink.records * RESULT.itemsize,
-            "replica_stats": [stats[r] for r in range(n)],
-            "key2r": {int(k): list(v) for k, v in router.key2r.items()},
-            "map_applied_at": map_applied_at,
-            "calibration_counts": router.counts.sum(axis=0).tolist() if opt.pattern == "hp" else [],
-        }
-        return sink, drive
-
-    def _take_map(self, router: Router) -> bool:
-        got = self._take("map")
-        if got:
-            router.apply_map({int(k): v for k, v in got[-1][2].items()})
-            return True
-        return False

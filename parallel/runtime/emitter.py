@@ -2,7 +2,7 @@
 
 Data flow (in the driver process)::
 
-    events / generated blocks --> Chunk (numpy columns, arrival order)
+    events / EventBlocks (read or generated) --> Chunk (an EventBlock with key codes, + cond operands)
         --> Router.route(chunk): W at every arrival, late ids, key codes, emitter of every tuple
         --> per pattern: destination ring(s), owner, fan of every tuple; batches of <= b records
         --> (ring, records) list, sent by the runtime; then CLOSE(epoch, W) on every ring
@@ -33,17 +33,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from oij.io.blocks import EventBlock
 from parallel.runtime.ring import tuple_dtype
 from parallel.runtime.store import NEG
+from reference.columns import EventBlock
 from reference.cond import operand_matrix, operand_rows
 from spec.match import lower_offset, upper_offset
-from spec.model import End, Event, Key, Query, StreamTuple, Watermark
+from spec.model import End, Event, Key, Query, StreamTuple
+
+if TYPE_CHECKING:
+    from oij.workloads import generator
 
 I64 = npt.NDArray[np.int64]
 
@@ -55,24 +58,24 @@ hundred microseconds in numpy, so small epochs made the driver the bottleneck (i
 
 @dataclass
 class Chunk:
-    """Consecutive events in arrival order, column-wise.  ``kind`` 0 tuple, 1 watermark."""
+    """One epoch's input to the :class:`Router`: consecutive events in arrival order and, with a cond, their
+    operands.
 
-    kind: npt.NDArray[np.int8]
-    side: npt.NDArray[np.int8]
-    id: I64
-    ts: I64
-    key: I64
-    value: npt.NDArray[np.float64]
-    channel: npt.NDArray[np.int64]
-    ch: npt.NDArray[np.float64] | None = None  # (n, len(cond)) cond operands, see tuple_dtype (None: no cond)
+    ``events`` is a :class:`~reference.columns.EventBlock` whose ``key`` column holds dense key *codes*
+    (:class:`KeyCodes`, or a generator's key indexes; -1 for a watermark): they stand for the keys in
+    equality, all the routing needs.  ``ch``/``cl``: the (n, len(cond)) cond operands (see ``tuple_dtype``),
+    None without a cond.
+    """
+
+    events: EventBlock
+    ch: npt.NDArray[np.float64] | None = None
     cl: npt.NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
-        return len(self.kind)
+        return len(self.events)
 
     def slice(self, a: int, b: int) -> Chunk:
-        return Chunk(self.kind[a:b], self.side[a:b], self.id[a:b], self.ts[a:b], self.key[a:b],
-                     self.value[a:b], self.channel[a:b], None if self.ch is None else self.ch[a:b],
+        return Chunk(self.events.slice(a, b), None if self.ch is None else self.ch[a:b],
                      None if self.cl is None else self.cl[a:b])
 
 
@@ -89,10 +92,12 @@ class KeyCodes:
             c = self.codes[t] = len(self.codes)
         return c
 
-    def codes_of(self, keys: npt.NDArray[Any], tuples: npt.NDArray[np.bool_]) -> I64:
-        """The codes of ``keys`` where ``tuples`` (-1 elsewhere): vectorised for int64 keys.  O(n log n)."""
+    def codes_of(self, keys: npt.NDArray[Any], tuples: npt.NDArray[np.bool_], in_order: bool = False) -> I64:
+        """The codes of ``keys`` where ``tuples`` (-1 elsewhere): vectorised for int64 keys (new keys get codes
+        in sorted order), or with ``in_order`` new keys coded in arrival order, one lookup per tuple.
+        O(n log n)."""
         out = np.full(len(keys), -1, dtype=np.int64)
-        if keys.dtype == np.int64:
+        if keys.dtype == np.int64 and not in_order:
             uniq, inv = np.unique(keys[tuples], return_inverse=True)
             table = np.array([self.code(k) for k in uniq.tolist()], dtype=np.int64)
             out[tuples] = table[inv.reshape(-1)] if len(uniq) else 0
@@ -102,52 +107,41 @@ class KeyCodes:
         return out
 
 
+def _coded(b: EventBlock, codes: I64) -> EventBlock:
+    """``b`` with key codes for keys (int64 ids: the engines refuse ids beyond 64 bits)."""
+    return EventBlock(b.kind, b.side, np.asarray(b.id, dtype=np.int64), b.ts, codes, b.value, b.channel, b.end,
+                      b.fields)
+
+
+def _cut(c: Chunk, size: int) -> Iterator[Chunk]:
+    for a in range(0, len(c), size):
+        yield c.slice(a, a + size)
+
+
 def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | None = None,
                        q: Query | None = None) -> Iterator[Chunk]:
-    """Cut an event sequence into chunks of ``size`` events (End stops the input); with ``q.cond``, with the
-    tuples' cond operands."""
+    """Cut an event sequence into chunks of ``size`` events (End stops the input; keys coded in arrival order);
+    with ``q.cond``, with the tuples' cond operands."""
     codes = codes or KeyCodes()
-    cols: list[list[Any]] = [[], [], [], [], [], [], []]
-    kind, side, ids, ts, key, val, ch = cols
-    conds = len(q.cond) if q is not None else 0
+    conds = q is not None and bool(q.cond)
     rows: list[Event] = []
 
     def flush() -> Chunk:
-        c = Chunk(np.array(kind, np.int8), np.array(side, np.int8), np.array(ids, np.int64),
-                  np.array(ts, np.int64), np.array(key, np.int64), np.array(val, np.float64),
-                  np.array(ch, np.int64))
+        b = EventBlock.from_events(rows)
+        c = Chunk(_coded(b, codes.codes_of(b.key, b.kind == 0, in_order=True)))
         if conds:
             assert q is not None
             c.ch, c.cl = operand_rows(rows, q)
-            rows.clear()
-        for x in cols:
-            x.clear()
+        rows.clear()
         return c
 
     for e in events:
-        if conds and type(e) is not End:
-            rows.append(e)
-        if type(e) is StreamTuple:
-            kind.append(0)
-            side.append(0 if e.side == "base" else 1)
-            ids.append(e.id)
-            ts.append(e.ts)
-            key.append(codes.code(e.key))
-            val.append(e.value)
-            ch.append(e.channel)
-        elif type(e) is Watermark:
-            kind.append(1)
-            side.append(-1)
-            ids.append(0)
-            ts.append(e.ts)
-            key.append(-1)
-            val.append(0.0)
-            ch.append(e.channel)
-        elif type(e) is End:
+        if type(e) is End:
             break
-        if len(kind) >= size:
+        rows.append(e)
+        if len(rows) >= size:
             yield flush()
-    if kind:
+    if rows:
         yield flush()
 
 
@@ -162,34 +156,32 @@ def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: Key
         tup = b.kind == 0
         if counter is not None:
             counter[0] += int(np.count_nonzero(tup))
-        key = codes.codes_of(b.key, tup)
-        c = Chunk(b.kind, b.side, np.asarray(b.id, dtype=np.int64), b.ts, key, b.value, b.channel)
+        c = Chunk(_coded(b, codes.codes_of(b.key, tup)))
         if q is not None and q.cond:
             c.ch, c.cl = operand_rows(list(b.events()), q)
-        for a in range(0, len(c), size):
-            yield c.slice(a, a + size)
+        yield from _cut(c, size)
         if b.end:
             return
 
 
-def chunks_from_blocks(blocks: Iterable[Any], size: int, q: Query | None = None) -> Iterator[Chunk]:
+def chunks_from_blocks(blocks: Iterable[generator.Block], size: int, q: Query | None = None) -> Iterator[Chunk]:
     """Chunks from :func:`oij.workloads.generate_blocks` blocks (key indexes are already dense codes)."""
-    for b in blocks:
-        c = Chunk(b.kind.astype(np.int8), b.side.astype(np.int8), b.id, b.ts, b.key, b.value,
-                  b.channel.astype(np.int64))
+    for g in blocks:
+        b = g.events
+        c = Chunk(_coded(b, b.key))
         if q is not None and q.cond:
             c.ch, c.cl = _block_operands(b, q)
-        for a in range(0, len(c), size):
-            yield c.slice(a, a + size)
+        yield from _cut(c, size)
 
 
-def _block_operands(b: Any, q: Query) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def _block_operands(b: EventBlock, q: Query) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The cond operands of a generated block (:func:`reference.cond.operand_matrix` over its columns)."""
+    fields = b.fields or {}
 
     def col(name: str) -> npt.NDArray[np.float64]:
         if name == "ts":
             return np.asarray(b.ts, dtype=np.float64)
-        return np.asarray(b.value if name == "value" else b.fields[name], dtype=np.float64)
+        return np.asarray(b.value if name == "value" else fields[name], dtype=np.float64)
 
     return operand_matrix(b.side == 0, col, q)
 
@@ -239,7 +231,7 @@ class Router:
 
     # ------------------------------------------------------------------ watermarks
 
-    def _watermarks(self, c: Chunk) -> tuple[I64, int]:
+    def _watermarks(self, c: EventBlock) -> tuple[I64, int]:
         """W in force at the arrival of every row, and W after the chunk."""
         n = len(c)
         is_t = c.kind == 0
@@ -263,7 +255,8 @@ class Router:
 
     # ------------------------------------------------------------------ routing
 
-    def route(self, c: Chunk, born: int) -> Routed:
+    def route(self, chunk: Chunk, born: int) -> Routed:
+        c = chunk.events
         w, w_end = self._watermarks(c)
         is_t = c.kind == 0
         late_m = is_t & (c.ts < w)
@@ -273,11 +266,11 @@ class Router:
         if t == 0:
             return Routed(late, [], w_end, 0, 0)
         recs = np.empty(t, dtype=self.dtype)
-        if self.q.cond and (c.ch is None or c.cl is None):
+        if self.q.cond and (chunk.ch is None or chunk.cl is None):
             raise ValueError("a query with a cond needs chunks with its operands (chunks_from_events(..., q=q))")
-        if c.ch is not None and c.cl is not None:
-            recs["ch"] = c.ch[idx]
-            recs["cl"] = c.cl[idx]
+        if chunk.ch is not None and chunk.cl is not None:
+            recs["ch"] = chunk.ch[idx]
+            recs["cl"] = chunk.cl[idx]
         recs["id"] = c.id[idx]
         recs["ts"] = c.ts[idx]
         recs["key"] = c.key[idx]

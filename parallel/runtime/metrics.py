@@ -1,6 +1,6 @@
 r"""Metrics of a parallel run, as ``oij run --metrics`` writes them (JSON-serialisable).
 
-Data flow: the driver's measurements (:meth:`parallel.runtime.driver.Runtime.execute`),
+Data flow: the driver's measurements (:func:`parallel.runtime.execute.execute_job`),
 the replicas' counters and the sink's latencies --> :func:`compute_metrics` --> dict.
 
 Definitions (W_j is replica j's *load*: the tuples it stored, i.e. its share

@@ -10,13 +10,15 @@ Data flow of one job (driver process)::
             every ``schedule_every`` tuples: Alg. 3 -> TeamMap.replace (grow-only), then route with it
     Sink <-- result rings <-- joiners
 
-Ownership (who creates / who frees): :func:`execute` creates every segment of
-the job -- the input and result rings, and for ``scale`` one index per
-joiner (:mod:`parallel.shared.swmr`) and the team map
-(:mod:`parallel.shared.teams`) -- and unlinks all of them in a ``finally``
-block.  The processes belong to the :class:`~parallel.runtime.driver.Runtime`; on any failure (an
-exception in a joiner, a killed joiner, a driver exception, Ctrl-C) the
-runtime is closed exactly as for KP/DP/HP (no process left, every segment
+The loop is the one KP/DP/HP use (:func:`parallel.runtime.execute.execute_job`); :class:`TeamPlan` adds
+the team-specific parts: the router, the job message, the schedule and the load samples after every epoch.
+
+Ownership (who creates / who frees): :func:`~parallel.runtime.execute.execute_job` creates the input and
+result rings and unlinks them in its ``finally`` block; for ``scale``, :meth:`TeamPlan.create` creates one
+index per joiner (:mod:`parallel.shared.swmr`) and the team map (:mod:`parallel.shared.teams`), and
+:meth:`TeamPlan.free`, called from that same ``finally`` block, unlinks them.  The processes belong to the
+:class:`~parallel.runtime.driver.Runtime`; on any failure (an exception in a joiner, a killed joiner, a
+driver exception, Ctrl-C) the runtime is closed exactly as for KP/DP/HP (no process left, every segment
 unlinked) and :class:`~parallel.runtime.driver.EngineFailure` names the cause.
 """
 
@@ -31,16 +33,15 @@ import numpy as np
 import numpy.typing as npt
 
 from parallel.registry import EngineOptions, EngineRun
-from parallel.runtime.driver import EngineFailure, Pump, Runtime
-from parallel.runtime.emitter import EPOCH_MIN, Chunk, Router, chunks_from_events, key_hash, order_channels
+from parallel.runtime.driver import Runtime
+from parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events, key_hash
+from parallel.runtime.execute import JobPlan, Pump, execute_job
 from parallel.runtime.metrics import balance, compute_metrics
-from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
 from parallel.runtime.sink import Sink
 from parallel.shared.schedule import alg3, loads, unbalancedness
 from parallel.shared.swmr import Index, IndexSpec
 from parallel.shared.teams import TeamMap, partition_of
 from spec.batch import Results
-from spec.match import lower_offset, upper_offset
 from spec.model import Event, Query, StreamTuple
 
 I64 = npt.NDArray[np.int64]
@@ -127,135 +128,91 @@ def initial_masks(n: int, partitions: int) -> list[int]:
     return [1 << int(key_hash(p, n)) for p in range(partitions)]
 
 
-def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
-            stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
-    """Run one ``key``/``scale`` job on ``rt``; the runtime's failure rules apply (module docstring)."""
-    if rt.closed or rt.broken:
-        raise EngineFailure(f"the runtime is unusable: {rt.broken or 'closed'}")
-    if not 1 <= opt.replicas <= min(rt.n, 63):
-        raise ValueError(f"replicas must be in [1, {min(rt.n, 63)}] for this runtime, got {opt.replicas}")
-    if not 1 <= opt.batch <= 4096:
-        raise ValueError(f"batch must be in [1, 4096], got {opt.batch}")
-    if opt.pattern not in ("key", "scale"):
-        raise ValueError(f"unknown pattern {opt.pattern!r}")
-    if opt.rule not in ("team", "self", "arrival"):
-        raise ValueError(f"unknown rule {opt.rule!r}")
-    rt._pending = []
-    rt.jobs += 1
-    try:
-        return _execute(rt, q, chunks, opt, stream)
-    except BaseException as e:
-        if not isinstance(e, EngineFailure):
-            rt.broken = f"{type(e).__name__}: {e}"
-        rt.close()
-        raise
+class TeamPlan(JobPlan):
+    """``key`` or ``scale`` (``opt.pattern``) in the execute loop (:mod:`parallel.runtime.execute`)."""
 
+    opt: TeamOptions
 
-def _execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
-             stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
-    n, m = opt.replicas, opt.emitters
-    scale = opt.pattern == "scale"
-    prefix = f"{rt.tag}-{rt.jobs}"
-    masks = initial_masks(n, opt.partitions)
-    router: Router = (ScaleRouter(q, n, m, opt.batch, masks, opt.partitions, opt.seed) if scale
-                      else Router(q, "kp", n, m, opt.batch))
-    rings: list[Ring] = []
-    indexes: list[Index] = []
-    team: TeamMap | None = None
-    try:
-        for i in range(2 * m * n):
-            rings.append(Ring.create(f"{prefix}-i{i}", opt.slots, opt.batch, 1, ring_dtype(q)))
-        results = [Ring.create(f"{prefix}-r{r}", opt.slots, opt.result_width, 1, "result") for r in range(n)]
-        rings.extend(results)
-        inputs = rings[: 2 * m * n]
-        ispecs: list[IndexSpec] = []
-        if scale:
-            team = TeamMap.create(f"{prefix}-teams", masks)
-            for r in range(n):
-                s = IndexSpec(f"{prefix}-x{r}", n, opt.arena, conds=len(q.cond))
-                indexes.append(Index.create(s, n))
-                ispecs.append(s)
+    def __init__(self, q: Query, opt: TeamOptions) -> None:
+        super().__init__(q, opt, "standard")
+        self.scale = opt.pattern == "scale"
+        self.masks = initial_masks(opt.replicas, opt.partitions)
+        self.indexes: list[Index] = []
+        self.ispecs: list[IndexSpec] = []
+        self.team: TeamMap | None = None
+        self._router: Router | None = None
+        self.interval = np.zeros(opt.replicas, dtype=np.int64)  # tuples routed to each joiner since the last sample
+        self.samples: list[dict[str, Any]] = []
+        self.schedules: list[dict[str, Any]] = []
+        self.next_sample = opt.sample_every
+        self.next_schedule = opt.schedule_every
+
+    def check(self, rt: Runtime) -> None:
+        opt = self.opt
+        if not 1 <= opt.replicas <= min(rt.n, 63):
+            raise ValueError(f"replicas must be in [1, {min(rt.n, 63)}] for this runtime, got {opt.replicas}")
+        if not 1 <= opt.batch <= 4096:
+            raise ValueError(f"batch must be in [1, 4096], got {opt.batch}")
+        if opt.pattern not in ("key", "scale"):
+            raise ValueError(f"unknown pattern {opt.pattern!r}")
+        if opt.rule not in ("team", "self", "arrival"):
+            raise ValueError(f"unknown rule {opt.rule!r}")
+
+    def router(self) -> Router:
+        opt, q, n, m = self.opt, self.q, self.opt.replicas, self.opt.emitters
+        self._router = (ScaleRouter(q, n, m, opt.batch, self.masks, opt.partitions, opt.seed) if self.scale
+                        else Router(q, "kp", n, m, opt.batch))
+        return self._router
+
+    def create(self, prefix: str) -> None:
+        """Scale-OIJ's team map and one index per joiner."""
+        if not self.scale:
+            return
+        n = self.opt.replicas
+        self.team = TeamMap.create(f"{prefix}-teams", self.masks)
         for r in range(n):
-            spec = {
-                "job": "parallel.shared.scaleoij:ScaleJob" if scale else "parallel.shared.keyoij:KeyJob",
-                "inputs": [(c, inputs[c * n + r].spec, 0) for c in range(2 * m)],
-                "order": order_channels(m),
-                "result": results[r].spec,
-                "collector": "standard",
-                "lo": lower_offset(q),
-                "hi": upper_offset(q),
-                "pairs": q.aggregate is None,
-                "partial": q.aggregate is not None or q.join == "left",
-                "aggregate": q.aggregate,
-                "cond": q.cond,
-                "keybased": False,
-                "seed": opt.seed,
-                "trace": False,
-                "fail_after": opt.fail_after.get(r),
-                "stall": r in opt.stall,
-                "lag": opt.lag.get(r, 0.0),
-                "joiners": n,
-                "indexes": ispecs,
-                "teams": team.shm.name if team else None,
-                "partitions": opt.partitions,
-                "rule": opt.rule,
-                "incremental": opt.incremental,
-            }
-            rt.ctls[r].put(("job", spec))
-        return _drive(rt, q, chunks, opt, router, inputs, results, team, stream)
-    finally:
-        for ring in rings:
-            ring.close()
-            ring.unlink()
-        for ix in indexes:
+            s = IndexSpec(f"{prefix}-x{r}", n, self.opt.arena, conds=len(self.q.cond))
+            self.indexes.append(Index.create(s, n))
+            self.ispecs.append(s)
+
+    def free(self) -> None:
+        for ix in self.indexes:
             ix.close()
             ix.unlink()
-        if team is not None:
-            team.close()
-            team.unlink()
+        if self.team is not None:
+            self.team.close()
+            self.team.unlink()
 
+    def extra_spec(self, r: int) -> dict[str, Any]:
+        opt = self.opt
+        return {
+            "job": "parallel.shared.scaleoij:ScaleJob" if self.scale else "parallel.shared.keyoij:KeyJob",
+            "aggregate": self.q.aggregate,
+            "keybased": False,
+            "trace": False,
+            "lag": opt.lag.get(r, 0.0),
+            "joiners": opt.replicas,
+            "indexes": self.ispecs,
+            "teams": self.team.shm.name if self.team else None,
+            "partitions": opt.partitions,
+            "rule": opt.rule,
+            "incremental": opt.incremental,
+        }
 
-def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, router: Router, inputs: list[Ring],
-           results: list[Ring], team: TeamMap | None,
-           stream: Callable[[Results], None] | None) -> tuple[Sink, dict[str, Any]]:
-    sink = Sink(q, stream)
-    n = opt.replicas
-    tuples = deliveries = batches = bytes_written = 0
-    t0 = time.perf_counter()
-    t0_ns = time.monotonic_ns()
-    interval = np.zeros(n, dtype=np.int64)  # tuples routed to each joiner since the last sample
-    samples: list[dict[str, Any]] = []
-    schedules: list[dict[str, Any]] = []
-    next_sample = opt.sample_every
-    next_schedule = opt.schedule_every
-
-    pump = Pump(rt, results, sink)
-    drain, put = pump.drain, pump.put
-
-    for c in chunks:
-        if opt.rate:
-            pump.pace(t0 + (tuples + int(np.count_nonzero(c.kind == 0))) / opt.rate)
-        routed = router.route(c, time.monotonic_ns())
-        sink.add_late(routed.late)
-        tuples += routed.tuples
-        deliveries += routed.deliveries
-        for ring_i, recs, wm in routed.sends:
-            put(inputs[ring_i], recs, wm, 0)
+    def after_epoch(self, pump: Pump, routed: Routed, tuples: int, t0: float) -> None:
+        """The joiners' loads over time, and Scale-OIJ's schedule (Alg. 3) every ``schedule_every`` tuples."""
+        opt, n, router, team, interval = self.opt, self.opt.replicas, self._router, self.team, self.interval
+        for ring_i, recs, _wm in routed.sends:
             interval[ring_i % n] += len(recs)
-            batches += 1
-            bytes_written += recs.nbytes
-        for ring in inputs:
-            put(ring, None, routed.w_end, KIND_CLOSE)
-        drain()
-        pump.epoch += 1
-        if tuples >= next_sample:
+        if tuples >= self.next_sample:
             unb = balance([float(x) for x in interval])[1]
-            samples.append({"tuples": tuples, "t_s": time.perf_counter() - t0, "per_joiner": interval.tolist(),
-                            "unbalancedness": unb})
+            self.samples.append({"tuples": tuples, "t_s": time.perf_counter() - t0,
+                                 "per_joiner": interval.tolist(), "unbalancedness": unb})
             interval[:] = 0
-            next_sample = tuples + opt.sample_every
-        if isinstance(router, ScaleRouter) and team is not None and opt.schedule_every and tuples >= next_schedule:
-            next_schedule = tuples + opt.schedule_every
+            self.next_sample = tuples + opt.sample_every
+        if isinstance(router, ScaleRouter) and team is not None and opt.schedule_every \
+                and tuples >= self.next_schedule:
+            self.next_schedule = tuples + opt.schedule_every
             x = router.x.tolist()
             before = unbalancedness(x, router.masks, n)
             new = alg3(x, router.masks, n, opt.delta)
@@ -265,42 +222,26 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions, rou
                 router.set_masks(new)
             router.x *= opt.decay
             sizes = [bin(mk).count("1") for mk in router.masks]
-            schedules.append({"tuples": tuples, "t_s": time.perf_counter() - t0, "changed": changed,
-                              "unbalancedness_before": before, "unbalancedness_after": unbalancedness(x, new, n),
-                              "eq3_loads": loads(x, new, n), "mean_team_size": float(np.mean(sizes)),
-                              "max_team_size": max(sizes), "version": team.version()})
-    for ring in inputs:
-        put(ring, None, router.ms.max() if q.lateness is None else 0, KIND_END)
-    while len(sink.ended) < n:
-        drain()
-        time.sleep(2e-5)
-    t_end = time.perf_counter()
-    stats: dict[int, dict[str, Any]] = {}
-    while len(stats) < n:
-        for msg in rt._take("done"):
-            stats[msg[1]] = msg[2]
-        if len(stats) < n:
-            rt._poll_up(0.01)
-            rt.check()
-    if interval.any():
-        samples.append({"tuples": tuples, "t_s": t_end - t0, "per_joiner": interval.tolist(),
-                        "unbalancedness": balance([float(x) for x in interval])[1]})
-    drive = {
-        "wall_s": t_end - t0,
-        "t0_ns": t0_ns,
-        "tuples": tuples,
-        "deliveries": deliveries,
-        "batches": batches,
-        "epochs": pump.epoch,
-        "bytes_written": bytes_written,
-        "bytes_read": deliveries * TUPLE.itemsize,
-        "result_bytes": sink.records * RESULT.itemsize,
-        "replica_stats": [stats[r] for r in range(n)],
-        "samples": samples,
-        "schedules": schedules,
-        "masks": list(router.masks) if isinstance(router, ScaleRouter) else [],
-    }
-    return sink, drive
+            self.schedules.append({"tuples": tuples, "t_s": time.perf_counter() - t0, "changed": changed,
+                                   "unbalancedness_before": before, "unbalancedness_after": unbalancedness(x, new, n),
+                                   "eq3_loads": loads(x, new, n), "mean_team_size": float(np.mean(sizes)),
+                                   "max_team_size": max(sizes), "version": team.version()})
+
+    def finish(self, tuples: int, wall_s: float) -> dict[str, Any]:
+        interval = self.interval
+        if interval.any():
+            self.samples.append({"tuples": tuples, "t_s": wall_s, "per_joiner": interval.tolist(),
+                                 "unbalancedness": balance([float(x) for x in interval])[1]})
+        router = self._router
+        return {"samples": self.samples, "schedules": self.schedules,
+                "masks": list(router.masks) if isinstance(router, ScaleRouter) else []}
+
+
+def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
+            stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
+    """Run one ``key``/``scale`` job on ``rt`` (:func:`parallel.runtime.execute.execute_job` with a
+    :class:`TeamPlan`); the runtime's failure rules apply (module docstring)."""
+    return execute_job(rt, q, chunks, TeamPlan(q, opt), stream)
 
 
 def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any], sink: Sink, events: int,
