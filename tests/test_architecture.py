@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +95,77 @@ def test_the_suite_collects_without_xdist() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "tests collected" in r.stdout, r.stdout[-2000:]
+
+
+# ------------------------------------------------------------------------------------------------ private names
+SHARED_PRIVATE = {
+    "oij.testing": "the kit's modules: private to the kit's users (its API is oij.testing itself), but the "
+                   "project's own internal API, which its commands and tests import",
+}
+"""Packages whose private *modules* (not private names) tests and docs may import, and why."""
+
+_IMPORT_LINE = re.compile(r"(?:^|[;\"'(]|\s)(?:from\s+([\w.]+)\s+import\s+([\w ,*]+)|import\s+([\w., ]+))")
+
+
+def private_imports(text: str, *, python: bool = True) -> list[str]:
+    """The imports in ``text`` that reach a private name of a project package: an imported name, or a module
+    path component, that starts with ``_`` (dunder names aside), unless the private module belongs to
+    :data:`SHARED_PRIVATE`.  ``python``: parse ``text`` as Python; else (reStructuredText) scan each line for
+    import statements, in code blocks and ``python -c`` strings alike."""
+    found: list[tuple[str, list[str]]] = []
+    if python:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append((node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Import):
+                found += [(a.name, []) for a in node.names]
+    else:
+        for line in text.splitlines():
+            for m in _IMPORT_LINE.finditer(line):
+                if m[1]:
+                    found.append((m[1], [x.strip() for x in m[2].split(",") if x.strip()]))
+                else:
+                    found += [(x.strip(), []) for x in m[3].split(",") if x.strip()]
+    bad = []
+    for module, names in found:
+        parts = module.split(".")
+        if parts[0] not in PACKAGES:
+            continue
+        private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
+        if private and ".".join(parts[:private[0]]) not in SHARED_PRIVATE:
+            bad.append(module)
+        bad += [f"{module}.{n}" for n in names if n.startswith("_") and not n.startswith("__")]
+    return bad
+
+
+def test_tests_and_docs_import_no_private_name_of_another_package() -> None:
+    """Tests and docs use the library's public names: a helper another command, a test or a user could call has
+    a public name in a library module (``oij.commands.kitpower._pick`` was one, ``oij.commands.peers._params_for``
+    another)."""
+    bad: list[str] = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        bad += [f"{path.relative_to(ROOT)}: {x}" for x in private_imports(path.read_text())]
+    for path in sorted((ROOT / "docs").rglob("*.py")):
+        if "_build" not in path.parts:
+            bad += [f"{path.relative_to(ROOT)}: {x}" for x in private_imports(path.read_text())]
+    for path in sorted((ROOT / "docs").glob("*.rst")):
+        bad += [f"{path.relative_to(ROOT)}: {x}" for x in private_imports(path.read_text(), python=False)]
+    assert bad == []
+
+
+@pytest.mark.parametrize(("snippet", "python", "want"), [
+    ("from oij.commands.kitpower import TARGETS, _pick\n", True, ["oij.commands.kitpower._pick"]),
+    ("import oij.commands._got\n", True, ["oij.commands._got"]),
+    ('    python -c "from oij.commands.peers import _params_for; print(1)"\n', False,
+     ["oij.commands.peers._params_for"]),
+    ("::\n\n    from spec._private import x\n", False, ["spec._private"]),
+])
+def test_a_private_import_is_flagged(snippet: str, python: bool, want: list[str]) -> None:
+    """Negative control of the check above: each of these reaches a private name and is named."""
+    assert private_imports(snippet, python=python) == want
+
+
+def test_public_and_shared_imports_are_not_flagged() -> None:
+    ok = "from oij.bench.kitpower import pick_evenly\nfrom oij.testing._runner import search\nimport _thread\n"
+    assert private_imports(ok) == []
+    assert private_imports("    from oij.testing import cases\n", python=False) == []

@@ -12,7 +12,9 @@ import os
 from typing import Any
 
 UNITS = [
-    ["oij.cli", "oij.commands", "oij.testing"],
+    ["oij.cli", "oij.commands"],
+    ["oij.check", "oij.bench", "oij.adapters"],
+    ["oij.testing", "oij.drivers"],
     ["parallel", "oij.spark"],
     ["oij.workloads", "oij.io"],
     ["reference", "proofs"],

@@ -151,7 +151,8 @@ def _run_state(q: Any, events: list[Any], index: bool) -> tuple[float, int, int]
     recs_list = []
     for c in chunks_from_events(events, 256, q=q):
         recs = np.zeros(len(c), dtype=tuple_dtype(len(q.cond)))
-        for name, col in (("id", c.id), ("ts", c.ts), ("key", c.key), ("value", c.value), ("side", c.side)):
+        e = c.events
+        for name, col in (("id", e.id), ("ts", e.ts), ("key", e.key), ("value", e.value), ("side", e.side)):
             recs[name] = col
         if c.ch is not None and c.cl is not None:
             recs["ch"], recs["cl"] = c.ch, c.cl

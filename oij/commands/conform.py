@@ -18,7 +18,7 @@ from oij.io.atomic import write_text
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
-    from oij.testing._case import Case, Impl
+    from oij.testing._case import Impl
     from oij.testing._runner import SearchResult, Session
 
 FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the implementation under test, after --: CMD [ARGS...]")
     p.add_argument("--features", help="what CMD claims: a,b,c or all,-a,-b (default all)")
     p.add_argument("--profile", default="canonical", help="check against this semantic profile (default canonical)")
-    p.add_argument("--max-examples", type=int, default=200, help="cases to generate (default 200)")
+    p.add_argument("--max-examples", type=int, default=None,
+                   help="cases to generate (default 200; 20 with --restarts)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
     p.add_argument("--no-vectors", action="store_true",
                    help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
@@ -56,6 +57,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--adapter", metavar="NAME",
                    help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all "
                    "cases, instead of a command; the features default to the adapter's")
+    p.add_argument("--restarts", type=int, default=0, metavar="N",
+                   help="the restart protocol (docs/recovery.rst): run each case under kill plans that SIGKILL CMD "
+                   "N times (before, at and after its checkpoints, mid-output) and restart it on the same "
+                   "OIJ_STATE_DIR; the committed rows of all incarnations must be exactly the result")
+    p.add_argument("--kill-plan", metavar="FILE", help="with --replay and --restarts: the kill plan to replay")
     p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating")
     p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
                    help="where a failing case is written (default ./oij-conform-failure.jsonl)")
@@ -75,7 +81,7 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from oij.testing._case import parse_features
-    from oij.testing._runner import search, search_parallel
+    from oij.testing._runner import passes_fresh, search, search_parallel
 
     cmd = _command(args)
     try:
@@ -83,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         profile = get_profile(args.profile)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from None
+    if args.restarts:
+        return _restarts(cmd, feats, profile, args)
+    if args.max_examples is None:
+        args.max_examples = 200
     if args.max_examples < (0 if args.state_bound else 1) or args.jobs < 1 or args.timeout <= 0:
         raise UsageError("--max-examples and --jobs must be >= 1 (--max-examples 0 only with --state-bound), "
                          "--timeout > 0")
@@ -90,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--state-bound runs a command (-- CMD), not --adapter or --replay")
     impl: Impl = cmd
     if args.adapter is not None:
-        from oij.commands.adapter import get_adapter
+        from oij.adapters import get_adapter
 
         adapter = get_adapter(args.adapter)
         feats = feats & frozenset(adapter.features) if args.features else frozenset(adapter.features)
@@ -123,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
           f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
     print(f"found by: {res.found_by}\n")
-    if args.session and _passes_fresh(cmd, f.case, profile, feats, args.timeout):
+    if args.session and passes_fresh(cmd, f.case, profile, feats, args.timeout):
         print("in a fresh session this case passes: the failure depends on the cases before it in the same "
               "session, so CMD does not reset its state between cases (the session protocol requires it); "
               "run without --session to judge the cases alone\n")
@@ -142,13 +152,6 @@ def run(args: argparse.Namespace) -> int:
     if profile is CANONICAL:
         _print_fingerprint(res, feats)
     return 1
-
-
-def _passes_fresh(cmd: list[str], case: Case, profile: Profile, feats: frozenset[str], timeout: float) -> bool:
-    from oij.testing._runner import Session, judge
-
-    with Session(cmd) as s:
-        return judge(case, s.run(case, timeout), profile, feats) is None
 
 
 def _state_bound(cmd: list[str], feats: frozenset[str], args: argparse.Namespace) -> int:
@@ -185,34 +188,15 @@ def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> N
 def _print_fingerprint(res: SearchResult, feats: frozenset[str]) -> None:
     from oij.testing._runner import fingerprint
 
-    fp = fingerprint(res.observations, feats)
     print()
-    if not fp.profiles:
-        print("semantic fingerprint: no named profile explains every output -- a bug, not a semantic choice "
-              f"(checked {', '.join(p for p in PROFILES if p != 'canonical')})")
-        return
-    best = fp.profiles[0]
-    others = f" (also consistent: {', '.join(p.name for p in fp.profiles[1:])})" if len(fp.profiles) > 1 else ""
-    print(f"semantic fingerprint: behaves like {best.name}: {best.summary}{others}")
-    print(f"  differs from canonical in: {', '.join(best.differences())}  [{best.system}]")
-    if fp.separating is not None:
-        print(f"  shortest case that separates {best.name} from canonical ({len(fp.separating)} events):")
-        print("    " + fp.separating.to_jsonl().rstrip("\n").replace("\n", "\n    "))
+    print(fingerprint(res.observations, feats).text())
 
 
 def _replay(path: str, impl: Impl | Session, cmd: list[str], profile: Profile, feats: frozenset[str],
             timeout: float) -> int:
-    from oij.io import open_events
-    from oij.testing._case import Case
-    from oij.testing._runner import judge, run_impl
+    from oij.testing._runner import judge_file
 
-    q, events, fh = open_events(path)  # the reader every command shares (``-``: stdin)
-    try:
-        case = Case(q, tuple(events))
-    finally:
-        if fh is not None:
-            fh.close()
-    f = judge(case, run_impl(impl, case, timeout), profile, feats)
+    case, f = judge_file(path, impl, profile, feats, timeout)
     if f is None:
         print(f"conforms on {path} ({len(case)} events, {profile.name} semantics)")
         return 0
@@ -220,3 +204,37 @@ def _replay(path: str, impl: Impl | Session, cmd: list[str], profile: Profile, f
     print(f.report)
     return 1
 
+
+def _restarts(cmd: list[str], feats: frozenset[str], profile: Profile, args: argparse.Namespace) -> int:
+    from oij.testing._restarts import read_plan, replay_restarts, restart_conformance
+
+    if args.restarts < 0 or args.adapter is not None or args.session or args.state_bound or args.jobs != 1:
+        raise UsageError("--restarts N (N >= 1) runs a command (-- CMD), alone: not with --adapter, --session, "
+                         "--state-bound or -j")
+    if args.replay:
+        if not args.kill_plan:
+            raise UsageError("--replay with --restarts needs --kill-plan FILE (written beside the replay file)")
+        from oij.io import open_events
+        from oij.testing._case import Case
+
+        try:
+            with open(args.kill_plan, encoding="utf-8") as f:
+                plan = read_plan(f.read())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--kill-plan {args.kill_plan}: {e}") from None
+        q, events, fh = open_events(args.replay)
+        try:
+            case = Case(q, tuple(events))
+        finally:
+            if fh is not None:
+                fh.close()
+        ok, text = replay_restarts(cmd, case, plan, profile, args.timeout)
+        print(text)
+        return 0 if ok else 1
+    n = 20 if args.max_examples is None else args.max_examples
+    if n < 1:
+        raise UsageError("--max-examples must be >= 1")
+    report = restart_conformance(cmd, features=feats, profile=profile, max_examples=n, restarts=args.restarts,
+                                 seed=args.seed, timeout=args.timeout, replay_out=args.replay_out)
+    print(report.text())
+    return 0 if report.ok else 1

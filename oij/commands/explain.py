@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from oij.commands.common import UsageError, add_query_flags, input_events, refuse_same_file
+from oij.commands.common import UsageError, add_query_flags, options
+from oij.drivers.files import QueryFlags, input_events, refuse_same_file
 from oij.io.atomic import write_text
-from oij.io.errors import InputError
-from spec.batch import Results
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,17 +30,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oij.testing._explain import MAX_EVENTS, explain, explain_svg, explain_text, results_of
+    from oij.testing._explain import MAX_EVENTS, explain, explain_svg, explain_text, read_output, results_of
 
     refuse_same_file(args.svg, [args.file, args.got])
-    with input_events(args.file, args) as (q, it):
+    with input_events(args.file, options(QueryFlags, args)) as (q, it):
         events = []
         for e in it:
             events.append(e)
             if len(events) > MAX_EVENTS:
                 raise UsageError(f"{args.file}: more than {MAX_EVENTS} events; oij explain is for small cases "
                                  "(cut the input, or use oij join)")
-    got = _read_got(args.got) if args.got else None
+    got = read_output(args.got) if args.got else None
     steps = explain(q, events)
     sys.stdout.write(explain_text(q, steps))
     if got is not None:
@@ -56,20 +55,3 @@ def run(args: argparse.Namespace) -> int:
     if args.svg:
         write_text(args.svg, explain_svg(q, steps, got, args.title or args.file))
     return 0
-
-
-def _read_got(path: str) -> Results:
-    import re
-
-    from oij.testing._protocol import ProtocolError, parse_output
-
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise InputError(path, 0, "file", e.strerror or str(e)) from None
-    try:
-        return parse_output(raw)
-    except ProtocolError as e:
-        m = re.match(r"output line (\d+) ", str(e))
-        raise InputError(path, int(m.group(1)) if m else 0, "output", str(e)) from None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 import orjson
 
-from oij.commands.common import UsageError, add_query_flags, check_outputs, input_events, progress
+from oij.commands.common import UsageError, add_query_flags, options
+from oij.drivers.files import QueryFlags, input_events, progress
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,58 +52,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.set_defaults(func=run_describe)
 
 
-def _params(args: argparse.Namespace) -> Any:
-    from oij.workloads import PRESETS, ParamError, WorkloadParams, parse_value, resolve, with_overrides
-
-    try:
-        base = resolve(args.preset) if args.preset else WorkloadParams(description="custom")
-        overrides: dict[str, Any] = {}
-        for item in args.param:
-            if "=" not in item:
-                raise UsageError(f"--param {item!r}: expected NAME=VALUE")
-            name, raw = item.split("=", 1)
-            name = name.strip().replace("-", "_")
-            overrides[name] = parse_value(name, raw)
-        return with_overrides(base, overrides)
-    except ParamError as e:
-        where = "preset" if e.field == "preset" else f"--param {e.field}"
-        if e.field == "preset":
-            raise UsageError(f"unknown preset {args.preset!r} (known: {', '.join(PRESETS)})") from None
-        raise UsageError(f"{where}: {e.message}") from None
-
-
 def run_generate(args: argparse.Namespace) -> int:
-    from oij.workloads import PRESETS, ParamError, write_workload
+    from oij.drivers.generate import GenerateOptions, generate_file, tuple_count, workload_params
+    from oij.workloads import PRESETS
 
     if args.list:
         width = max(len(n) for n in PRESETS)
         for name, p in PRESETS.items():
             print(f"{name:<{width}}  {p.source or 'teaching'}: {p.description}")
         return 0
-    p = _params(args)
+    p = workload_params(args.preset, args.param)
     if args.show:
         print(orjson.dumps(p.summary(), option=orjson.OPT_INDENT_2).decode())
         return 0
     if not args.output:
         raise UsageError("generate: -o/--output FILE is required (.parquet, oij-jsonl, or - for stdout)")
-    events = p.events if args.events is None else args.events
-    if events < 0:
-        raise UsageError(f"--events: must be >= 0, got {events}")
-    if not 0 <= args.seed < 1 << 64:
-        raise UsageError(f"--seed: must be in [0, 2^64), got {args.seed}")
-    fmt = args.format or ("parquet" if args.output.endswith(".parquet") else "jsonl")
-    if fmt == "parquet" and args.output == "-":
-        raise UsageError("--output -: Parquet cannot be written to stdout; give a .parquet file")
-    check_outputs([args.output])
+    opts = options(GenerateOptions, args)
+    events = tuple_count(opts)
     bar = None
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=events, desc="generate", unit=" tuples", unit_scale=True, mininterval=0.5, file=sys.stderr)
     try:
-        stats = write_workload(args.output, p, events, args.seed, fmt=fmt, on_block=bar.update if bar else None)
-    except ParamError as e:
-        raise UsageError(f"{e.field}: {e.message}") from None
+        stats = generate_file(opts, on_block=bar.update if bar else None)
     finally:
         if bar is not None:
             bar.close()
@@ -120,7 +92,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit: must be >= 0, got {args.limit}")
-    with input_events(args.file, args) as (q, events):
+    with input_events(args.file, options(QueryFlags, args)) as (q, events):
         evs = progress(events, enabled=not args.no_progress, desc="describe")
         d = describe_events(q, evs, oracle=not args.no_oracle, limit=args.limit)
     if args.json:

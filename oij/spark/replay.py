@@ -1,7 +1,7 @@
 """Replay cases past ``--seq-limit``: the few tuples of each difference, with the W at their arrival, from Spark.
 
 ``oij check --got`` explains each of the first differences with a small case
-(:func:`oij.commands._got.build_case`): the tuples that decide it, each after
+(:func:`oij.testing._got.build_case`): the tuples that decide it, each after
 a watermark line carrying the canonical W at its arrival in the whole stream.
 When the stream is not in memory, those tuples and their W come from the
 event frame: :func:`oij.spark.oracle.mark_late` gives every tuple its W (the
@@ -50,7 +50,7 @@ def case_ids(diff: dict[str, Any]) -> set[int]:
 def replay_picks(spark: Any, frame: Any, q: Query, diffs: Sequence[dict[str, Any]],
                  tagged: bool) -> list[Picked]:
     """For each difference (``oij.spark.compare`` rows), the tuples that decide it as (position, W, tuple), in
-    arrival order, as :func:`oij.commands._got.replay_case` picks them from events in memory.
+    arrival order, as :func:`oij.testing._got.replay_case` picks them from events in memory.
 
     ``tagged``: the frame's keys are tagged strings (``i:1``, ``s:x``; a materialized oij-jsonl input).
     """

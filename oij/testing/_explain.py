@@ -375,3 +375,23 @@ def _mark(svg: _Svg, cx: float, cy: float, t: StreamTuple, late: bool, r: float)
 
 
 __all__ = ["MAX_EVENTS", "Step", "explain", "explain_svg", "explain_text", "results_of"]
+
+
+def read_output(path: str) -> Results:
+    """The result lines of the file ``path`` (another implementation's output), as the kit parses them; a bad
+    line is an :class:`~oij.io.errors.InputError` naming it."""
+    import re
+
+    from oij.io.errors import InputError
+    from oij.testing._protocol import ProtocolError, parse_output
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    try:
+        return parse_output(raw)
+    except ProtocolError as e:
+        m = re.match(r"output line (\d+) ", str(e))
+        raise InputError(path, int(m.group(1)) if m else 0, "output", str(e)) from None

@@ -16,7 +16,7 @@ as the stream goes on:
   ``{"type":"state","events":K,"stored":N}`` (N tuples held after reading K
   events; optional, whenever it likes), their ``stored`` values; else
 * the **resident memory** (VmRSS) of the command's process tree, sampled
-  after each chunk has been written.
+  after each chunk has been written (:func:`oij.proctree.tree_rss`).
 
 It fails when the state in the last quarter of the stream exceeds the state
 in the second quarter by more than the allowance (state lines: twice, plus
@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from oij.proctree import tree_rss
 from oij.testing._case import Case
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from spec.batch import Results
@@ -129,25 +130,6 @@ class StateRun:
                 f"  growth {unit(self.growth):>12}  {self.seconds:6.1f} s  {verdict}")
 
 
-def _tree_rss(pid: int) -> int:
-    """VmRSS in bytes of ``pid`` and its descendants (Linux ``/proc``; 0 where it cannot be read)."""
-    total = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        with contextlib.suppress(OSError, ValueError), open(f"/proc/{p}/status", encoding="ascii",
-                                                                 errors="replace") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-                    break
-        for task in (os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []):
-            with contextlib.suppress(OSError, ValueError), open(f"/proc/{p}/task/{task}/children",
-                                                                 encoding="ascii") as f:
-                todo += [int(c) for c in f.read().split()]
-    return total
-
-
 def _quarters(samples: Sequence[tuple[int, int]], total: int) -> tuple[int, int]:
     early = [s for k, s in samples if total // 4 <= k < total // 2]
     late = [s for k, s in samples if k >= 3 * total // 4]
@@ -199,7 +181,7 @@ def run_state_case(argv: Sequence[str], case: Case, features: frozenset[str], ti
             for i in range(0, len(lines), step):
                 p.stdin.write(b"".join(lines[i:i + step]))
                 p.stdin.flush()
-                rss.append((min(i + step, total), _tree_rss(p.pid)))
+                rss.append((min(i + step, total), tree_rss(p.pid)))
             p.stdin.close()
         code = p.wait()
     finally:

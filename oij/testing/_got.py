@@ -1,4 +1,4 @@
-"""``oij check EVENTS --got NAME=PATH``: another system's output, read into the results dataset, and the small
+"""Another system's output (``oij check EVENTS --got NAME=PATH``), read into the results dataset, and the small
 replay cases that explain its differences.
 
 Reading (``read_got``): PATH is oij-jsonl result lines, a Parquet file or
@@ -39,7 +39,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from oij.commands.common import UsageError
+from oij.errors import UsageError
 from oij.io.errors import InputError
 from spec.batch import Results
 from spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark

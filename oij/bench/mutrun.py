@@ -1,4 +1,5 @@
-"""Helpers of ``oij bench kit-power`` that run as their own processes: record a kit run, replay it in-process.
+"""The parts of ``oij bench kit-power`` (:mod:`oij.bench.kitpower`) that run as their own processes: record a
+kit run, replay it in-process.
 
 Why: ``oij conform`` starts the implementation once per case (about 480
 processes, 40-50 s for a command that survives), and most of a mutation run's
@@ -190,7 +191,7 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 5 and argv[0] == "replay" and argv[2] == "--" and set(opts) <= {"lines", "diffs", "case-timeout"}:
         return replay(argv[1], argv[4], argv[5:], opts.get("lines"), opts.get("diffs"),
                       float(opts.get("case-timeout", "0")))  # argv[3] is the interpreter of CMD: this one runs it
-    print("usage: python -m oij.commands._mutrun record DIR -- CMD... | "
+    print("usage: python -m oij.bench.mutrun record DIR -- CMD... | "
           "replay [--lines=FILE] [--diffs=OUT] [--case-timeout=S] DIR -- python SCRIPT ARGS...",
           file=sys.stderr)
     return 2

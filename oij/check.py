@@ -1,0 +1,715 @@
+"""``oij check``: every engine against the oracles, as a library function (``check``) returning a
+:class:`CheckReport` that the command prints and tests inspect.
+
+Steps (each announced on stderr with its time, unless ``no_progress``):
+
+1. the workload: ``file`` (oij-jsonl or Parquet), ``preset`` (:mod:`oij.workloads`), or with neither a small
+   default workload;
+2. the sequential oracle (:func:`reference.oracle.run_events`) when the workload has at most ``seq_limit``
+   events;
+3. every chosen engine of :mod:`parallel.registry` (default: all registered);
+4. the Spark oracle (``spark``, the default; ``master`` for a cluster): the canonical result, or with
+   ``profile`` that semantic profile's (``oij.spark.profiles``), at any size;
+5. every output is written to ``OUT/results/engine=<name>/`` (one Parquet dataset partitioned by engine) and
+   Spark compares each engine with the reference (the Spark oracle, or the sequential one without Spark);
+6. ``OUT/report.json`` and ``OUT/report.md``; for ``got`` outputs (:mod:`oij.testing._got`), a replay case per
+   listed difference (``OUT/replays/``) and the profiles that explain the differences
+   (:mod:`oij.testing._attribute`).
+
+The report's :attr:`CheckReport.all_agree` is True iff every engine (and the sequential oracle) agrees with the
+reference (the command's exit code 0, else 1); a bad option or input raises
+:class:`~oij.errors.UsageError` or :class:`~oij.io.errors.InputError` (exit code 2).
+
+Files and processes: everything under ``out``; the replica processes of the engines (one pool, closed before
+returning, also on error) and the Spark session (the process's own, left running for the next call).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from oij.drivers.files import QueryFlags, check_outputs, input_events, progress
+from oij.errors import UsageError
+from oij.io.atomic import write_text
+from spec.batch import Results
+from spec.model import Event, Query, StreamTuple
+
+SPARK_ORACLE = "spark-oracle"
+SEQ_ORACLE = "seq-oracle"
+DEFAULT_PRESET = "scale-oij-default"
+DEFAULT_EVENTS = 20_000
+
+
+@dataclass
+class CheckOptions(QueryFlags):
+    """The options of ``oij check`` (its ``--help`` says what each does), with its defaults."""
+
+    file: str | None = None
+    preset: str | None = None
+    events: int | None = None
+    seed: int = 1
+    patterns: str | None = None
+    replicas: int = 2
+    batch: int = 32
+    spark: bool = True
+    out: str = "oij-check"
+    master: str = "local[*]"
+    driver_memory: str = "4g"
+    method: str = "salted"
+    theta: float = 1.2
+    seq_limit: int = 2_000_000
+    first: int = 10
+    got: list[str] = field(default_factory=list)
+    got_columns: list[str] = field(default_factory=list)
+    profile: str = "canonical"
+    attribute: str = "auto"
+    sim_limit: int = 200_000
+    no_progress: bool = False
+
+
+@dataclass
+class Row:
+    """One line of the report: an engine's agreement and performance."""
+
+    engine: str
+    agrees: bool | None = None
+    missing: int = 0
+    extra: int = 0
+    wrong: int = 0
+    wall_s: float = 0.0
+    throughput: float | None = None
+    p99_ms: float | None = None
+    load_balance: float | None = None
+    error: str | None = None
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    differences: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+class Progress:
+    """Stage messages on stderr with the elapsed time."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+
+    def say(self, msg: str) -> None:
+        if self.enabled:
+            print(f"[oij check {time.perf_counter() - self.t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def _engines(args: CheckOptions) -> list[str]:
+    from parallel.registry import engines
+
+    known = engines()
+    if args.patterns is None:
+        return sorted(known)
+    names = [n.strip() for n in args.patterns.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(
+            f"--patterns: unknown engine {unknown[0]!r}; registered: {', '.join(sorted(known)) or 'none yet'}"
+        )
+    reserved = [n for n in names if n in (SPARK_ORACLE, SEQ_ORACLE)]
+    if reserved:
+        raise UsageError(f"--patterns: {reserved[0]!r} is the name of an oracle")
+    return names
+
+
+def _generated(args: CheckOptions) -> tuple[str, Query, Iterator[Event]]:
+
+    events = DEFAULT_EVENTS if args.events is None else args.events
+    if events < 0:
+        raise UsageError("--events must be >= 0")
+    workloads: Any
+    try:
+        workloads = importlib.import_module("oij.workloads")
+    except ImportError:
+        workloads = None
+    from oij.spark.workload import BUILTIN, builtin_workload
+
+    preset = args.preset
+    if preset == BUILTIN or (preset is None and (workloads is None or DEFAULT_PRESET not in workloads.PRESETS)):
+        q, it = builtin_workload(events, args.seed)
+        return f"preset {BUILTIN} ({events} events, seed {args.seed})", q, it
+    if workloads is None:
+        raise UsageError(f"--preset needs oij.workloads, which is not installed; use {BUILTIN} or give a FILE")
+    name = preset or DEFAULT_PRESET
+    if name not in workloads.PRESETS:
+        raise UsageError(f"--preset: unknown preset {name!r}; known: {', '.join([*workloads.PRESETS, BUILTIN])}")
+    try:
+        q, it = workloads.generate(name, events, args.seed)
+    except workloads.ParamError as e:
+        raise UsageError(f"--preset {name}: {e}") from None
+    return f"preset {name} ({events} tuples, seed {args.seed})", q, it
+
+
+def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: CheckOptions,
+                tuples: int, pool: Any = None) -> tuple[Row, Results | None]:
+    from parallel.registry import EngineOptions
+
+    row = Row(name)
+    t = time.perf_counter()
+    try:
+        run = fn(q, events, EngineOptions(replicas=args.replicas, batch=args.batch,
+                                          extra={"runtime": pool} if pool is not None else {}))
+    except Exception as e:  # an engine that crashes disagrees; the report says why
+        row.wall_s = time.perf_counter() - t
+        row.error = f"{type(e).__name__}: {e}"
+        row.agrees = False
+        return row, None
+    row.wall_s = time.perf_counter() - t
+    m = dict(run.metrics)
+    row.metrics = m
+    row.throughput = _num(m.get("throughput_tuples_per_s")) or (tuples / row.wall_s if row.wall_s > 0 else None)
+    lat = m.get("latency_ms")
+    row.p99_ms = _num(lat.get("p99")) if isinstance(lat, dict) else _num(m.get("p99_latency_ms"))
+    row.load_balance = _num(m.get("load_balance_factor"))
+    return row, run.results
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+@dataclass
+class CheckReport:
+    """What ``oij check`` found: one ``Row`` per engine, oracle and ``--got`` output, the reference they were
+    compared with, the replay cases and attributions of the ``--got`` outputs; :meth:`json` is ``report.json``,
+    :meth:`text` what the command prints."""
+
+    workload: dict[str, Any]
+    reference: str
+    results: str  # the directory of the outputs, one partition per engine
+    out: str
+    rows: list[Row]
+    spark_plan: dict[str, Any] = field(default_factory=dict)
+    replays: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    profile: str = "canonical"
+    attribution: list[Any] = field(default_factory=list)  # oij.testing._attribute.Attribution
+    profile_how: list[str] = field(default_factory=list)  # how the profile's result was computed
+    checked_engines: bool = True  # an engine or a --got output was checked, not only the oracles
+
+    @property
+    def all_agree(self) -> bool:
+        return all(r.agrees for r in self.rows)
+
+    def row(self, engine: str) -> Row:
+        """The row of ``engine`` (KeyError if none)."""
+        for r in self.rows:
+            if r.engine == engine:
+                return r
+        raise KeyError(engine)
+
+    def json(self) -> dict[str, Any]:
+        """The report as ``OUT/report.json`` holds it."""
+        return {
+            "workload": self.workload,
+            "reference": self.reference,
+            "results": self.results,
+            "spark_plan": self.spark_plan,
+            "engines": [r.__dict__ for r in self.rows],
+            "all_agree": self.all_agree,
+            "replays": self.replays,
+            "profile": self.profile,
+            "attribution": [a.__dict__ for a in self.attribution],
+        }
+
+    def text(self) -> str:
+        """What ``oij check`` prints on stdout: the table, where the report is, the replay cases, the attribution."""
+        lines: list[str] = []
+        if self.profile != "canonical":
+            lines.append(f"reference: the {self.profile} profile (spec.profiles), {' and '.join(self.profile_how)}")
+        lines.append(table(self.rows, self.reference))
+        lines.append(f"report: {os.path.join(self.out, 'report.md')}, {os.path.join(self.out, 'report.json')}; "
+                     f"outputs: {os.path.join(self.out, 'results')}/engine=*")
+        for name, cases in self.replays.items():
+            for case_info in cases:
+                kept = (f", the stream's own terms: a system that follows {case_info['follows']} reproduces it"
+                        if case_info["follows"] else "")
+                lines.append(f"\n{name}: {case_info['difference']}: replay case {case_info['file']} "
+                             f"({case_info['events']} events{kept})")
+                lines.append("\n".join("  " + x for x in case_info["timeline"]))
+        if self.attribution:
+            lines.append("")
+            lines += ["attribution: " + a.line() for a in self.attribution]
+        if not self.checked_engines:
+            lines.append("note: no engine was checked (none registered, none chosen, or the workload exceeds "
+                         "--seq-limit); only the oracles were compared")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Workload:
+    """The workload as step 1 left it: its events in memory if they fit, and the Parquet input Spark reads."""
+
+    source: str
+    q: Query
+    events: list[Event] | None
+    n_events: int
+    spark_input: str
+    parquet_in: bool
+
+    @property
+    def tuples(self) -> int | None:
+        return sum(1 for e in self.events if isinstance(e, StreamTuple)) if self.events is not None else None
+
+
+def _check_options(args: CheckOptions) -> None:
+    """Refuse bad options before any work."""
+    from spec.profiles import PROFILES
+
+    if args.file is not None and args.preset is not None:
+        raise UsageError("give a FILE or --preset, not both")
+    if args.seq_limit < 0 or args.sim_limit < 0:
+        raise UsageError("--seq-limit and --sim-limit must be >= 0")
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")
+    if args.attribute not in ("auto", "all", "none"):
+        bad = [n for n in args.attribute.split(",") if n.strip() not in PROFILES]
+        if bad:
+            raise UsageError(f"--attribute: unknown profile {bad[0].strip()!r}; known: {', '.join(PROFILES)}")
+
+
+def _prepare_out(args: CheckOptions) -> str:
+    """Refuse an input inside the results directory (or an output inside an input dataset); make ``OUT`` and an
+    empty ``OUT/results``, which it returns."""
+    out = args.out
+    results_dir = os.path.join(out, "results")
+    if args.file not in (None, "-") and os.path.exists(args.file):
+        rdir = os.path.realpath(results_dir)
+        target = os.path.realpath(args.file)  # the file itself, through symlinks
+        link = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(args.file))), os.path.basename(args.file))
+        if any(os.path.commonpath([p, rdir]) == rdir for p in (target, link)):
+            raise UsageError(f"input {args.file} is inside {results_dir}, which oij check replaces: refusing")
+        if os.path.isdir(args.file) and os.path.commonpath([os.path.realpath(out), target]) == target:
+            raise UsageError(f"--out {out} is inside the input dataset {args.file}: refusing (it would become "
+                             "part of the input)")
+    os.makedirs(out, exist_ok=True)
+    check_outputs([os.path.join(out, "report.json"), os.path.join(out, "report.md")], [args.file])
+    shutil.rmtree(results_dir, ignore_errors=True)
+    os.makedirs(results_dir)
+    return results_dir
+
+
+def _read_workload(args: CheckOptions, prog: Progress) -> _Workload:
+    """Step 1: the workload, materialized as Parquet for Spark and kept in memory up to ``seq_limit`` events."""
+    from oij.spark.frames import materialize
+
+    out = args.out
+    parquet_in = args.file is not None and (args.file.endswith(".parquet") or os.path.isdir(args.file))
+    events: list[Event] | None
+    if args.file is not None:
+        source = args.file
+        if parquet_in:
+            from oij.io.parquet import parquet_rows
+            from oij.spark.frames import check_schema
+
+            check_schema(args.file)
+            with input_events(args.file, args, int64_ids=True) as (q, it):
+                n_events = parquet_rows(args.file)
+                fits = n_events <= args.seq_limit
+                events = list(progress(it, enabled=not args.no_progress, desc="read")) if fits else None
+            spark_input = os.path.abspath(args.file)
+        else:
+            spark_input = os.path.join(out, "input.parquet")
+            with input_events(args.file, args, int64_ids=True) as (q, it):
+                prog.say(f"reading {args.file}")
+                events, n_events = materialize(
+                    q, progress(it, enabled=not args.no_progress, desc="read"), spark_input, args.seq_limit
+                )
+    else:
+        source, q, it = _generated(args)
+        spark_input = os.path.join(out, "input.parquet")
+        prog.say(f"generating {source}")
+        events, n_events = materialize(
+            q, progress(it, enabled=not args.no_progress, desc="generate"), spark_input, args.seq_limit
+        )
+    return _Workload(source, q, events, n_events, spark_input, parquet_in)
+
+
+def _engines_to_run(args: CheckOptions, w: _Workload, names: list[str], prog: Progress) -> tuple[list[str], bool]:
+    """The engines that can run on the workload, and whether the profile is simulated in memory; refuses what
+    cannot run (engines or ``--no-spark`` past ``seq_limit``, a profile past ``sim_limit`` without Spark)."""
+    profiled = args.profile != "canonical"
+    n_events = w.n_events
+    if w.events is None and names and args.patterns is None:
+        prog.say(f"{n_events} events > --seq-limit {args.seq_limit}: the engines need the workload in memory; "
+                 f"skipping {', '.join(names)}")
+        names = []
+    if w.events is None and names:
+        raise UsageError(f"the workload has {n_events} events, more than --seq-limit {args.seq_limit}: engines "
+                         f"need it in memory; raise --seq-limit or choose no --patterns")
+    if profiled and not args.spark and (w.events is None or n_events > args.sim_limit):
+        raise UsageError(f"--profile {args.profile} with --no-spark: the workload has {n_events} events; profiles "
+                         f"are simulated in memory up to --sim-limit {args.sim_limit} (and --seq-limit "
+                         f"{args.seq_limit}) events")
+    simulate = w.events is not None and (not profiled or n_events <= args.sim_limit)
+    if profiled and not simulate:
+        prog.say(f"{n_events} events > --sim-limit {args.sim_limit}: the {args.profile} profile is computed by "
+                 "Spark alone")
+    if w.events is None and not args.spark:
+        raise UsageError(f"the workload has more than --seq-limit {args.seq_limit} events and --no-spark leaves "
+                         f"no oracle that can run it")
+    return names, simulate
+
+
+def _sequential(args: CheckOptions, w: _Workload, rows: list[Row], mem: dict[str, Results],
+                prog: Progress) -> Results | None:
+    """Step 2: the sequential oracle (the canonical result, returned) and, with a profile, its simulation as the
+    seq-oracle row."""
+    from reference.oracle import run_events
+    from spec.profiles import PROFILES, compute_profile_result
+
+    if w.events is None:
+        return None
+    profiled = args.profile != "canonical"
+    simulate = not profiled or w.n_events <= args.sim_limit
+    prog.say("sequential oracle ...")
+    t = time.perf_counter()
+    canonical = run_events(w.events, w.q)
+    if profiled and simulate:
+        prog.say(f"the {args.profile} profile (simulated) ...")
+        mem[SEQ_ORACLE] = compute_profile_result(w.events, w.q, PROFILES[args.profile]).canonical()
+    elif not profiled:
+        mem[SEQ_ORACLE] = canonical
+    if SEQ_ORACLE in mem:
+        r = Row(SEQ_ORACLE, wall_s=time.perf_counter() - t)
+        r.throughput = (w.tuples or 0) / r.wall_s if r.wall_s > 0 else None
+        rows.append(r)
+        prog.say(f"sequential oracle: {r.wall_s:.1f}s")
+    return canonical
+
+
+def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[Row], mem: dict[str, Results],
+                 prog: Progress) -> None:
+    """Step 3: the engines, on one pool of replica processes (a new one after an engine that broke it)."""
+    from parallel.registry import get
+    from parallel.runtime.driver import Runtime
+
+    pool: Runtime | None = None
+    try:
+        for name in names:
+            assert w.events is not None
+            prog.say(f"engine {name} ...")
+            if pool is None or pool.closed or pool.broken:
+                if pool is not None:
+                    pool.close()
+                pool = Runtime(args.replicas) if names else None
+            r, res = _engine_row(name, get(name), w.q, w.events, args, w.tuples or 0, pool)
+            rows.append(r)
+            if res is not None:
+                mem[name] = res
+            prog.say(f"engine {name}: {r.wall_s:.1f}s" + (f" (failed: {r.error})" if r.error else ""))
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
+               results_dir: str, rows: list[Row], mem: dict[str, Results], prog: Progress) -> None:
+    """The outputs of other systems (``--got``), validated as they are read into the results dataset."""
+    from oij.spark.compare import engine_dir
+    from oij.testing._got import read_got, read_got_results
+
+    for name, path in gots:
+        prog.say(f"reading {name}: {path} ...")
+        t = time.perf_counter()
+        n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+        rows.append(Row(name, wall_s=time.perf_counter() - t, metrics={"rows": n_rows, "path": path}))
+        if not args.spark:
+            mem[name] = read_got_results(engine_dir(results_dir, name))
+        prog.say(f"{name}: {n_rows} rows")
+
+
+@dataclass
+class _Spark:
+    """Steps 4 and 5 in Spark: the session, the workload's frame, the oracle's plan, the comparisons."""
+
+    spark: Any
+    frame: Any
+    plan: dict[str, Any]
+    comps: dict[str, Any]
+
+
+def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row], mem: dict[str, Results],
+              gots: list[tuple[str, str]], prog: Progress) -> _Spark:
+    """Step 4, the Spark oracle (its row first), and step 5, every output compared with it in Spark."""
+    from oij.spark.compare import compare_frames, write_frame
+    from oij.spark.frames import read_parquet_events, validate_events
+    from oij.spark.oracle import SparkOracleOptions, spark_oracle
+    from oij.spark.profiles import spark_profile_oracle
+    from oij.spark.session import spark_session
+    from spec.profiles import PROFILES
+
+    prog.say(f"starting Spark ({args.master}) ...")
+    spark = spark_session(None if args.master == "submit" else args.master, driver_memory=args.driver_memory)
+    prog.say("Spark oracle ...")
+    t = time.perf_counter()
+    _, frame = read_parquet_events(spark, w.spark_input, w.q)
+    if w.parquet_in and w.events is None:
+        assert args.file is not None
+        validate_events(frame, w.q, args.file)
+    sp_opts = SparkOracleOptions(method=cast(Any, args.method), theta=args.theta)
+    if args.profile != "canonical":  # the profile's result, decided per tuple and per candidate pair
+        res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts)
+    else:
+        res_sp = spark_oracle(spark, w.q, frame, sp_opts)
+    write_frame(res_sp.frame(), results_dir, SPARK_ORACLE)
+    res_sp.release()
+    plan: dict[str, Any] = res_sp.plan
+    r = Row(SPARK_ORACLE, wall_s=time.perf_counter() - t, agrees=True)
+    spark_tuples = w.tuples if w.tuples is not None else w.n_events
+    r.throughput = spark_tuples / r.wall_s if r.wall_s > 0 else None
+    r.load_balance = _num(plan.get("load_balance_factor"))
+    rows.insert(0, r)
+    prog.say(f"Spark oracle: {r.wall_s:.1f}s; plan {plan}")
+    prog.say("comparing in Spark ...")
+    compared = [x.engine for x in rows if x.engine != SPARK_ORACLE and (x.engine in mem or x.engine in dict(gots))]
+    comps = compare_frames(spark, results_dir, SPARK_ORACLE, compared, first=args.first)
+    return _Spark(spark, frame, plan, comps)
+
+
+def _replay_cases(args: CheckOptions, w: _Workload, rows: list[Row], gots: list[tuple[str, str]],
+                  attribution: list[Any], canonical: Results | None, sp: _Spark | None,
+                  prog: Progress) -> dict[str, list[dict[str, Any]]]:
+    """A small replay case per listed difference of each ``--got`` output: from the events in memory (in the
+    stream's own terms for an output that follows a profile), else from Spark."""
+    from spec.profiles import PROFILES
+
+    q, events = w.q, w.events
+    if not gots:
+        return {}
+    if args.profile != "canonical":
+        prog.say(f"no replay cases under --profile {args.profile}: a replay case carries the canonical W at each "
+                 "arrival, which other profiles do not follow")
+        return {}
+    if events is not None:
+        from oij.testing._got import replay_case, replay_case_as_is
+        from spec.profiles import compute_profile_result
+
+        follows = {a.system: a.explained_by[0] for a in attribution if a.explained_by}
+        wholes = {p: compute_profile_result(events, q, PROFILES[p]) for p in set(follows.values())}
+
+        def in_memory(engine: str, ds: list[dict[str, Any]]) -> list[tuple[Query, list[Event], str | None]]:
+            cases: list[tuple[Query, list[Event], str | None]] = []
+            for d in ds:
+                p = follows.get(engine)
+                as_is = replay_case_as_is(q, events, d, PROFILES[p], wholes[p], canonical) if p else None
+                cases.append((*as_is, p) if as_is is not None else (*replay_case(q, events, d), None))
+            return cases
+
+        return _replays(rows, dict(gots), args.out, in_memory)
+    if sp is None:
+        return {}
+    # past --seq-limit: the tuples of each difference and their W come from Spark
+    import pyarrow.parquet as pq
+
+    from oij.spark.frames import KEYS_META
+    from oij.spark.replay import replay_picks
+    from oij.testing._got import build_case
+
+    tagged = os.path.isfile(w.spark_input) and \
+        (pq.read_schema(w.spark_input).metadata or {}).get(KEYS_META) == b"tagged"
+    prog.say("replay cases from Spark ...")
+    return _replays(rows, dict(gots), args.out, lambda _, ds: [(*build_case(q, p), None) for p in
+                                                               replay_picks(sp.spark, sp.frame, q, ds, tagged)])
+
+
+def check(args: CheckOptions) -> CheckReport:
+    """Run ``oij check`` with ``args`` (module docstring): write ``OUT/results``, ``OUT/report.json`` and
+    ``OUT/report.md``, the replay cases, and return the report."""
+    from oij.spark.compare import compare_results, write_results
+    from oij.testing._got import parse_columns, parse_got
+
+    prog = Progress(not args.no_progress)
+    _check_options(args)
+    names = _engines(args) if args.patterns is not None or not args.got else []
+    gots = parse_got(args.got, [SPARK_ORACLE, SEQ_ORACLE, *names])
+    got_columns = parse_columns(args.got_columns, [n for n, _ in gots])
+    if args.spark:
+        from oij.spark.session import check_java
+
+        check_java()  # before any work: no Java, no Spark
+    results_dir = _prepare_out(args)
+    w = _read_workload(args, prog)
+    prog.say(f"workload: {w.source}: {w.n_events} events; query {w.q}")
+    names, simulate = _engines_to_run(args, w, names, prog)
+    rows: list[Row] = []
+    mem: dict[str, Results] = {}
+    canonical = _sequential(args, w, rows, mem, prog)
+    _run_engines(args, w, names, rows, mem, prog)
+    for name, res in mem.items():
+        write_results(results_dir, name, res)
+    _read_gots(args, gots, got_columns, results_dir, rows, mem, prog)
+    sp: _Spark | None = None
+    if args.spark:
+        sp = _in_spark(args, w, results_dir, rows, mem, gots, prog)
+        reference, comps = SPARK_ORACLE, sp.comps
+    else:
+        reference = SEQ_ORACLE
+        rows[0].agrees = True
+        comps = {n: compare_results(mem[SEQ_ORACLE], res, first=args.first) for n, res in mem.items()
+                 if n != SEQ_ORACLE}
+    for r in rows:
+        c = comps.get(r.engine)
+        if c is not None:
+            r.agrees = c.agrees
+            r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
+            r.by_kind, r.differences = c.by_kind, c.differences
+    attribution = _attribution(w.q, w.events, w.n_events, rows, gots, canonical, results_dir, args, prog,
+                               *((sp.spark, sp.frame) if sp is not None else ()))
+    replays = _replay_cases(args, w, rows, gots, attribution, canonical, sp, prog)
+    prog.say("done")
+    how = [x for x, on in (("computed by the Spark oracle", args.spark),
+                           ("simulated in memory as the seq-oracle row", simulate)) if on]
+    report = CheckReport(
+        workload={"source": w.source, "events": w.n_events, "tuples": w.tuples, "query": _query_dict(w.q)},
+        reference=reference, results=os.path.abspath(results_dir), out=args.out, rows=rows,
+        spark_plan=sp.plan if sp is not None else {}, replays=replays, profile=args.profile,
+        attribution=attribution, profile_how=how, checked_engines=bool(names or gots))
+    data = report.json()
+    write_text(os.path.join(args.out, "report.json"), json.dumps(data, indent=2, default=str) + "\n")
+    write_text(os.path.join(args.out, "report.md"), markdown(data, rows))
+    return report
+
+
+def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list[Row], gots: list[tuple[str, str]],
+                 canonical: Results | None, results_dir: str, args: CheckOptions, prog: Progress,
+                 spark: Any = None, frame: Any = None) -> list[Any]:
+    """For each --got output that differs from the canonical result: the profiles that explain its differences
+    (:mod:`oij.testing._attribute`): simulated in memory within --sim-limit, else by the Spark oracle for the
+    profiles --attribute names."""
+    from oij.spark.compare import engine_dir
+    from oij.testing._got import read_got_results
+    from spec.profiles import PROFILES
+
+    if not gots or args.attribute == "none":
+        return []
+    names = [n for n in PROFILES if n != "canonical"] if args.attribute in ("auto", "all") else \
+        [n.strip() for n in args.attribute.split(",") if n.strip()]
+    if events is not None and canonical is not None and n_events <= args.sim_limit:
+        from oij.testing._attribute import attribute
+
+        outs = {name: read_got_results(engine_dir(results_dir, name)) for name, _ in gots}
+        return attribute(q, events, outs, canonical, names, say=prog.say)
+    if args.attribute == "auto" or spark is None or args.profile != "canonical":
+        why = ("the reference is a profile's result, not the canonical one" if args.profile != "canonical" else
+               "no Spark" if spark is None else "each profile is one more Spark oracle run: ask with --attribute all "
+               "or --attribute P,P")
+        prog.say(f"no attribution to profiles: {n_events} events, more than --sim-limit {args.sim_limit} (or "
+                 f"--seq-limit), and {why}")
+        return []
+    from oij.spark.oracle import SparkOracleOptions
+    from oij.testing._attribute import attribute_in_spark
+
+    return attribute_in_spark(spark, frame, q, results_dir, SPARK_ORACLE, [n for n, _ in gots], names,
+                              SparkOracleOptions(method=cast(Any, args.method), theta=args.theta), say=prog.say)
+
+
+CaseMaker = Callable[[str, list[dict[str, Any]]], list[tuple[Query, list[Event], str | None]]]
+
+
+def _replays(rows: list[Row], gots: dict[str, str], out: str, make: CaseMaker) -> dict[str, list[dict[str, Any]]]:
+    """A small replay case for each listed difference of each --got output; ``make`` builds the cases of one
+    output's differences: (query, events, the profile the output follows if the case keeps the stream's own
+    terms, else None for a case with the canonical W at each arrival)."""
+    from oij.testing._case import Case
+    from oij.testing._timeline import timeline
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.engine not in gots or not r.differences:
+            continue
+        for k, (d, (small, evs, follows)) in enumerate(zip(r.differences, make(r.engine, r.differences),
+                                                          strict=True), 1):
+            path = os.path.join(out, "replays", f"{r.engine}-{k}.jsonl")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            case = Case(small, tuple(evs))
+            write_text(path, case.to_jsonl())
+            what = {"pair": f"pair ({d['base']}, {d['probe']})", "late": f"late id {d['id']}",
+                    "aggregate": f"aggregate of base {d['base']}"}[d["kind"]]
+            found.setdefault(r.engine, []).append({"difference": f"{d['issue']} {what}", "file": path,
+                                                   "events": len(evs), "follows": follows,
+                                                   "timeline": timeline(case)})
+    return found
+
+
+def _query_dict(q: Query) -> dict[str, Any]:
+    return {
+        "lower": q.lower, "upper": q.upper, "lower_inclusive": q.lower_inclusive,
+        "upper_inclusive": q.upper_inclusive, "aggregate": q.aggregate, "join": q.join,
+        "channels": q.channels, "lateness": q.lateness,
+    }
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: list[Row], reference: str) -> str:
+    """The report table: engine, agrees, missing, extra, wrong, throughput, p99 latency, load balance."""
+    head = ["engine", "agrees", "missing", "extra", "wrong", "tuples/s", "p99 ms", "load balance"]
+    body = []
+    for r in rows:
+        agrees = "reference" if r.engine == reference else ("yes" if r.agrees else "NO")
+        body.append([
+            r.engine, agrees, str(r.missing), str(r.extra), str(r.wrong),
+            _fmt(r.throughput, ",.0f"), _fmt(r.p99_ms, ".2f"), _fmt(r.load_balance, ".2f"),
+        ])
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    rest = ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
+    return "\n".join([line, rule, *rest])
+
+
+def markdown(report: dict[str, Any], rows: list[Row]) -> str:
+    """The short Markdown report: workload, table, and the first differences of each disagreeing engine."""
+    w = report["workload"]
+    lines = [
+        "# oij check",
+        "",
+        f"Workload: {w['source']} -- {w['events']} events, query `{json.dumps(w['query'])}`.",
+        f"Reference: `{report['reference']}`. Outputs: `{report['results']}` (partitioned by engine).",
+        "",
+        "**All engines agree.**" if report["all_agree"] else "**Some engines disagree with the oracle.**",
+        "",
+        "| " + " | ".join(["engine", "agrees", "missing", "extra", "wrong", "tuples/s", "p99 ms", "load balance"])
+        + " |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        agrees = "reference" if r.engine == report["reference"] else ("yes" if r.agrees else "**no**")
+        lines.append(
+            f"| {r.engine} | {agrees} | {r.missing} | {r.extra} | {r.wrong} | {_fmt(r.throughput, ',.0f')} | "
+            f"{_fmt(r.p99_ms, '.2f')} | {_fmt(r.load_balance, '.2f')} |"
+        )
+    for r in rows:
+        if r.error or r.differences:
+            lines += ["", f"## {r.engine}: first differences", ""]
+            if r.error:
+                lines.append(f"- the engine failed: `{r.error}`")
+            for d in r.differences:
+                what = {"pair": f"pair ({d['base']}, {d['probe']})", "late": f"late id {d['id']}",
+                        "aggregate": f"aggregate of base {d['base']}"}[d["kind"]]
+                extra = f": expected {d['expected']}, got {d['got']}" if d["issue"] == "wrong" else ""
+                times = f" x{d['n']}" if d["n"] > 1 else ""
+                lines.append(f"- {d['issue']} {what}{times}{extra}")
+    if report.get("spark_plan"):
+        lines += ["", f"Spark plan: `{json.dumps(report['spark_plan'])}`"]
+    return "\n".join(lines) + "\n"
+
+
+
+__all__ = ["DEFAULT_EVENTS", "DEFAULT_PRESET", "SEQ_ORACLE", "SPARK_ORACLE", "CheckOptions", "CheckReport", "Progress",
+           "Row", "check", "markdown", "table"]

@@ -1,0 +1,49 @@
+"""``oij bench status``, ``oij bench tables`` and ``oij bench conform-time``: the provenance of the measured
+numbers (:mod:`oij.bench.results`) and the conform timing (:mod:`oij.bench.conformtime`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = bsub.add_parser("status", help="every raw result in bench/results/ against the code it measured: "
+                        "exit 1 while any is stale (its code changed after the commit it measured), unknown, "
+                        "missing or unregistered")
+    s.add_argument("--repo", default=".", help="the checkout (default .)")
+    s.set_defaults(func=run_status)
+    t = bsub.add_parser("tables", help="write the README's results table (and the docs' tables, which the docs "
+                        "build also writes) from the raw results and bench/results/manifest.toml")
+    t.add_argument("--repo", default=".", help="the checkout (default .)")
+    t.set_defaults(func=run_tables)
+    c = bsub.add_parser("conform-time", help="the time of oij conform at its defaults: one process per case, "
+                        "two at a time, and one session")
+    c.add_argument("--out", default="conform-time.json", help="where the raw numbers go")
+    c.set_defaults(func=run_conform_time)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from oij.bench.results import status
+
+    report = status(args.repo)
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
+def run_tables(args: argparse.Namespace) -> int:
+    from oij.bench.results import write_tables
+
+    changed = write_tables(args.repo)
+    print("\n".join(f"wrote {p}" for p in changed) or "the README's table is in step")
+    return 0
+
+
+def run_conform_time(args: argparse.Namespace) -> int:
+    from oij.bench.conformtime import measure
+
+    result = measure(args.out)
+    for r in result["runs"]:
+        print(f"{r['impl']:12s} {r['mode']:12s} {r['wall_s']:8.1f} s wall {r['cpu_s']:8.1f} s CPU "
+              f"{r['cases']} cases  exit {r['exit']}")
+    print(f"raw numbers: {args.out}")
+    return 0

@@ -1,0 +1,76 @@
+"""A workload from a preset and ``NAME=VALUE`` overrides, written to a file: ``oij generate``
+(:func:`generate_file`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from oij.drivers.files import check_outputs
+from oij.errors import UsageError
+
+
+def workload_params(preset: str | None, params: Sequence[str] = ()) -> Any:
+    """The :class:`oij.workloads.WorkloadParams` of ``preset`` (None: the plain defaults of every parameter) with
+    the overrides ``params`` (``NAME=VALUE``, as ``--param`` takes them); ``UsageError`` names a bad one."""
+    from oij.workloads import PRESETS, ParamError, WorkloadParams, parse_value, resolve, with_overrides
+
+    try:
+        base = resolve(preset) if preset else WorkloadParams(description="custom")
+        overrides: dict[str, Any] = {}
+        for item in params:
+            if "=" not in item:
+                raise UsageError(f"--param {item!r}: expected NAME=VALUE")
+            name, raw = item.split("=", 1)
+            name = name.strip().replace("-", "_")
+            overrides[name] = parse_value(name, raw)
+        return with_overrides(base, overrides)
+    except ParamError as e:
+        where = "preset" if e.field == "preset" else f"--param {e.field}"
+        if e.field == "preset":
+            raise UsageError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})") from None
+        raise UsageError(f"{where}: {e.message}") from None
+
+
+@dataclass
+class GenerateOptions:
+    """The options of ``oij generate`` that make a file (its ``--help`` says what each does)."""
+
+    output: str
+    preset: str | None = None
+    param: list[str] = field(default_factory=list)
+    events: int | None = None
+    seed: int = 0
+    format: str | None = None
+
+
+def generate_file(opts: GenerateOptions, on_block: Callable[[int], Any] | None = None) -> Any:
+    """Write the workload ``opts`` describe to ``opts.output`` (``-``: stdout; Parquet by the extension or
+    ``format``); its :class:`oij.workloads` write statistics.  ``on_block(n)`` is called as tuples are written
+    (a progress bar)."""
+    from oij.workloads import ParamError, write_workload
+
+    p = workload_params(opts.preset, opts.param)
+    events = tuple_count(opts)
+    if not 0 <= opts.seed < 1 << 64:
+        raise UsageError(f"--seed: must be in [0, 2^64), got {opts.seed}")
+    fmt = opts.format or ("parquet" if opts.output.endswith(".parquet") else "jsonl")
+    if fmt == "parquet" and opts.output == "-":
+        raise UsageError("--output -: Parquet cannot be written to stdout; give a .parquet file")
+    check_outputs([opts.output])
+    try:
+        return write_workload(opts.output, p, events, opts.seed, fmt=fmt, on_block=on_block)
+    except ParamError as e:
+        raise UsageError(f"{e.field}: {e.message}") from None
+
+
+def tuple_count(opts: GenerateOptions) -> int:
+    """The tuples ``opts`` ask for: ``events``, else the preset's."""
+    events: int = workload_params(opts.preset, opts.param).events if opts.events is None else opts.events
+    if events < 0:
+        raise UsageError(f"--events: must be >= 0, got {events}")
+    return events
+
+
+__all__ = ["GenerateOptions", "generate_file", "tuple_count", "workload_params"]

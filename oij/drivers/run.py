@@ -1,0 +1,415 @@
+"""A parallel engine (KP/DP/HP, Key-OIJ, Scale-OIJ) from a file or a preset to a file: ``oij run``
+(``run_engine``).
+
+Writes the result lines in exactly the canonical form of ``oij join`` (so the
+two can be diffed) and with ``--metrics`` the metrics as JSON; ``run_engine``
+returns them, and ``RunReport.table`` is the table ``oij run`` prints on
+stderr.  With ``--preset`` the stream is generated in-process
+before the clock starts (no file parsing in the measurement); with a FILE
+the measurement is end to end (reading and parsing included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oij.drivers.files import QueryFlags, check_outputs, input_blocks, output_file, query_from_flags, sort_dir
+from oij.errors import UsageError
+from oij.io.atomic import write_text
+from oij.io.extsort import CanonicalSorter
+from oij.io.jsonl import result_lines
+from spec.batch import Results
+from spec.model import Query
+
+
+@dataclass
+class RunOptions(QueryFlags):
+    """The options of ``oij run`` (its ``--help`` says what each does), with its defaults."""
+
+    file: str | None = None
+    preset: str | None = None
+    events: int | None = None
+    seed: int = 1
+    param: list[str] = field(default_factory=list)
+    pattern: str = "kp"
+    replicas: int = 2
+    emitters: int = 1
+    engine: str = "auto"
+    batch: int | None = None
+    collector: str = "auto"
+    theta: float = 1.05
+    max_split: int | None = None
+    calibration: int = 4096
+    epoch: int | None = None
+    rate: float | None = None
+    cond_index: bool = False
+    partitions: int = 64
+    delta: float = 0.01
+    decay: float = 0.5
+    schedule_every: int = 4096
+    rule: str = "team"
+    no_incremental: bool = False
+    arena_mb: int = 128
+    start_method: str = "spawn"
+    output: str | None = None
+    metrics: str | None = None
+    cdf: str | None = None
+    no_output: bool = False
+    order: str = "canonical"
+    tmp_dir: str | None = None
+
+
+@dataclass
+class RunReport:
+    """What a run measured: its metrics (as ``--metrics`` writes them) and which engine ran."""
+
+    metrics: dict[str, Any]
+    blocks: bool  # the block engine (else the event engine)
+
+    def table(self) -> str:
+        """The metrics table ``oij run`` prints on stderr."""
+        return block_table(self.metrics) if self.blocks else metrics_table(self.metrics)
+
+
+EVENT_ONLY = ("batch", "rate", "cdf", "cond_index", "epoch")
+"""Options only the event engine has: giving one selects it under ``--engine auto``."""
+
+
+def uses_blocks(args: RunOptions) -> bool:
+    """Whether ``oij run`` takes the block engine (``--engine``, and under ``auto`` no event-engine option, the
+    canonical order or no output, one emitter, the automatic collector)."""
+    event_opts = [f"--{n.replace('_', '-')}" for n in EVENT_ONLY if getattr(args, n) not in (None, False)]
+    if args.order == "arrival" and not args.no_output:
+        event_opts.append("--order arrival")
+    if args.emitters != 1:
+        event_opts.append("--emitters")
+    if args.collector != "auto":
+        event_opts.append("--collector")
+    if args.engine == "blocks" and event_opts:
+        raise UsageError(f"--engine blocks: {event_opts[0]} is an option of the event engine")
+    return args.engine == "blocks" or (args.engine == "auto" and not event_opts)
+
+
+def _check(args: RunOptions) -> None:
+
+    if (args.file is None) == (args.preset is None):
+        raise UsageError("give a FILE or --preset, not both and not neither")
+    if args.batch is None:
+        args.batch = 256
+    if not 1 <= args.batch <= 4096:
+        raise UsageError(f"--batch must be in [1, 4096], got {args.batch}")
+    if args.replicas < 1 or args.replicas > 64:
+        raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
+    if args.emitters < 1 or args.emitters > 16:
+        raise UsageError(f"--emitters must be in [1, 16], got {args.emitters}")
+    if args.theta < 1:
+        raise UsageError(f"--theta must be >= 1, got {args.theta}")
+    if args.max_split is not None and args.max_split < 1:
+        raise UsageError(f"--max-split must be >= 1, got {args.max_split}")
+    if args.rate is not None and args.rate <= 0:
+        raise UsageError(f"--rate must be > 0, got {args.rate}")
+    if args.cond_index and args.pattern not in ("kp", "dp", "hp"):
+        raise UsageError(f"--cond-index is an option of kp, dp and hp, not of {args.pattern}")
+    if args.events is not None and args.events < 0:
+        raise UsageError(f"--events must be >= 0, got {args.events}")
+
+
+def run_engine(args: RunOptions) -> RunReport:
+    """Run the engine ``args`` choose on their input; the output and the JSON files written.  An engine that
+    fails raises :class:`parallel.runtime.driver.EngineFailure`."""
+    from parallel.patterns.engine import epoch_size
+    from parallel.runtime.driver import EngineFailure, JobOptions
+
+    if uses_blocks(args):
+        m = _run_blocks(args)
+        if m is not None:
+            return RunReport(m, True)
+    _check(args)
+    check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
+    assert args.batch is not None  # set by _check
+    opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
+                     collector=args.collector, theta=args.theta, max_split=args.max_split,
+                     calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed,
+                     cond_index=args.cond_index)
+    ep = epoch_size(opt)
+    t_setup = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        stream: Callable[[Results], None]
+        sorter: CanonicalSorter | None = None
+        if args.no_output:
+            stream = _discard
+        elif args.order == "arrival":  # results go out as they complete; the file appears whole at the end, or not
+            out = stack.enter_context(output_file(args.output, [args.file]))
+
+            def stream(r: Results) -> None:
+                out.writelines(result_lines(r))
+        else:  # canonical: results go to the external sort as they complete (bounded memory), then out in order
+            sorter = stack.enter_context(CanonicalSorter(sort_dir(args)))
+            stream = _SortedStream(sorter)
+        failure: EngineFailure | None = None
+        try:
+            _q, _res, metrics = _execute(args, opt, ep, stream)
+        except EngineFailure as e:  # raised after the block, which commits what was written (as before)
+            failure = e
+        if failure is None:
+            metrics["setup_and_total_s"] = time.perf_counter() - t_setup
+        if sorter is not None and failure is None:
+            with output_file(args.output, [args.file]) as out2:
+                sorter.write(out2)
+    if failure is not None:
+        raise failure
+    if args.metrics:
+        _write_json(args.metrics, {k: v for k, v in metrics.items() if k != "latency_cdf"})
+    if args.cdf:
+        _write_json(args.cdf, metrics.get("latency_cdf", []))
+    return RunReport(metrics, False)
+
+
+def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
+    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output.  None
+    (the event engine then runs) for a query with a joining condition, and -- unless ``--engine blocks`` --
+    for stdin and Parquet datasets, which are read event by event anyway."""
+    from oij.io.errors import InputError
+    from parallel.blocks.driver import BlockOptions, ColumnSource, file_source
+    from parallel.blocks.driver import run as run_blocks
+    if (args.file is None) == (args.preset is None):
+        raise UsageError("give a FILE or --preset, not both and not neither")
+    if args.replicas < 1 or args.replicas > 64:
+        raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
+    check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
+    opt = BlockOptions(pattern=args.pattern, replicas=args.replicas, theta=args.theta, max_split=args.max_split,
+                       partitions=args.partitions, delta=args.delta, output=not args.no_output)
+    from reference.blocks import supports
+
+    source: Any
+    if args.preset is not None:
+        q, blocks = _preset_blocks(args)
+        source = ColumnSource(q, blocks, 1 << 17)
+    elif args.engine == "auto" and (args.file == "-" or os.path.isdir(str(args.file))):
+        return None
+    else:
+        assert args.file is not None  # a FILE or --preset, checked above
+        if args.file.endswith(".parquet") or os.path.isdir(args.file):
+            from oij.io.parquet import parquet_query
+
+            if not os.path.exists(args.file):
+                raise InputError(args.file, 0, "file", "No such file or directory")
+            source = file_source(args.file, query_from_flags(args, parquet_query(args.file), args.file))
+        else:
+            source = file_source(args.file)
+            if query_from_flags(args, source.query, args.file) is not None:
+                raise InputError(args.file, 1, "query",
+                                 "query flags apply to Parquet input; oij-jsonl carries its query")
+    if not supports(source.query):
+        if args.engine == "blocks":
+            raise UsageError("--engine blocks: the query has a joining condition (cond), which only the event "
+                             "engine computes")
+        return None
+    with contextlib.ExitStack() as stack:
+        write = None
+        if not args.no_output:
+            write = stack.enter_context(output_file(args.output, [args.file]))
+        m: dict[str, Any] = run_blocks(source, opt, None if write is None else _writer(write), sort_dir(args),
+                                       args.start_method)
+    m["input"] = {"preset": args.preset, "seed": args.seed} if args.preset else {"file": args.file}
+    if args.metrics:
+        _write_json(args.metrics, m)
+    return m
+
+
+def _writer(out: Any) -> Any:
+    """The block run's output step: its part files, in order, to ``out``."""
+
+    def write(br: Any) -> None:
+        br.write_to(out)
+
+    return write
+
+
+def _preset_params(args: RunOptions) -> tuple[Any, int]:
+    """The preset's parameters with the ``--param`` overrides, and the number of tuples to generate."""
+    from oij.workloads import parse_value, resolve, with_overrides
+
+    over: dict[str, Any] = {}
+    for item in args.param:
+        name, sep, raw = item.partition("=")
+        if not sep:
+            raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
+        over[name] = parse_value(name, raw)
+    assert args.preset is not None
+    params = with_overrides(resolve(args.preset), over)
+    return params, args.events if args.events is not None else params.events
+
+
+def _preset_blocks(args: RunOptions) -> tuple[Query, Any]:
+    """A generated stream as event blocks (generated before the clock starts), ending with the end flag."""
+    from oij.io.blocks import EventBlock
+    from oij.workloads import ParamError, generate_blocks
+
+    try:
+        params, n_events = _preset_params(args)
+        q, gen = generate_blocks(params, n_events, args.seed)
+        blocks = [b.events for b in gen]
+    except (ParamError, KeyError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    blocks.append(EventBlock.from_events([]))
+    blocks[-1].end = True
+    return q, iter(blocks)
+
+
+def block_table(m: dict[str, Any]) -> str:
+    """The block engine's metrics as the table ``oij run`` prints."""
+    out: list[str] = []
+    wall = m["wall_s"]
+    rows = [
+        ("engine", f"blocks: {m['pattern']} (replicas {m['replicas']}: this process + {m['replicas'] - 1} helpers)"),
+        ("events", f"{m['events']:,} ({m['late']:,} late) in {m['pieces']} pieces, {m['rounds']} rounds"),
+        ("wall", f"{m['total_s']:.3f} s (join {wall:.3f} s, the rest starting helpers and writing)"),
+        ("throughput", f"{m['tuples'] / m['total_s']:,.0f} tuples/s" if m["total_s"] > 0 else "-"),
+        ("load balance factor", f"{m['load_balance_factor']:.3f}"),
+        ("replication", f"{m['replication']:.3f} deliveries per on-time tuple"),
+    ]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.append(f"{k:<{w}}  {v}")
+    out.append(f"{'replica':<8}{'received':>12}{'stored max':>12}{'visited':>12}{'pairs':>12}{'rows':>10}"
+               f"{'decode s':>10}{'join s':>8}{'write s':>9}")
+    for s in m["per_replica"]:
+        out.append(f"{s['replica']:<8}{s['received']:>12,}{s['stored_max']:>12,}{s['visited']:>12,}{s['pairs']:>12,}"
+                   f"{s['rows']:>10,}{s['t_decode']:>10.2f}{s['t_join']:>8.2f}{s['t_write']:>9.2f}")
+    return "\n".join(out)
+
+
+def _discard(r: Results) -> None:
+    """``--no-output``: results are counted by the sink and dropped."""
+
+
+class _SortedStream:
+    """The canonical order's stream: every result to the external sort; the sink hands pairs over as columns
+    (``pairs``), with no Python object per pair."""
+
+    def __init__(self, sorter: CanonicalSorter) -> None:
+        self.sorter = sorter
+
+    def __call__(self, r: Results) -> None:
+        self.sorter.add(r)
+
+    def pairs(self, a: Any, b: Any) -> None:
+        import numpy as np
+
+        self.sorter.add_pair_columns(a, b, np.zeros(len(a), np.bool_))
+
+
+def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], None] | None
+             ) -> tuple[Query, Results, dict[str, Any]]:
+    """Run the engine on the preset or the file: the query, the (canonical or empty) results, the metrics."""
+    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_event_blocks
+
+    cdf = 100 if args.cdf else 0
+    if args.preset is not None:
+        from oij.workloads import ParamError, generate_blocks
+
+        try:
+            params, n_events = _preset_params(args)
+            q, blocks = generate_blocks(params, n_events, args.seed)
+            chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
+        except (ParamError, KeyError) as e:
+            raise UsageError(str(e).strip("'\"")) from None
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream,
+                                          columns=True)
+        metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
+        return q, res, metrics
+    assert args.file is not None  # a FILE or --preset, checked by _check
+    with input_blocks(args.file, args) as (q, fblocks):
+        counted = [0]
+        chunks_in = chunks_from_event_blocks(fblocks, ep, counter=counted, q=q)
+        res, metrics = _runner(args, opt)(args.pattern, q, chunks_in, 0, _team(args, opt),
+                                          start_method=args.start_method, cdf_points=cdf, stream=stream, columns=True)
+        for _rest in fblocks:  # the engines stop at the end row: the reader must still see what follows
+            pass
+    metrics["events"] = counted[0]
+    wall = metrics["wall_s"]
+    metrics["throughput_tuples_per_s"] = counted[0] / wall if wall > 0 else None
+    metrics["input"] = {"file": args.file}
+    return q, res, metrics
+
+
+def _runner(args: RunOptions, opt: Any) -> Any:
+    """kp/dp/hp run on :mod:`parallel.patterns.engine`; key/scale on :mod:`parallel.shared.teamrun` (same runtime)."""
+    if args.pattern in ("key", "scale"):
+        from parallel.shared.teamrun import run_chunks as team_run
+
+        return team_run
+    from parallel.patterns.engine import run_chunks
+
+    return run_chunks
+
+
+def _team(args: RunOptions, opt: Any) -> Any:
+    if args.pattern not in ("key", "scale"):
+        return opt
+    from parallel.shared.teamrun import TeamOptions
+
+    if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
+            args.arena_mb < 1 or args.replicas > 63:
+        raise UsageError("need 1 <= --partitions, --schedule-every >= 0, 0 <= --decay <= 1, --arena-mb >= 1, "
+                         "--replicas <= 63")
+    assert args.batch is not None  # set by _check
+    return TeamOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
+                       epoch=args.epoch, rate=args.rate, seed=args.seed, partitions=args.partitions,
+                       delta=args.delta, decay=args.decay, schedule_every=args.schedule_every, rule=args.rule,
+                       incremental=not args.no_incremental, arena=args.arena_mb << 17)
+
+
+def _write_json(path: str, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=1) + "\n")
+
+
+def metrics_table(m: dict[str, Any]) -> str:
+    """The event engine's metrics as the table ``oij run`` prints."""
+    out: list[str] = []
+    lat = m["latency_ms"]
+
+    def f(x: Any, spec: str = ".2f") -> str:
+        return "-" if x is None else format(x, spec)
+
+    rows = [
+        ("pattern", f"{m['pattern']} (replicas {m['replicas']}, emitters {m['emitters']}, batch {m['batch']})"),
+        ("events", f"{m['events']:,} ({m['late']:,} late)"),
+        ("wall", f"{m['wall_s']:.3f} s"),
+        ("throughput", f"{f(m['throughput_tuples_per_s'], ',.0f')} tuples/s"),
+        ("latency p50/p95/p99", f"{f(lat['p50'])} / {f(lat['p95'])} / {f(lat['p99'])} ms"),
+        ("load balance factor", f"{m['load_balance_factor']:.3f}"),
+        ("unbalancedness", f"{m['unbalancedness']:.3f}"),
+        ("avg splitting degree", f"{m['avg_splitting_degree']:.2f}"),
+        ("broadcast degree", f(m["broadcast_degree"])),
+        ("bytes written / read", f"{m['bytes_written']:,} / {m['bytes_read']:,}"),
+    ]
+    if "effectiveness" in m:
+        rows += [
+            ("effectiveness (Eq. 1)", f"{f(m['effectiveness'], '.3f')} ({m['in_window']:,} in window / "
+             f"{m['visited']:,} visited; {m['search_steps']:,} search steps)"),
+            ("aggregation work", f"{m['agg_work']:,} entries ({f(m['agg_work_saved'], '.1%')} saved vs "
+             f"{m['agg_recompute_work']:,})"),
+        ]
+    if "reschedules" in m:
+        rows += [("reschedules", f"{m['reschedules']} (team size mean {m['team_size_mean']:.2f}, "
+                  f"max {m['team_size_max']}; hazard waits {m['hazard_waits']:,})")]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.append(f"{k:<{w}}  {v}")
+    out.append(f"{'replica':<8}{'received':>12}{'stored':>12}{'comparisons':>14}{'pairs':>12}{'rows':>10}")
+    for s in m["per_replica"]:
+        out.append(f"{s['replica']:<8}{s['received']:>12,}{s['stored']:>12,}{s['comparisons']:>14,}{s['pairs']:>12,}"
+                   f"{s['rows']:>10,}")
+    return "\n".join(out)
+
+
+__all__ = ["EVENT_ONLY", "RunOptions", "RunReport", "block_table", "metrics_table", "run_engine", "uses_blocks"]
