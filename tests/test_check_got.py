@@ -1,5 +1,5 @@
 """``oij check EVENTS --got NAME=PATH``: another system's output judged against the oracle, each difference with a
-small replay case (oij/commands/_got.py)."""
+small replay case (oij/testing/_got.py)."""
 
 from __future__ import annotations
 
@@ -334,7 +334,7 @@ def test_a_system_that_follows_a_profile_gets_replay_cases_in_the_streams_own_te
     how it computes W; its replay cases keep the lateness bound and the tuples that decide W, so that under the
     profile the small case shows the same difference (it reproduces against such a system); negative control: the
     canonical-W case of the same difference shows none under the profile."""
-    from oij.commands._got import replay_case
+    from oij.testing._got import replay_case
     from spec.model import StreamTuple
     from spec.profiles import compute_profile_result, get_profile
 
@@ -366,3 +366,29 @@ def _within(r: Results, ids: set[int]) -> tuple[Any, ...]:
     r = r.canonical()
     return (tuple(p for p in r.pairs if p[0] in ids and (p[1] is None or p[1] in ids)),
             tuple(x for x in r.aggregates if x[0] in ids), tuple(x for x in r.late if x in ids))
+
+
+def test_duplicates_only_is_the_at_least_once_signature(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An output that is the result with some rows repeated is named as the at-least-once signature, not
+    attributed to a profile; negative controls: the same output with one row lost, or with a wrong row, is not."""
+    from oij.testing._attribute import duplicates_only
+
+    w = tmp_path / "late.jsonl"
+    write_workload(str(w), resolve("teach-late"), 400, 3)
+    q, evs = _read(w)
+    r = run_events(evs, q).canonical()
+    assert len(r.pairs) > 3
+    dup = Results(pairs=sorted([*r.pairs, r.pairs[0], r.pairs[2], r.pairs[2]]), aggregates=r.aggregates, late=r.late)
+    assert duplicates_only(r, dup) == 3
+    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"replayed={_write(tmp_path / 'd.jsonl', dup)}")
+    (a,) = report["attribution"]
+    assert rc == 1 and a["duplicated"] == 3 and a["explained_by"] == [], a
+    assert "the at-least-once signature" in capsys.readouterr().out
+    lossy = Results(pairs=sorted([*r.pairs[1:], r.pairs[2]]), aggregates=r.aggregates, late=r.late)
+    assert duplicates_only(r, lossy) == 0
+    wrong = Results(pairs=sorted([*r.pairs, (r.pairs[0][0], 10**9)]), aggregates=r.aggregates, late=r.late)
+    assert duplicates_only(r, wrong) == 0
+    assert duplicates_only(r, r) == 0
+    agg = Results(aggregates=[(1, 2, 3.0), (2, 0, None)])
+    assert duplicates_only(agg, Results(aggregates=[(1, 2, 3.0), (1, 2, 3.0), (2, 0, None)])) == 1
+    assert duplicates_only(agg, Results(aggregates=[(1, 2, 3.0), (1, 2, 4.0), (2, 0, None)])) == 0

@@ -15,6 +15,8 @@ from typing import Any
 
 LINE_TYPES = ("query", "tuple", "watermark", "end", "pair", "aggregate", "late")
 OUTPUT_TYPES = ("pair", "aggregate", "late")
+RESTART_TYPES = ("checkpoint",)
+"""The line an implementation adds to its output under the restart protocol (``oij conform --restarts``)."""
 
 
 @cache

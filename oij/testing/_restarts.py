@@ -1,0 +1,502 @@
+"""The restart mode of the kit: kill an implementation with SIGKILL, restart it, judge what it committed.
+
+The restart protocol (docs/conformance.rst, "Crashes and restarts"; :mod:`spec.recovery` defines the
+verdict): the command starts with ``OIJ_STATE_DIR`` (a directory that survives its crashes, empty at the
+first start), ``OIJ_CHECKPOINT=k`` (the events count of the last checkpoint line it printed, ``0`` at the
+first start) and ``OIJ_RESTART=i`` (which incarnation this is).  It reads the query line, then the events
+after event ``k``, then the end line.  After it has durably saved its state through event ``k`` it prints
+``{"type":"checkpoint","events":k}``; the result lines it printed before that line are committed, those
+after it provisional until its next checkpoint line (or its normal exit, which commits them all).
+
+Data flow of one case::
+
+    clean run (no kill) -> its checkpoint marks -> kill plans (each: one kill point per incarnation)
+    for each plan: incarnation 0 .. n: Popen(CMD, env OIJ_STATE_DIR, OIJ_CHECKPOINT, OIJ_RESTART)
+        feeder thread -> stdin (query, events k+1.., end)      reader -> lines; kill point -> SIGKILL
+    committed rows of all incarnations --spec.recovery.judge_committed--> exactly-once, or the rows lost,
+        duplicated and unexpected, with the timeline of kills
+
+Every process is started in its own session and killed with its whole group; the state directory is a
+temporary directory this module creates per plan and removes afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from oij.testing._case import Case
+from oij.testing._protocol import ProtocolError, all_rows, expected_output, parse_output, same_value
+from oij.testing._schema import RESTART_TYPES, validate_line
+from spec.batch import Results
+from spec.profiles import CANONICAL, Profile
+from spec.recovery import Checkpoint, Line, RecoveryVerdict, is_valid_checkpoint, judge_committed, restart_point
+
+KILL_KINDS = ("fed", "checkpoint", "row")
+"""``fed``: give the incarnation the events through event ``n`` (absolute), wait until it prints a checkpoint
+at ``n`` or later (or its output rests for ``quiet`` seconds), then kill it: between events, after a
+checkpoint.  ``checkpoint``: kill it on reading its ``n``-th checkpoint line (at a checkpoint, rows after it
+possibly written).  ``row``: kill it on reading its ``n``-th result row (mid-output)."""
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Where one incarnation is killed (see :data:`KILL_KINDS`)."""
+
+    kind: str
+    n: int
+
+    def __str__(self) -> str:
+        return {"fed": f"after event {self.n} (output at rest)", "checkpoint": f"on its checkpoint line #{self.n}",
+                "row": f"on its result row #{self.n}"}[self.kind]
+
+
+@dataclass
+class Incarnation:
+    """One process of a run: where it started, what it was given, what it printed, how it ended."""
+
+    start: int
+    fed: int
+    output: list[Line] = field(default_factory=list)
+    killed: KillPoint | None = None
+    exit_code: int | None = None
+    stderr: str = ""
+    problem: str | None = None
+
+
+@dataclass
+class RestartRun:
+    """A case run under one kill plan: the incarnations and the verdict (or the problem that stopped it)."""
+
+    case: Case
+    plan: tuple[KillPoint, ...]
+    incarnations: list[Incarnation] = field(default_factory=list)
+    verdict: RecoveryVerdict | None = None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.verdict is not None and self.verdict.exactly_once
+
+    def timeline(self) -> list[str]:
+        """The run as text: per incarnation, where it started, what it committed, and where it was killed."""
+        out = []
+        for i, inc in enumerate(self.incarnations):
+            marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
+            rows = sum(1 for x in inc.output if not isinstance(x, Checkpoint))
+            end = f"killed {inc.killed}" if inc.killed else f"exit {inc.exit_code}"
+            given = f"given events {inc.start + 1}..{inc.fed}" if inc.fed > inc.start else "given no event"
+            out.append(f"  incarnation {i}: restored at event {inc.start}, {given}, {rows} row(s), "
+                       f"checkpoints at {marks or 'none'}; {end}")
+        return out
+
+
+def parse_line(line: str) -> Line | None:
+    """One output line as a :class:`~spec.recovery.Checkpoint` or a result row tuple (None for a blank line).
+    Raises :class:`ProtocolError` for a line that is neither."""
+    if not line.strip():
+        return None
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        raise ProtocolError(f"output line is not JSON: {line[:200]!r}") from None
+    if isinstance(obj, dict) and obj.get("type") == "checkpoint":
+        errs = validate_line(obj, RESTART_TYPES)
+        if errs:
+            raise ProtocolError(f"a checkpoint line breaks the protocol ({errs[0]}): {line[:200]!r}")
+        return Checkpoint(obj["events"])
+    res = parse_output(line)
+    if res.pairs:
+        return ("pair", *res.pairs[0])
+    if res.aggregates:
+        return ("aggregate", *res.aggregates[0])
+    return ("late", res.late[0])
+
+
+def _rows_of(res: Results) -> list[Line]:
+    return ([("pair", *p) for p in res.pairs] + [("aggregate", *a) for a in res.aggregates]
+            + [("late", i) for i in res.late])
+
+
+def _snap(rows: list[Line], expected: list[Line]) -> list[Line]:
+    """Aggregate rows whose value equals an expected row's within the kit's tolerance take its exact tuple."""
+    exp = [r for r in expected if isinstance(r, tuple) and r[0] == "aggregate"]
+    out = []
+    for r in rows:
+        if isinstance(r, tuple) and r[0] == "aggregate" and r not in exp:
+            r = next((e for e in exp if e[1:3] == r[1:3] and same_value(e[3], r[3])), r)
+        out.append(r)
+    return out
+
+
+def _reader(stream: object, q: queue.Queue[bytes | None]) -> None:
+    for line in iter(stream.readline, b""):  # type: ignore[attr-defined]
+        q.put(line)
+    q.put(None)
+
+
+def run_incarnation(argv: Sequence[str], lines: Sequence[str], start: int, state_dir: str, index: int,
+                    kill: KillPoint | None, timeout: float, quiet: float = 1.0) -> Incarnation:
+    """Start ``argv`` as incarnation ``index`` from checkpoint ``start`` and feed it; kill it at ``kill`` (or
+    let it run to its exit).  ``lines``: the case as oij-jsonl lines (query, events, end)."""
+    n_events = len(lines) - 2
+    last = n_events if kill is None or kill.kind != "fed" else min(kill.n, n_events)
+    inc = Incarnation(start, max(start, last))
+    env = {**os.environ, "OIJ_STATE_DIR": state_dir, "OIJ_CHECKPOINT": str(start), "OIJ_RESTART": str(index)}
+    try:
+        p = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env, start_new_session=True)
+    except OSError as e:
+        inc.problem = f"cannot start {argv[0]!r}: {e.strerror or e}"
+        return inc
+    feed = lines[0] + "".join(lines[1 + start:1 + last]) + (lines[-1] if last == n_events and (
+        kill is None or kill.kind != "fed") else "")
+    errbuf: list[bytes] = []
+
+    def feeder() -> None:
+        with contextlib.suppress(OSError):
+            assert p.stdin is not None
+            p.stdin.write(feed.encode())
+            p.stdin.flush()
+            if kill is None or kill.kind != "fed":
+                p.stdin.close()
+
+    q: queue.Queue[bytes | None] = queue.Queue()
+    threads = [threading.Thread(target=feeder, daemon=True),
+               threading.Thread(target=_reader, args=(p.stdout, q), daemon=True),
+               threading.Thread(target=lambda: errbuf.append(p.stderr.read() if p.stderr else b""), daemon=True)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    rows = marks = 0
+    killed = False
+    try:
+        while True:
+            wait = quiet if kill is not None and kill.kind == "fed" else max(0.0, deadline - time.monotonic())
+            try:
+                raw = q.get(timeout=max(0.01, min(wait, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    inc.problem = f"hang: no exit within {timeout:g} s (killed)"
+                    _kill(p)
+                    break
+                if kill is not None and kill.kind == "fed":  # its output rests: kill it between events
+                    inc.killed, killed = kill, True
+                    _kill(p)
+                continue
+            if raw is None:
+                break
+            x = parse_line(raw.decode("utf-8", errors="replace"))
+            if x is None:
+                continue
+            if isinstance(x, Checkpoint):
+                if not is_valid_checkpoint(x.events, restart_point(inc.output, start), inc.fed):
+                    inc.problem = (f"protocol error: checkpoint at event {x.events}, but it was given events "
+                                   f"{start + 1}..{inc.fed} and checkpointed at {restart_point(inc.output, start)}")
+                    _kill(p)
+                    break
+                marks += 1
+            else:
+                rows += 1
+            inc.output.append(x)
+            if killed or kill is None:
+                continue
+            if ((kill.kind == "checkpoint" and isinstance(x, Checkpoint) and marks == kill.n)
+                    or (kill.kind == "row" and not isinstance(x, Checkpoint) and rows == kill.n)
+                    or (kill.kind == "fed" and isinstance(x, Checkpoint) and x.events >= kill.n)):
+                inc.killed, killed = kill, True
+                _kill(p)  # the rest of what it wrote before dying is still read
+    except ProtocolError as e:
+        inc.problem = f"protocol error: {e}"
+        _kill(p)
+    finally:
+        if p.poll() is None and not killed and inc.problem is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        if p.poll() is None:
+            _kill(p)
+        p.wait()
+        for t in threads[1:]:
+            t.join(timeout=5)
+    inc.exit_code = p.returncode
+    inc.stderr = b"".join(errbuf).decode("utf-8", errors="replace")
+    if not killed and inc.problem is None and p.returncode != 0:
+        tail = inc.stderr.strip().splitlines()[-1] if inc.stderr.strip() else "(no message)"
+        inc.problem = f"crash: exit code {p.returncode}; stderr: {tail}"
+    return inc
+
+
+def _kill(p: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+
+
+def run_plan(argv: Sequence[str], case: Case, plan: Sequence[KillPoint], profile: Profile = CANONICAL,
+             timeout: float = 10.0, quiet: float = 1.0) -> RestartRun:
+    """Run ``case`` killing incarnation ``i`` at ``plan[i]``, the last one left to finish; judge the committed
+    rows of them all against ``profile``'s result."""
+    lines = case.to_jsonl().splitlines(keepends=True)
+    run = RestartRun(case, tuple(plan))
+    state_dir = tempfile.mkdtemp(prefix="oij-restart-")
+    try:
+        start = 0
+        for i, kill in enumerate([*plan, None]):
+            inc = run_incarnation(argv, lines, start, state_dir, i, kill, timeout, quiet)
+            run.incarnations.append(inc)
+            if inc.problem is not None:
+                run.problem = f"incarnation {i}: {inc.problem}"
+                return run
+            if kill is not None and inc.killed is None:
+                # it finished before the kill point came: the run is over (nothing to restart)
+                break
+            start = restart_point(inc.output, start)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    expected = _rows_of(expected_output(case, profile))
+    outputs = [_snap(list(inc.output), expected) for inc in run.incarnations]
+    last_completed = run.incarnations[-1].killed is None
+    run.verdict = judge_committed(expected, outputs, last_completed)
+    return run
+
+
+def plans(clean: Incarnation, n_events: int, restarts: int) -> Iterator[tuple[KillPoint, ...]]:
+    """Kill plans for a case whose clean run printed ``clean.output``: before, at and after each checkpoint,
+    mid-output, and between events; each plan kills ``restarts`` incarnations in a row at points of the same
+    kind (counted in each incarnation's own output, or in absolute events for ``fed``)."""
+    marks = [x.events for x in clean.output if isinstance(x, Checkpoint)]
+    rows = sum(1 for x in clean.output if not isinstance(x, Checkpoint))
+    points: list[KillPoint] = [KillPoint("checkpoint", 1)]
+    if rows:
+        points += [KillPoint("row", 1), KillPoint("row", max(1, (rows + 1) // 2))]
+    fed = sorted({1, max(1, n_events // 2), max(1, n_events - 1), *[m for m in marks[:3] if m >= 1]})
+    points += [KillPoint("fed", k) for k in fed if k <= n_events]
+    seen: set[tuple[KillPoint, ...]] = set()
+    for p in points:
+        if p.kind == "fed":
+            step = max(1, (n_events - p.n) // max(1, restarts))
+            plan = tuple(KillPoint("fed", min(n_events, p.n + i * step)) for i in range(restarts))
+        else:
+            plan = (p,) * restarts
+        if plan not in seen:
+            seen.add(plan)
+            yield plan
+
+
+def clean_run(argv: Sequence[str], case: Case, timeout: float = 10.0) -> Incarnation:
+    """The case run once with a fresh state directory and no kill."""
+    state_dir = tempfile.mkdtemp(prefix="oij-restart-")
+    try:
+        return run_incarnation(argv, case.to_jsonl().splitlines(keepends=True), 0, state_dir, 0, None, timeout)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@dataclass
+class RestartFailure:
+    """A case and kill plan whose committed rows are not exactly the result."""
+
+    run: RestartRun
+
+    def report(self, profile: Profile = CANONICAL) -> str:
+        """The case as a timeline, the kill plan, each incarnation, and the rows lost, duplicated or unexpected."""
+        from oij.testing._timeline import timeline
+
+        r = self.run
+        lines = [*timeline(r.case, profile), "", "kill plan: " + ", ".join(map(str, r.plan)), *r.timeline()]
+        if r.problem:
+            lines.append(f"problem: {r.problem}")
+        elif r.verdict is not None:
+            v = r.verdict
+            lines.append(f"verdict: {v.kind}")
+            for name, rows in (("lost", v.lost), ("duplicated", v.duplicated), ("unexpected", v.unexpected)):
+                if rows:
+                    lines.append(f"  {name} ({len(rows)}): " + "; ".join(_row_text(x) for x in rows[:10]))
+        return "\n".join(lines)
+
+
+def _row_text(x: Line) -> str:
+    if isinstance(x, tuple) and x and x[0] in ("pair", "aggregate", "late"):
+        res = Results()
+        if x[0] == "pair":
+            res.pairs.append((x[1], x[2]))
+        elif x[0] == "aggregate":
+            res.aggregates.append((x[1], x[2], x[3]))
+        else:
+            res.late.append(x[1])
+        return all_rows(res)[0]
+    return repr(x)
+
+
+def check_restarts(argv: Sequence[str], case: Case, restarts: int = 1, profile: Profile = CANONICAL,
+                   timeout: float = 10.0) -> tuple[int, RestartFailure | None]:
+    """Run ``case`` under every kill plan of :func:`plans`; the number of plans run and the first failure."""
+    clean = clean_run(argv, case, timeout)
+    if clean.problem is not None:
+        run = RestartRun(case, ())
+        run.incarnations.append(clean)
+        run.problem = f"the run without a kill: {clean.problem}"
+        return 0, RestartFailure(run)
+    n = 0
+    for plan in plans(clean, len(case), restarts):
+        n += 1
+        run = run_plan(argv, case, plan, profile, timeout)
+        if not run.ok:
+            return n, RestartFailure(run)
+    return n, None
+
+
+def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANONICAL,
+           timeout: float = 10.0) -> RestartFailure:
+    """Delete events (one at a time, then the kill plan's kill points) while the case still fails under the
+    same plan; a smaller failing case (delta debugging, 1-minimal for the events it tried)."""
+    from spec.model import End
+
+    best = failure
+    changed = True
+    while changed:
+        changed = False
+        events = [e for e in best.run.case.events if not isinstance(e, End)]
+        for i in range(len(events)):
+            cand = Case(best.run.case.query, (*events[:i], *events[i + 1:], End()), "shrunk",
+                        best.run.case.encoding)
+            plan = tuple(KillPoint(k.kind, min(k.n, max(1, len(cand)))) if k.kind == "fed" else k
+                         for k in best.run.plan)
+            run = run_plan(argv, cand, plan, profile, timeout)
+            if not run.ok and run.problem is None:
+                best, changed = RestartFailure(run), True
+                break
+    return best
+
+
+def plan_json(plan: Sequence[KillPoint]) -> bytes:
+    """A kill plan as JSON (``[["fed", 3], ["checkpoint", 1]]``), for the replay's companion file."""
+    return orjson.dumps([[k.kind, k.n] for k in plan])
+
+
+def read_plan(text: str) -> tuple[KillPoint, ...]:
+    """A kill plan written by :func:`plan_json`; raises ValueError naming the bad entry."""
+    data = orjson.loads(text)
+    if not isinstance(data, list):
+        raise ValueError("a kill plan is a JSON list of [kind, n]")
+    out = []
+    for i, item in enumerate(data):
+        if (not isinstance(item, list) or len(item) != 2 or item[0] not in KILL_KINDS
+                or not isinstance(item[1], int) or item[1] < 1):
+            raise ValueError(f"kill plan entry {i}: [kind, n] with kind one of {', '.join(KILL_KINDS)} and n >= 1")
+        out.append(KillPoint(item[0], item[1]))
+    return tuple(out)
+
+
+@dataclass
+class RestartSearchResult:
+    """What a restart search ran and the first failure it found (shrunk)."""
+
+    cases: int = 0
+    plans: int = 0
+    failure: RestartFailure | None = None
+    seconds: float = 0.0
+
+
+def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = None, profile: Profile = CANONICAL,
+                   max_examples: int = 20, restarts: int = 1, seed: int = 0, timeout: float = 10.0,
+                   ) -> RestartSearchResult:
+    """Run up to ``max_examples`` generated cases, each under every kill plan of :func:`plans` with
+    ``restarts`` kills in a row; stop at the first case whose committed rows are not exactly the result and
+    shrink it."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+
+    from oij.testing._cases import DEFAULT_FEATURES, cases
+
+    feats = DEFAULT_FEATURES if features is None else features
+    out = RestartSearchResult()
+    t0 = time.monotonic()
+
+    @hyp_seed(seed)
+    @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(cases(feats))
+    def prop(case: Case) -> None:
+        if out.failure is not None:
+            return
+        out.cases += 1
+        n, f = check_restarts(argv, case, restarts, profile, timeout)
+        out.plans += n
+        if f is not None:
+            out.failure = f
+
+    prop()
+    if out.failure is not None and out.failure.run.problem is None:
+        out.failure = shrink(argv, out.failure, profile, timeout)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+@dataclass
+class RestartReport:
+    """The outcome of ``oij conform --restarts``: what ran, and the failure with its replay files."""
+
+    command: list[str]
+    restarts: int
+    profile: Profile
+    search: RestartSearchResult
+    replay: str | None = None
+    plan_file: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.search.failure is None
+
+    def text(self) -> str:
+        s, cmd = self.search, " ".join(self.command)
+        if s.failure is None:
+            return (f"exactly once: {s.cases} cases, each under its kill plans ({s.plans} runs, {self.restarts} "
+                    f"kill(s) with SIGKILL and restart each), the committed rows of all incarnations equal the "
+                    f"{self.profile.name} result ({s.seconds:.0f} s)")
+        run = s.failure.run
+        kind = run.verdict.kind if run.verdict is not None and run.problem is None else "error"
+        head = (f"oij conform --restarts: {cmd} is NOT exactly once ({kind}; minimal case of {len(run.case)} "
+                f"events, found in {s.cases} cases)")
+        out = [head, "", s.failure.report(self.profile)]
+        if self.replay and self.plan_file:
+            out += ["", f"replay: oij conform --replay {self.replay} --kill-plan {self.plan_file} "
+                    f"--restarts {len(run.plan) or self.restarts} -- {cmd}"]
+        return "\n".join(out)
+
+
+def restart_conformance(argv: Sequence[str], *, features: frozenset[str] | None = None,
+                        profile: Profile = CANONICAL, max_examples: int = 20, restarts: int = 1, seed: int = 0,
+                        timeout: float = 10.0, replay_out: str = "oij-conform-failure.jsonl") -> RestartReport:
+    """``oij conform --restarts N -- CMD``: :func:`restart_search`; on a failure the minimal case is written to
+    ``replay_out`` and its kill plan beside it (``.plan.json``), both atomically."""
+    from oij.io.atomic import write_text
+
+    res = restart_search(argv, features=features, profile=profile, max_examples=max_examples, restarts=restarts,
+                         seed=seed, timeout=timeout)
+    rep = RestartReport(list(argv), restarts, profile, res)
+    if res.failure is not None:
+        plan_file = os.path.splitext(replay_out)[0] + ".plan.json"
+        write_text(replay_out, res.failure.run.case.to_jsonl())
+        write_text(plan_file, plan_json(res.failure.run.plan).decode() + "\n")
+        rep.replay, rep.plan_file = replay_out, plan_file
+    return rep
+
+
+def replay_restarts(argv: Sequence[str], case: Case, plan: Sequence[KillPoint], profile: Profile = CANONICAL,
+                    timeout: float = 10.0) -> tuple[bool, str]:
+    """One case under one kill plan (``oij conform --replay F --kill-plan P``): exactly once, and the report."""
+    run = run_plan(argv, case, plan, profile, timeout)
+    if run.ok:
+        return True, f"exactly once on this case under the kill plan {', '.join(map(str, plan)) or '(none)'}"
+    return False, RestartFailure(run).report(profile)
