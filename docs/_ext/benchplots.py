@@ -1,4 +1,5 @@
-"""Sphinx extension: redraw the experiments' plots from the raw numbers in ``bench/results/`` at every build.
+"""Sphinx extension: redraw the experiments' plots, and write the results tables, from the raw numbers in
+``bench/results/`` at every build.
 
 ``oij bench plot bench/results --to docs/_generated/bench`` -- the pictures on
 the Experiments page are drawn from the committed raw files, never by hand.
@@ -17,6 +18,8 @@ ROOT = os.path.dirname(HERE)
 def setup(app: Any) -> dict[str, Any]:
     sys.path.insert(0, ROOT)
     from oij.bench import plot_dir
+    from oij.bench.results import write_docs_tables
 
     plot_dir(os.path.join(ROOT, "bench", "results"), os.path.join(HERE, "_generated", "bench"))
+    write_docs_tables(ROOT)  # docs/_generated/results/NAME.rst: every page's measured numbers
     return {"parallel_read_safe": True}

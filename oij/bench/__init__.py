@@ -36,24 +36,15 @@ Cell = dict[str, Any]
 
 
 def provenance(argv: list[str]) -> dict[str, Any]:
-    """What a result file records about its own making: the command, the commit it measured (``+dirty`` when the
-    work tree had changes to tracked files), and the date (UTC)."""
-    import subprocess
+    """What a result file records about its own making, as top-level fields: the command, the commit it
+    measured, the tracked files changed against it (``dirty``) and the date (UTC); see
+    :func:`oij.bench.results.capture`."""
+    from oij.bench.results import capture
 
-    here = os.path.dirname(os.path.abspath(__file__))
-
-    def git(*args: str) -> str:
-        try:
-            r = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return r.stdout.strip() if r.returncode == 0 else ""
-
-    commit = git("rev-parse", "HEAD") or "unknown"
-    if commit != "unknown" and git("status", "--porcelain", "--untracked-files=no"):
-        commit += "+dirty"
     cmd = " ".join(["oij", *argv[1:]]) if argv and argv[0].endswith("oij") else " ".join(argv)
-    return {"command": cmd, "commit": commit, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    p = capture(cmd, os.path.dirname(os.path.abspath(__file__)))
+    del p["machine"]
+    return p
 
 
 @dataclass
@@ -156,7 +147,10 @@ def run_experiment(e: Experiment, size: str, out_dir: str, *, progress: bool = T
             rows.append(row)
     finally:
         ctx.close()
+    from oij.bench.results import capture
+
     result = {"experiment": e.name, "figure": e.figure, "title": e.title, "size": size, "machine": machine(),
+              "provenance": capture(),
               "when": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.perf_counter() - t0, 1),
               "notes": ctx.notes, "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
@@ -203,8 +197,9 @@ def plot_dir(src: str, dst: str | None = None) -> list[str]:
         fig = plt.figure(figsize=(9, 3.4))
         e.plot(result, fig)
         m = result["machine"]
+        commit = str(result.get("provenance", {}).get("commit") or "commit not recorded")[:10]
         fig.text(0.01, 0.01, f"{e.figure} -- {result['size']} run, {m['cores']} cores ({m['cpu'] or '?'}), "
-                 f"{result['when']}", fontsize=7, color="#555")
+                 f"{result['when']}, bench/results/{stem}.json at {commit}", fontsize=7, color="#555")
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         for fmt in ("png", "svg"):
             target = os.path.join(dst, f"{stem}.{fmt}")

@@ -13,8 +13,8 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,24 +263,40 @@ class _Found(Exception):
 
 
 def run_vectors(impl: Impl | Session, features: frozenset[str], profile: Profile, timeout: float,
-                result: SearchResult) -> Failure | None:
+                result: SearchResult, jobs: int = 1) -> Failure | None:
     """Run every test vector whose features ``impl`` claims (``oij vectors``: the fixed corpus); the first
     failure, shrunk, or None.  The folders are interleaved (the first vector of each, then the second, ...), so
-    that a bug in any feature meets its vectors early."""
+    that a bug in any feature meets its vectors early.  With ``jobs > 1`` (and a command, not a session) up to
+    ``jobs`` vectors run at once; they are judged in the same order, so the failure reported is the same."""
     from oij.testing._vectors import interleaved
 
-    for v in interleaved():
-        if not case_features(v.case) <= features:
-            continue
-        case = Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding)
-        outcome = run_impl(impl, case, timeout)
+    todo = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding)
+            for v in interleaved() if case_features(v.case) <= features]
+    if jobs > 1 and not isinstance(impl, Session):
+        command = impl
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        outcomes: Iterator[Outcome] = pool.map(lambda c: run_impl(command, c, timeout), todo)
+    else:
+        pool = None
+        outcomes = (run_impl(impl, c, timeout) for c in todo)
+    try:
+        first = _first_vector_failure(todo, outcomes, features, profile, result)
+    finally:
+        if pool is not None:  # the vectors after a failure are not run (those running are waited for)
+            pool.shutdown(wait=True, cancel_futures=True)
+    return None if first is None else minimize(impl, first, profile, features, timeout, result)
+
+
+def _first_vector_failure(todo: list[Case], outcomes: Iterator[Outcome], features: frozenset[str],
+                          profile: Profile, result: SearchResult) -> Failure | None:
+    for case, outcome in zip(todo, outcomes, strict=False):
         result.examples += 1
         result.vectors += 1
         result.observations.append((case, outcome.got))
         f = judge(case, outcome, profile, features)
         if f is not None:
             result.found_by = case.scenario
-            return minimize(impl, f, profile, features, timeout, result)
+            return f
     return None
 
 
@@ -409,7 +425,7 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
             with Session(impl) as s:
                 out.failure = run_vectors(s, feats, profile, timeout, out)
         else:
-            out.failure = run_vectors(impl, feats, profile, timeout, out)
+            out.failure = run_vectors(impl, feats, profile, timeout, out, jobs=jobs)
     if out.failure is not None:
         return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]
@@ -436,18 +452,34 @@ class Fingerprint:
     profiles: list[Profile]
     separating: Case | None
 
+    def text(self) -> str:
+        """The fingerprint as ``oij conform`` prints it after a failure."""
+        if not self.profiles:
+            return ("semantic fingerprint: no named profile explains every output -- a bug, not a semantic choice "
+                    f"(checked {', '.join(p for p in PROFILES if p != 'canonical')})")
+        best = self.profiles[0]
+        others = (f" (also consistent: {', '.join(p.name for p in self.profiles[1:])})"
+                  if len(self.profiles) > 1 else "")
+        lines = [f"semantic fingerprint: behaves like {best.name}: {best.summary}{others}",
+                 f"  differs from canonical in: {', '.join(best.differences())}  [{best.system}]"]
+        if self.separating is not None:
+            lines.append(f"  shortest case that separates {best.name} from canonical ({len(self.separating)} events):")
+            lines.append("    " + self.separating.to_jsonl().rstrip("\n").replace("\n", "\n    "))
+        return "\n".join(lines)
+
 
 def fingerprint(observations: Sequence[tuple[Case, Results | None]], features: Iterable[str]) -> Fingerprint:
-    """Which named profiles reproduce every observed output (none, if some run gave no valid output)."""
+    """Which named profiles reproduce every observed output (none, if some run gave no valid output):
+    :func:`oij.testing._attribute.attribute_observations` over the cases, with the kit's comparison."""
+    from oij.testing._attribute import Observation, attribute_observations, kit_differences
+
     feats = frozenset(features)
     valid = [(c, g) for c, g in observations if g is not None]
     explaining: list[Profile] = []
     if valid and len(valid) == len(observations):  # a crash or protocol error is explained by no profile
-        for p in PROFILES.values():
-            if p is CANONICAL:
-                continue
-            if all(not compare(restrict(expected_output(c, p), feats), restrict(g, feats)) for c, g in valid):
-                explaining.append(p)
+        found = attribute_observations([Observation(c.query, c.events, expected_output(c, CANONICAL), {"impl": g})
+                                        for c, g in valid], differences=kit_differences(feats), complete=False)
+        explaining = [PROFILES[name] for name in found["impl"].explained_by]
     explaining.sort(key=lambda p: len(p.differences()))
     sep = None
     if explaining:
@@ -456,3 +488,24 @@ def fingerprint(observations: Sequence[tuple[Case, Results | None]], features: I
                  if compare(restrict(expected_output(c, p), feats), restrict(expected_output(c, CANONICAL), feats))]
         sep = min(diffs, key=len, default=None)
     return Fingerprint(explaining, sep)
+
+
+def passes_fresh(cmd: Sequence[str], case: Case, profile: Profile, features: Iterable[str], timeout: float) -> bool:
+    """``case`` judged alone, in a fresh :class:`Session` of ``cmd``: passes (a failure found in a session that
+    depends on the cases before it)."""
+    with Session(cmd) as s:
+        return judge(case, s.run(case, timeout), profile, features) is None
+
+
+def judge_file(path: str, impl: Impl | Session, profile: Profile, features: Iterable[str],
+               timeout: float) -> tuple[Case, Failure | None]:
+    """The case in the file ``path`` (``-``: stdin), run through ``impl`` and judged (``oij conform --replay``)."""
+    from oij.io import open_events
+
+    q, events, fh = open_events(path)  # the reader every command shares
+    try:
+        case = Case(q, tuple(events))
+    finally:
+        if fh is not None:
+            fh.close()
+    return case, judge(case, run_impl(impl, case, timeout), profile, features)

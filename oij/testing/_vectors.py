@@ -333,8 +333,8 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0, join="left", lateness=1), _t("b", 1, 5)))
 
 
-_FAST_LEFT = "L1 WL1 L2 WL2 L3 WL3 L4 WL4 R1 WR1 R2 WR2 R3 WR3 R4 WR4"
-_FAST_RIGHT = "R1 WR1 R2 WR2 R3 WR3 R4 WR4 L1 WL1 L2 WL2 L3 WL3 L4 WL4"
+FAST_LEFT = "L1 WL1 L2 WL2 L3 WL3 L4 WL4 R1 WR1 R2 WR2 R3 WR3 R4 WR4"
+FAST_RIGHT = "R1 WR1 R2 WR2 R3 WR3 R4 WR4 L1 WL1 L2 WL2 L3 WL3 L4 WL4"
 
 FLINK_OPERATOR_TESTS: tuple[tuple[str, int, int, bool, bool, str, str, tuple[int, ...], tuple[int, ...]], ...] = (
     # (scenario, lower, upper, lower inclusive, upper inclusive, operations, expected pairs "l-r ...",
@@ -377,7 +377,7 @@ def flink_operator_vectors() -> Iterator[Vector]:
     """:data:`FLINK_OPERATOR_TESTS` as vectors (feature folder ``flink-operator``), each helper-driven scenario in
     both of the test's orders."""
     for name, lower, upper, li, ui, ops, pairs, _, _ in FLINK_OPERATOR_TESTS:
-        orders = (("left-first", _FAST_LEFT), ("right-first", _FAST_RIGHT)) if ops == "both" else (("", ops),)
+        orders = (("left-first", FAST_LEFT), ("right-first", FAST_RIGHT)) if ops == "both" else (("", ops),)
         for order, seq in orders:
             yield Vector("flink-operator", f"{name}-{order}" if order else name,
                          f"Flink IntervalJoinOperatorTest, {name}{f' ({order})' if order else ''}: Flink expects "
