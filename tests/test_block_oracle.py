@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from oij.cli import main
-from oij.commands import join as join_mod
+from oij.drivers import join as join_mod
 from oij.io.jsonl import write_events
 from oij.testing import Case, cases
 from reference import blocks as blocks_mod

@@ -191,9 +191,10 @@ def _state_run(q: Query, events: list[Event], index: bool, batch: int) -> tuple[
     js = JoinState(0, lower_offset(q), upper_offset(q), pairs=True, partial=False, cond=q.cond, cond_index=index)
     out: list[tuple[int, int]] = []
     for c in chunks_from_events(events, batch, q=q):
-        t = c.kind == 0
+        e = c.events
+        t = e.kind == 0
         recs = np.zeros(int(t.sum()), dtype=tuple_dtype(len(q.cond)))
-        for name, col in (("id", c.id), ("ts", c.ts), ("key", c.key), ("value", c.value), ("side", c.side)):
+        for name, col in (("id", e.id), ("ts", e.ts), ("key", e.key), ("value", e.value), ("side", e.side)):
             recs[name] = col[t]
         assert c.ch is not None and c.cl is not None
         recs["ch"], recs["cl"] = c.ch[t], c.cl[t]

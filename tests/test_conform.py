@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 
 from oij.cli import main
-from oij.commands.vectors import verify
 from oij.testing import Case, assert_conforms, cases, expected_output
 from oij.testing._cases import FEATURES, parse_features
 from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, fingerprint, search
+from oij.testing._verify import verify_vectors
 from reference.oracle import run_events
 from spec.batch import Results
 from spec.model import End, Event, Query, Side, StreamTuple
@@ -279,7 +279,7 @@ def _vector_dir(src: Path, dst: Path, rows: list[str]) -> None:
 
 def test_vectors_are_deterministic_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every vector passes ``oij join`` under every profile, judged by ``oij vectors verify``'s own code
-    (:func:`oij.commands.vectors.verify`) with the join run in this process (:func:`_join_in_process`); the
+    (:func:`oij.testing._verify.verify_vectors`) with the join run in this process (:func:`_join_in_process`); the
     command itself, a process per case, on a sample of the vectors (the first of every feature and every
     eighth) and on three profiles.  Negative controls: the toy with an upper-bound bug fails the upper-edge
     vectors, and the in-process join under the wrong profile fails the canonical vectors."""
@@ -294,12 +294,13 @@ def test_vectors_are_deterministic_and_verify(tmp_path: Path, capsys: pytest.Cap
     for p in PROFILES:
         n = sum(json.loads(line)["profile"] == p for line in manifest)
         args = () if p == "canonical" else ("--profile", p)  # the default, and the flag
-        assert verify(str(a), _join_in_process(*args), profile=p) == 0, (p, capsys.readouterr().out)
-        out = capsys.readouterr().out
+        rep = verify_vectors(str(a), _join_in_process(*args), profile=p)
+        out = rep.text
+        assert rep.failed == 0, (p, out)
         assert re.search(rf"^{n} passed, 0 failed$", out, re.M) and n >= (300 if p == "canonical" else 1), (p, out)
     # the negative control of the in-process judging: late-le's outputs are not the canonical ones
-    assert verify(str(a), _join_in_process("--profile", "late-le")) == 1
-    assert re.search(r"^\d+ passed, [1-9]\d* failed$", capsys.readouterr().out, re.M)
+    rep = verify_vectors(str(a), _join_in_process("--profile", "late-le"))
+    assert rep.failed > 0 and re.search(r"^\d+ passed, [1-9]\d* failed$", rep.text, re.M)
     # the command, a process per case: the first vector of every feature and every eighth, and three profiles
     canonical = [line for line in manifest if json.loads(line)["profile"] == "canonical"]
     first = {json.loads(line)["feature"]: line for line in reversed(canonical)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from oij.testing._vectors import _FAST_LEFT, FLINK_OPERATOR_TESTS, flink_operator_case, flink_operator_vectors
+from oij.testing._vectors import FAST_LEFT, FLINK_OPERATOR_TESTS, flink_operator_case, flink_operator_vectors
 from reference.oracle import run_events
 from spec.model import BASE, StreamTuple
 
@@ -30,7 +30,7 @@ def _by_ts(case_events: tuple[object, ...]) -> dict[tuple[str, int], int]:
 def test_the_oracle_gives_flinks_expectations(scenario: tuple[object, ...]) -> None:
     name, lower, upper, li, ui, ops, pairs, late_l, late_r = scenario
     assert isinstance(ops, str) and isinstance(pairs, str)
-    seq = _FAST_LEFT if ops == "both" else ops
+    seq = FAST_LEFT if ops == "both" else ops
     case = flink_operator_case(int(str(lower)), int(str(upper)), bool(li), bool(ui), seq)
     ids = _by_ts(case.events)
     want = sorted((ids[("L", int(a))], ids[("R", int(b))]) for a, b in (p.split("-") for p in pairs.split()))
@@ -48,7 +48,7 @@ def test_every_scenario_is_a_vector_and_a_wrong_bound_is_caught() -> None:
     assert len(vs) == 19
     # negative control: the same operations with the upper bound made exclusive give other pairs than Flink's
     # expectation for [-1, 1], so the comparison above can fail
-    inclusive = flink_operator_case(-1, 1, True, True, _FAST_LEFT)
-    exclusive = flink_operator_case(-1, 1, True, False, _FAST_LEFT)
+    inclusive = flink_operator_case(-1, 1, True, True, FAST_LEFT)
+    exclusive = flink_operator_case(-1, 1, True, False, FAST_LEFT)
     assert (sorted(run_events(exclusive.events, exclusive.query).pairs)
             != sorted(run_events(inclusive.events, inclusive.query).pairs))

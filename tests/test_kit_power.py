@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from oij.bench.kitpower import Recording
 from oij.cli import main
-from oij.commands.kitpower import Recording
 from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
 from oij.testing._edges import EDGES, compute_edges, do_keys_collide
@@ -69,11 +69,11 @@ def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixtur
 @pytest.fixture(scope="session")
 def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     """``oij conform`` at its defaults on the independent implementation, run as kit-power runs it before any
-    mutant (:func:`oij.commands.kitpower.record`: through the recorder, which passes every answer through, then
+    mutant (:func:`oij.bench.kitpower.record`: through the recorder, which passes every answer through, then
     replayed once with line tracing).  One run serves both tests below: kit-power's recording of the correct
     run, and the verdict that the implementation conforms (a run that does not conform raises).  Session-scoped:
     kept by a worker that runs other modules between the two (two workers each make their own)."""
-    from oij.commands.kitpower import TARGETS, record
+    from oij.bench.kitpower import TARGETS, record
 
     return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0)
 
@@ -98,10 +98,10 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
     events; the first equivalent of the manifest rides along in the same run (one recording of the correct
     run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
-    :func:`~oij.commands.kitpower.record`, the same arguments).  Negative control: that mutant, with an empty
+    :func:`~oij.bench.kitpower.record`, the same arguments).  Negative control: that mutant, with an empty
     manifest and judged by a real oij conform run, survives and kit-power exits 1."""
-    from oij.commands import kitpower
-    from oij.commands.kitpower import TARGETS, _pick, enumerate_mutants, load_manifest
+    from oij.bench import kitpower
+    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest, pick_evenly
 
     real_record = kitpower.record
 
@@ -113,7 +113,7 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
 
     monkeypatch.setattr(kitpower, "record", recorded)
     target = TARGETS["accum"]
-    sample = _pick(enumerate_mutants(target, (REPO / target.path).read_text()), 6)
+    sample = pick_evenly(enumerate_mutants(target, (REPO / target.path).read_text()), 6)
     keys = [f"{m.target}:{m.operator}:{m.occurrence}" for m in sample]
     eq_target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml") if k[0] == "accum")
     eq = f"{eq_target}:{op}:{occ}"
@@ -139,7 +139,7 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
 def _replay(rec: Path, *cmd: str) -> int:
     import subprocess
 
-    return subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", str(rec), "--", sys.executable,
+    return subprocess.run([sys.executable, "-m", "oij.bench.mutrun", "replay", str(rec), "--", sys.executable,
                            *cmd], capture_output=True, text=True, timeout=300, check=False).returncode
 
 
@@ -186,7 +186,7 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
     byte but is no kill (the negative control: a byte comparison alone would call it one)."""
     import subprocess
 
-    from oij.commands.kitpower import Mutant, judge_replay
+    from oij.bench.kitpower import Mutant, judge_replay
 
     rec = _record_vectors(tmp_path, rows=2)
     rev = tmp_path / "reversed.py"
@@ -195,7 +195,7 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
                               ("reordered", [str(rev)], False)]:
         diffs = tmp_path / f"diffs-{name}"
         diffs.mkdir()
-        rc = subprocess.run([sys.executable, "-m", "oij.commands._mutrun", "replay", f"--diffs={diffs}",
+        rc = subprocess.run([sys.executable, "-m", "oij.bench.mutrun", "replay", f"--diffs={diffs}",
                              "--case-timeout=10", str(rec), "--", sys.executable, *cmd], capture_output=True,
                             text=True, timeout=300, check=False).returncode
         assert rc == 1 and any(diffs.iterdir()), name  # both differ from the recording byte for byte
@@ -211,7 +211,7 @@ def test_coverage_sees_the_statement_of_a_line() -> None:
 
 
 def test_the_manifest_names_real_mutants() -> None:
-    from oij.commands.kitpower import TARGETS, enumerate_mutants, load_manifest
+    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest
 
     manifest = load_manifest(IMPLS / "mutants.toml")
     assert manifest, "the manifest lists no equivalent mutant"

@@ -229,7 +229,7 @@ def test_state_bound_fails_a_wrong_answer_and_the_command_reports_it(
 def test_the_audits_two_mutants_are_told_apart_by_a_vector(mutant: str) -> None:
     import subprocess
 
-    from oij.commands.kitpower import TARGETS, _mutant_dir, enumerate_mutants, mutant_source
+    from oij.bench.kitpower import TARGETS, enumerate_mutants, mutant_dir, mutant_source
     from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output
 
     t = TARGETS["oracle"]
@@ -238,7 +238,7 @@ def test_the_audits_two_mutants_are_told_apart_by_a_vector(mutant: str) -> None:
     m = next(x for x in enumerate_mutants(t, source) if x.operator == op and x.occurrence == int(occ))
     assert "cur_lo >= x" in m.line
     case = next(v.case for v in vectors() if v.name == "count-final-window-above-purge-edge")
-    with _mutant_dir(t, REPO, mutant_source(m, source)) as (_, _, cmd):
+    with mutant_dir(t, REPO, mutant_source(m, source)) as (_, _, cmd):
         got = subprocess.run(cmd, input=case.to_jsonl(), capture_output=True, text=True, check=False)
     try:  # a crash, a line the protocol rejects (a count of -1) or a wrong row: each tells it apart
         told_apart = got.returncode != 0 or bool(compare(expected_output(case), parse_output(got.stdout)))
@@ -246,7 +246,7 @@ def test_the_audits_two_mutants_are_told_apart_by_a_vector(mutant: str) -> None:
         told_apart = True
     assert told_apart, got.stdout
     # and the unmutated oracle, run the same way, gives the expected rows (the check can pass)
-    with _mutant_dir(t, REPO, source) as (_, _, cmd):
+    with mutant_dir(t, REPO, source) as (_, _, cmd):
         same = subprocess.run(cmd, input=case.to_jsonl(), capture_output=True, text=True, check=True)
     assert not compare(expected_output(case), parse_output(same.stdout))
 
@@ -302,7 +302,7 @@ def test_spec_stats_can_fail() -> None:
 # -- equivalent means equivalent ---------------------------------------------------------------------------------
 
 def test_every_equivalent_entry_carries_its_evidence_and_one_without_is_flagged() -> None:
-    from oij.commands.kitpower import EVIDENCE_KINDS, load_manifest, missing_evidence
+    from oij.bench.kitpower import EVIDENCE_KINDS, load_manifest, missing_evidence
 
     manifest = load_manifest(IMPLS / "mutants.toml")
     assert manifest and missing_evidence(manifest) == []

@@ -248,7 +248,7 @@ def test_registry_engine_without_a_runtime_starts_and_stops_its_own() -> None:
 
 def test_chunk_type_is_numpy_columns() -> None:
     c = next(chunks_from_events([StreamTuple("base", 1, 10, 1), StreamTuple("probe", 2, 12, "1"), End()], 8))
-    assert isinstance(c, Chunk) and c.key.tolist() == [0, 1]  # 1 and "1" are different keys
+    assert isinstance(c, Chunk) and c.events.key.tolist() == [0, 1]  # 1 and "1" are different keys
 
 
 # ---------------------------------------------------------------- streamed results (oij run --order arrival)

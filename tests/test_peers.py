@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oij.commands import peers
+from oij.bench import peers
 from reference.batchjoin import compute_pair_columns
 
 pytestmark = pytest.mark.timeout(600)
@@ -68,7 +68,7 @@ def test_a_system_with_other_pairs_is_reported_and_not_the_fastest_peer() -> Non
                peers.System("spark-ss x2 [csv]", "csv", [], "peer", "csv")]
     times = {"oij join [jsonl]": [2.0], "flink-ds x2 [csv]": [1.0], "spark-ss x2 [csv]": [4.0]}
     digests = {"u/oij join [jsonl]": (10, "aa"), "u/flink-ds x2 [csv]": (9, "bb"), "u/spark-ss x2 [csv]": (10, "aa")}
-    w = peers._summarise("u", peers._params_for("uniform"), systems, times, {}, {}, digests, 100)
+    w = peers.summarise("u", peers.params_for("uniform"), systems, times, {}, {}, digests, 100)
     same = {r["system"]: r["same"] for r in w["rows"]}
     assert same == {"oij join [jsonl]": True, "flink-ds x2 [csv]": False, "spark-ss x2 [csv]": True}
     assert w["fastest_peer_s"] == 4.0  # the faster Flink run gave other pairs: it does not count
@@ -78,12 +78,12 @@ def test_a_system_that_runs_too_long_is_stopped_with_its_children() -> None:
     """``--timeout``: the system and every process it started (a JVM, say) are killed, and the row says so."""
     import time
 
-    from oij.commands.peers import _no_time, _run_timed
+    from oij.bench.peers import no_time, run_timed
 
     from .procs import alive
 
     t0 = time.perf_counter()
-    rc, why = _run_timed(["bash", "-c", "sleep 60 & echo $! > /tmp/oij-peers-child; wait"], 1.0)
+    rc, why = run_timed(["bash", "-c", "sleep 60 & echo $! > /tmp/oij-peers-child; wait"], 1.0)
     assert rc == -1 and why == "timed out after 1 s"
     assert time.perf_counter() - t0 < 30
     with open("/tmp/oij-peers-child") as f:
@@ -92,7 +92,7 @@ def test_a_system_that_runs_too_long_is_stopped_with_its_children() -> None:
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)  # killed (a zombie left for init to reap counts as gone)
-    assert _no_time({"failed": why}) == "> 1 (timeout)"
+    assert no_time({"failed": why}) == "> 1 (timeout)"
     # negative control: a system that finishes in time is not touched
-    assert _run_timed(["true"], 5.0) == (0, "")
-    assert _no_time({"failed": "exit 3"}) == "failed"
+    assert run_timed(["true"], 5.0) == (0, "")
+    assert no_time({"failed": "exit 3"}) == "failed"

@@ -85,7 +85,7 @@ def test_exclusive_bounds_and_mixed_keys_map_exactly(spark: Any) -> None:
 
 
 def test_generated_cases_follow_the_spark_ss_profile(spark: Any) -> None:
-    from oij.commands.adapter import get_adapter
+    from oij.adapters import get_adapter
 
     feats = get_adapter("spark-ss").features
     n = examples(3, 6)  # a Spark micro-batch per tuple: about 16 s per case

@@ -52,7 +52,7 @@ def tuples_of(p: WorkloadParams | str, n: int, seed: int = 1) -> dict[str, npt.N
         return {f: np.zeros(0, dtype=np.int64) for f in ("side", "id", "ts", "key", "channel", "delay")}
     out: dict[str, npt.NDArray[Any]] = {}
     for f in ("kind", "side", "id", "ts", "key", "channel", "delay", "on_time", "value"):
-        out[f] = np.concatenate([getattr(b, f) for b in bs])
+        out[f] = np.concatenate([getattr(b if f in ("delay", "on_time") else b.events, f) for b in bs])
     t = out["kind"] == KIND_TUPLE
     return {f: v[t] for f, v in out.items()}
 
@@ -67,8 +67,8 @@ def observed_disorder(ts: npt.NDArray[Any]) -> int:
 
 def check_disorder_bound(blocks: list[Block], bound: int) -> None:
     """Raise AssertionError if any tuple's delay or the observed disorder exceeds ``bound``."""
-    ts = np.concatenate([b.ts[b.kind == KIND_TUPLE] for b in blocks]) if blocks else np.zeros(0, np.int64)
-    delay = np.concatenate([b.delay[b.kind == KIND_TUPLE] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    ts = np.concatenate([b.events.ts[b.events.kind == KIND_TUPLE] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    delay = np.concatenate([b.delay[b.events.kind == KIND_TUPLE] for b in blocks]) if blocks else np.zeros(0, np.int64)
     assert (delay <= bound).all(), f"delay {int(delay.max())} > bound {bound}"
     assert observed_disorder(ts) <= bound, f"observed disorder {observed_disorder(ts)} > bound {bound}"
 
@@ -405,7 +405,7 @@ def test_watermark_modes_emit_what_they_promise() -> None:
     iv = replace(p, watermark="interval", watermark_interval=100)
     _, blocks = generate_blocks(iv, 5000, 2)
     ts = [e.ts for b in blocks for e in block_events(b, iv) if type(e) is StreamTuple]
-    n_wm = sum(int((b.kind == KIND_WATERMARK).sum()) for b in generate_blocks(iv, 5000, 2)[1])
+    n_wm = sum(int((b.events.kind == KIND_WATERMARK).sum()) for b in generate_blocks(iv, 5000, 2)[1])
     intervals = (max(ts) - min(ts)) / 100
     assert 0.8 * 5 * intervals <= n_wm <= 5 * intervals + 10
 
