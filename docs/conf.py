@@ -9,7 +9,7 @@ project = "oij"
 author = "the oij developers"
 copyright = "2026, the oij developers"
 # sphinx-mathjax-offline (the dev extra) ships MathJax 3 and copies it into the built site's _static/mathjax/;
-# it sets mathjax_path to that copy, so the formulas render with no network (tests/test_docs_offline.py checks).
+# it sets mathjax_path to that copy, so the formulas render with no network (tests/project/test_docs_offline.py checks).
 # It must come after sphinx.ext.mathjax, whose default mathjax_path is a CDN.
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline", "sphinx.ext.viewcode",
               "archgraph", "provediagrams", "oijexec", "benchplots"]

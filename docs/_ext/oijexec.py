@@ -13,7 +13,7 @@ reader creates by copy-paste):
 ``.. oij-explain:: first.jsonl``
     runs ``oij explain FILE --svg`` and puts the picture in the page.
 
-``tests/test_docs_pages.py`` runs every ``oij-run`` command of every page in
+``tests/project/test_docs_pages.py`` runs every ``oij-run`` command of every page in
 the test command too, so an example that stops working fails CI twice.
 """
 

@@ -29,7 +29,7 @@ which yields its events or raises its error.  The JSONL proof obligations:
   lateness, ids are new (:meth:`oij.io.errors.IdSet.add_many`, atomic), and
   an end row is the last row of the stream.
 
-``tests/test_blocks.py`` checks the two readers against each other on
+``tests/io/test_blocks.py`` checks the two readers against each other on
 mutated files (the per-line reader's fuzz corpus) and keeps a negative
 control: a fast path without the ``null`` check is caught.
 

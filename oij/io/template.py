@@ -25,7 +25,7 @@ and field a few operations on 8-byte words read at computed offsets: every fixed
 Anything else -- a string key, a value with an exponent, spaces, another field order, an absent optional
 field -- is not an error here: the chunk goes to the next reader (pyarrow's, then the per-line one), which
 decides.  So a file means what :func:`oij.io.jsonl.read_jsonl` says, whichever reader took a chunk
-(``tests/test_blocks.py`` compares them on the per-line reader's fuzz corpus, with negative controls).
+(``tests/io/test_blocks.py`` compares them on the per-line reader's fuzz corpus, with negative controls).
 
 Creates no process and no shared memory.
 """

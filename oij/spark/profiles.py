@@ -63,7 +63,7 @@ or forgotten by the end.
 
 Tested against :func:`spec.profiles.compute_profile_result` for every named
 profile on Hypothesis workloads, with one wrong variant per parameter as
-negative controls (tests/test_spark_profiles.py).
+negative controls (tests/spark/test_spark_profiles.py).
 """
 
 from __future__ import annotations

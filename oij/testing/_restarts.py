@@ -276,11 +276,11 @@ def plans(clean: Incarnation, n_events: int, restarts: int) -> Iterator[tuple[Ki
     kind (counted in each incarnation's own output, or in absolute events for ``fed``)."""
     marks = [x.events for x in clean.output if isinstance(x, Checkpoint)]
     rows = sum(1 for x in clean.output if not isinstance(x, Checkpoint))
-    points: list[KillPoint] = [KillPoint("checkpoint", 1)]
+    fed = sorted({1, max(1, n_events // 2), max(1, n_events - 1), *[m for m in marks[:3] if m >= 1]})
+    points = [KillPoint("fed", k) for k in fed if k <= n_events]  # deterministic first: their replays repeat
+    points.append(KillPoint("checkpoint", 1))
     if rows:
         points += [KillPoint("row", 1), KillPoint("row", max(1, (rows + 1) // 2))]
-    fed = sorted({1, max(1, n_events // 2), max(1, n_events - 1), *[m for m in marks[:3] if m >= 1]})
-    points += [KillPoint("fed", k) for k in fed if k <= n_events]
     seen: set[tuple[KillPoint, ...]] = set()
     for p in points:
         if p.kind == "fed":

@@ -54,7 +54,7 @@ and eviction are unchanged: they depend on times and W only.
 Negative controls (``rule``): ``self`` waits for the evaluating joiner's
 own progress only (the hazard: a lagging team member's probes are missed);
 ``arrival`` evaluates bases on arrival.  Both must fail the differential
-tests (``tests/test_scale.py``).
+tests (``tests/parallel/test_scale.py``).
 
 Processes and shared memory: none created here (:mod:`parallel.shared.teamrun`
 owns the segments; the joiner attaches its own index as the writer and every

@@ -57,7 +57,7 @@ ordering (the one x86 reorders): QSBR needs only load->store (the reader's
 data loads complete before its ``qs`` store) and the publication needs
 store->store on the writer and load->load on the reader.  The runtime
 refuses other architectures (:func:`parallel.runtime.ring.check_platform`), and
-``tests/test_scale_swmr.py`` stress-tests the protocol (many readers
+``tests/parallel/test_scale_swmr.py`` stress-tests the protocol (many readers
 verifying every entry during heavy appends, merges and arena reuse).
 """
 

@@ -2,7 +2,7 @@
 
 ``python tests/impls/accum_bugs.py BUG`` is a command of the conformance
 protocol (``--list`` prints the bugs).  The bugs are the shapes issue 23 reported passing ``oij conform``
-in independent implementations; ``tests/test_kit_power.py`` requires every
+in independent implementations; ``tests/bench/test_kit_power.py`` requires every
 one to be caught at the default settings with a replay of at most 6 events.
 They live apart from accum_oij.py so that the file ``oij bench kit-power``
 mutates has no bug switches.

@@ -3,7 +3,7 @@
 Used as a command under test: ``python toy_oij.py [BUG]`` reads one oij-jsonl
 case on stdin and writes result lines on stdout.  With no BUG it is correct;
 each BUG is a mistake real implementations make, and ``oij conform`` must
-catch every one (tests/test_conform.py).
+catch every one (tests/testing/test_conform.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""Every ``oij bench`` experiment runs with ``--quick`` (a smoke test: no time is asserted), writes its raw
+numbers, and ``oij bench plot`` redraws them; the counted figures hold what the engines must agree on."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oij.bench import experiments
+from oij.cli import main
+
+pytestmark = pytest.mark.timeout(600)
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
+    """Every experiment's quick run; ``spark`` runs on the worker's session (the conftest's: no JVM of its own)."""
+    d = tmp_path_factory.mktemp("bench")
+    for name in experiments():
+        assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name
+    assert main(["bench", "oracle", "--quick", "--out", str(d)]) == 0
+    assert main(["bench", "memory", "--quick", "--out", str(d)]) == 0
+    return d
+
+
+def _rows(d: Path, name: str) -> list[dict[str, object]]:
+    data = json.loads((d / f"{name}.json").read_text())
+    assert data["experiment"] == name and data["size"] == "quick" and data["machine"]["cores"]
+    rows: list[dict[str, object]] = data["rows"]
+    return rows
+
+
+def test_every_experiment_writes_rows_json_and_csv(results: Path) -> None:
+    for name in experiments():
+        rows = _rows(results, name)
+        assert rows, name
+        with open(results / f"{name}.csv") as f:
+            assert len(list(csv.DictReader(f))) == len(rows)
+    assert json.loads((results / "oracle.json").read_text())["operator_alone"]
+    assert (results / "memory.json").exists()
+
+
+def test_the_patterns_agree_in_every_cell(results: Path) -> None:
+    """KP, DP and HP run the same stream in each cell of the PPOIJ experiments: same pairs, same total work
+    (every pair is found once, by one comparison); Key-OIJ and Scale-OIJ give the same rows."""
+    for name in ("ppoij-keys", "ppoij-split", "ppoij-replicas", "ppoij-batch", "ppoij-latency"):
+        by_cell: dict[tuple[object, ...], set[object]] = defaultdict(set)
+        for r in _rows(results, name):
+            key = tuple((k, v) for k, v in sorted(r.items()) if k in ("dist", "keys", "interval_s", "replicas",
+                                                                       "events", "batch"))
+            by_cell[key].add(r["pairs"])
+            assert int(str(r["comparisons"])) >= int(str(r["pairs"]))
+            assert float(str(r["load_balance_factor"])) >= 1.0
+        assert all(len(v) == 1 for v in by_cell.values()), (name, by_cell)
+    for name in ("scale-lateness", "scale-keys", "scale-window", "scale-rotating"):
+        out: dict[tuple[object, ...], set[object]] = defaultdict(set)
+        for r in _rows(results, name):
+            out[tuple(sorted((k, json.dumps(v)) for k, v in r.items() if k in ("over", "events", "preset")))].add(
+                r["rows_out"])
+        assert all(len(v) == 1 for v in out.values()), (name, out)
+
+
+def test_a_disagreeing_cell_would_be_seen(results: Path) -> None:
+    """Negative control for the check above: one cell's pairs changed are caught."""
+    rows = _rows(results, "ppoij-keys")
+    rows[0]["pairs"] = int(str(rows[0]["pairs"])) + 1
+    cells: dict[tuple[object, ...], set[object]] = defaultdict(set)
+    for r in rows:
+        cells[(r["dist"], r["keys"], r["interval_s"])].add(r["pairs"])
+    assert any(len(v) > 1 for v in cells.values())
+
+
+def test_counted_trends_of_the_papers(results: Path) -> None:
+    """A machine-independent shape the quick sizes already show: DP stores every tuple once, round robin, so its
+    load balance is perfect (PPOIJ Fig. 12).  (Key-OIJ's effectiveness against lateness needs streams longer
+    than the lateness; tests/parallel/test_scale.py checks it on the state itself.)"""
+    split = _rows(results, "ppoij-split")
+    assert all(float(str(r["load_balance_factor"])) <= 1.05 for r in split if r["pattern"] == "dp")
+    assert any(float(str(r["load_balance_factor"])) > 1.05 for r in split if r["pattern"] == "kp")
+
+
+def test_plot_redraws_png_and_svg(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "plot", str(results), "--to", str(tmp_path)]) == 0
+    for name, e in experiments().items():
+        if e.plot is not None:
+            assert (tmp_path / f"{name}.png").stat().st_size > 1000
+            assert (tmp_path / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["bench", "plot", str(empty)]) == 2
+    assert "no experiment results" in capsys.readouterr().err

@@ -1,0 +1,271 @@
+"""The conformance kit against bugs it was not built around.
+
+* The eight bug shapes of tests/impls/accum_bugs.py (an implementation written
+  from the docs, not from this repository's code) are each caught by
+  ``oij conform`` at its defaults with a replay of at most 6 events, and by
+  the generated cases alone (``--no-vectors``), so neither half of the kit
+  hides behind the other.
+* The correct implementation and the oracle run as a command conform.
+* A sample of cosmic-ray mutants, spread evenly over the list (not picked),
+  is killed or listed as equivalent (the quick subset of ``oij bench
+  kit-power``); the manifest of equivalent mutants names real mutants; and a
+  survivor makes kit-power fail (negative control).
+* The generator: every case uses only the claimed features; the rule-edge
+  detector sees an edge and not its neighbour one tick off.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from oij.bench.kitpower import Recording
+from oij.cli import main
+from oij.testing import Case
+from oij.testing._cases import case_features, cases, parse_features
+from oij.testing._edges import EDGES, compute_edges, do_keys_collide
+from tests.impls.accum_bugs import BUGS
+
+IMPLS = Path(__file__).parent.parent / "impls"
+REPO = Path(__file__).parent.parent.parent
+ACCUM = [sys.executable, str(IMPLS / "accum_oij.py")]
+
+
+def conform(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with tempfile.TemporaryDirectory() as d:
+        rc = main(["conform", "--replay-out", str(Path(d) / "fail.jsonl"), *args])
+    return rc, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("vectors", ["with-vectors", "search-only"])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
+        bug: str, vectors: str, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["--no-vectors"] if vectors == "search-only" else []
+    rc, out = conform(capsys, *extra, "--", sys.executable, str(IMPLS / "accum_bugs.py"), bug)
+    assert rc == 1, out
+    m = re.search(r"minimal case of (\d+) events", out)
+    assert m is not None and int(m.group(1)) <= 6, out
+    found = re.search(r"^found by: (.*)$", out, re.M)
+    assert found is not None, out
+    if vectors == "search-only":
+        assert found.group(1).startswith("search, case "), out
+
+
+def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", sys.executable,
+                      str(IMPLS / "oracle_cmd.py"))
+    assert rc == 0, out
+
+
+@pytest.fixture(scope="session")
+def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """``oij conform`` at its defaults on the independent implementation, run as kit-power runs it before any
+    mutant (:func:`oij.bench.kitpower.record`: through the recorder, which passes every answer through, then
+    replayed once with line tracing).  One run serves both tests below: kit-power's recording of the correct
+    run, and the verdict that the implementation conforms (a run that does not conform raises).  Session-scoped:
+    kept by a worker that runs other modules between the two (two workers each make their own)."""
+    from oij.bench.kitpower import TARGETS, record
+
+    return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0)
+
+
+@pytest.mark.timeout(900)
+def test_the_independent_implementation_conforms(accum_recording: Recording) -> None:
+    out = accum_recording.report
+    assert out.startswith("conforms: ") and re.search(r"\(\d+ test vectors, then 200 generated cases\)", out), out
+    assert "warning" not in out, out
+    assert len(list(accum_recording.dir.glob("*.in"))) == int(out.split()[1]), out  # every case was recorded
+
+
+def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "kp.json"
+    rc = main(["bench", "kit-power", "--repo", str(REPO), "--out", str(out), *args])
+    return rc, json.loads(out.read_text())
+
+
+@pytest.mark.timeout(900)
+def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
+        tmp_path: Path, accum_recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
+    events; the first equivalent of the manifest rides along in the same run (one recording of the correct
+    run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
+    :func:`~oij.bench.kitpower.record`, the same arguments).  Negative control: that mutant, with an empty
+    manifest and judged by a real oij conform run, survives and kit-power exits 1."""
+    from oij.bench import kitpower
+    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest, pick_evenly
+
+    real_record = kitpower.record
+
+    def recorded(t: kitpower.Target, repo: Path, into: Path, timeout: float,
+                 extra: tuple[str, ...] = ()) -> Recording:
+        if (t, repo.resolve(), extra) == (TARGETS["accum"], REPO.resolve(), ()):
+            return accum_recording
+        return real_record(t, repo, into, timeout, extra)
+
+    monkeypatch.setattr(kitpower, "record", recorded)
+    target = TARGETS["accum"]
+    sample = pick_evenly(enumerate_mutants(target, (REPO / target.path).read_text()), 6)
+    keys = [f"{m.target}:{m.operator}:{m.occurrence}" for m in sample]
+    eq_target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml") if k[0] == "accum")
+    eq = f"{eq_target}:{op}:{occ}"
+    # --state-bound: one of the six (accum:core/ReplaceAndWithOr:0) keeps every probe of an aggregate; no short
+    # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent)
+    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound")
+    mutants = {f"{m['target']}:{m['operator']}:{m['occurrence']}": m for m in res["mutants"]}
+    assert set(keys) | {eq} == set(mutants)
+    assert rc == 0, [m for m in mutants.values() if m["verdict"] not in ("killed", "equivalent")]
+    for m in mutants.values():
+        if m["verdict"] == "killed" and m["decided"] == "state-bound":  # a long case, no replay to shrink
+            assert m["found_by"].startswith("state-bound "), m
+        elif m["verdict"] == "killed":
+            assert m["replay_events"] is not None and m["replay_events"] <= 6, m
+    assert mutants[eq]["verdict"] == "equivalent" and mutants[eq]["kind"] == "replayed"
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", eq, "--manifest", str(empty), "--no-replay")
+    assert rc == 1 and [m["verdict"] for m in res["mutants"]] == ["survived"]
+    assert res["mutants"][0]["kind"] == ""  # judged by a real oij conform run
+
+
+def _replay(rec: Path, *cmd: str) -> int:
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "oij.bench.mutrun", "replay", str(rec), "--", sys.executable,
+                           *cmd], capture_output=True, text=True, timeout=300, check=False).returncode
+
+
+def _record_vectors(tmp_path: Path, rows: int = 0) -> Path:
+    """A recording as kit-power makes one (cases and the correct implementation's answers), of 40 vectors
+    (with at least ``rows`` result rows each)."""
+    import subprocess
+
+    from oij.testing import expected_output
+    from oij.testing._cases import case_features, parse_features
+    from oij.testing._protocol import all_rows
+    from oij.testing._vectors import vectors
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    claimed = parse_features("all")
+    picked = [v for v in vectors() if v.feature in ("bounds", "keys", "state-edges", "late", "aggregates")
+              and case_features(v.case) <= claimed and len(all_rows(expected_output(v.case))) >= rows][:40]
+    for i, v in enumerate(picked):
+        text = v.case.to_jsonl()
+        (rec / f"{i:05d}.in").write_text(text)
+        (rec / f"{i:05d}.out").write_bytes(subprocess.run([sys.executable, str(ACCUM[1])], input=text.encode(),
+                                                          capture_output=True, check=True).stdout)
+    return rec
+
+
+def test_a_replay_tells_a_changed_answer_from_the_recorded_one(tmp_path: Path) -> None:
+    """The in-process replay behind kit-power's fast path: the recorded answers of the correct implementation
+    replay as equal (exit 0); a bug shape that changes one answer does not (exit 1: the negative control)."""
+    rec = _record_vectors(tmp_path)
+    assert _replay(rec, str(ACCUM[1])) == 0
+    assert _replay(rec, str(IMPLS / "accum_bugs.py"), "ties-twice") == 1
+
+
+REVERSED = """import subprocess, sys
+out = subprocess.run([sys.executable, {accum!r}], input=sys.stdin.buffer.read(), capture_output=True).stdout
+sys.stdout.write("".join(reversed(out.decode().splitlines(True))))
+"""
+
+
+def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: Path) -> None:
+    """``--judge-in-replay``: a replay's differing answers are judged as oij conform judges them.  A bug shape's
+    wrong answer is a kill (confirmed by a fresh run); the right answer in another line order differs byte for
+    byte but is no kill (the negative control: a byte comparison alone would call it one)."""
+    import subprocess
+
+    from oij.bench.kitpower import Mutant, judge_replay
+
+    rec = _record_vectors(tmp_path, rows=2)
+    rev = tmp_path / "reversed.py"
+    rev.write_text(REVERSED.format(accum=str(ACCUM[1])))
+    for name, cmd, killed in [("bug", [str(IMPLS / "accum_bugs.py"), "ties-twice"], True),
+                              ("reordered", [str(rev)], False)]:
+        diffs = tmp_path / f"diffs-{name}"
+        diffs.mkdir()
+        rc = subprocess.run([sys.executable, "-m", "oij.bench.mutrun", "replay", f"--diffs={diffs}",
+                             "--case-timeout=10", str(rec), "--", sys.executable, *cmd], capture_output=True,
+                            text=True, timeout=300, check=False).returncode
+        assert rc == 1 and any(diffs.iterdir()), name  # both differ from the recording byte for byte
+        m = Mutant("accum", "none", 0, 0, "")
+        assert judge_replay(m, Recording(rec, set(), {}, 0.0), diffs, [sys.executable, *cmd], "all") is killed
+        assert (m.verdict, m.decided) == (("killed", "replay") if killed else ("", "")), name
+
+
+def test_coverage_sees_the_statement_of_a_line() -> None:
+    r = Recording(Path("."), {10}, {11: (10, 12), 20: (20, 20)}, 1.0)
+    assert r.reaches(11) and r.reaches(10)
+    assert not r.reaches(20)  # negative control: a statement none of whose lines ran
+
+
+def test_the_manifest_names_real_mutants() -> None:
+    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest
+
+    manifest = load_manifest(IMPLS / "mutants.toml")
+    assert manifest, "the manifest lists no equivalent mutant"
+    by_target = {n: {(m.operator, m.occurrence): m.line for m in enumerate_mutants(t, (REPO / t.path).read_text())}
+                 for n, t in TARGETS.items()}
+    for (target, op, occ), entry in manifest.items():
+        assert (op, occ) in by_target[target], f"{target}:{op}:{occ} is no mutant"
+        assert by_target[target][(op, occ)] == entry["line"].strip(), f"{target}:{op}:{occ} is stale"
+        assert entry["reason"].strip(), f"{target}:{op}:{occ} has no reason"
+
+
+@pytest.mark.parametrize("claimed", ["all", "lateness,late-report", "watermarks,exclusive", "all,-negative-ts",
+                                     "watermarks,left,aggregates"])
+def test_generated_cases_use_only_the_claimed_features(claimed: str) -> None:
+    feats = parse_features(claimed)
+
+    @settings(max_examples=150, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases(feats))
+    def check(case: Case) -> None:
+        assert case_features(case) <= feats, (case.scenario, case_features(case) - feats)
+
+    check()
+
+
+def test_case_features_sees_what_a_case_uses() -> None:
+    """Negative control for the property above: a case with a str key, a negative ts and a regression needs
+    those features."""
+    case = Case.from_jsonl('{"type":"query","lower":0,"upper":1}\n{"type":"watermark","ts":5}\n'
+                           '{"type":"watermark","ts":3}\n{"type":"tuple","side":"base","id":1,"ts":-4,"key":"k"}\n'
+                           '{"type":"end"}\n')
+    assert case_features(case) == {"watermarks", "regressions", "negative-ts", "mixed-keys"}
+
+
+def _case(lines: list[str], query: str = '{"type":"query","lower":-2,"upper":0}') -> Case:
+    return Case.from_jsonl("\n".join([query, *lines, '{"type":"end"}']) + "\n")
+
+
+def t(side: str, i: int, ts: int, key: object = 1) -> str:
+    return json.dumps({"type": "tuple", "side": side, "id": i, "ts": ts, "key": key})
+
+
+def test_the_edge_detector_sees_an_edge_and_not_its_neighbour() -> None:
+    wm = '{"type":"watermark","ts":%d}'
+    # a probe at 10 with lo' = -2 is needed while W <= 12; a base arrives at W = 12, then at W = 13
+    on = compute_edges(_case([t("probe", 1, 10), wm % 12, t("base", 2, 12)]))
+    assert "probe purge: W == b.ts - lo'" in on and "probe purge: W == b.ts - lo' + 1" not in on
+    past = compute_edges(_case([t("probe", 1, 10), wm % 13, t("base", 2, 13)]))
+    assert "probe purge: W == b.ts - lo' + 1" in past and "probe purge: W == b.ts - lo'" not in past
+    # a base at 5 is final once W > 5: a probe arriving at W = 5 is on its finality edge
+    fin = compute_edges(_case([t("base", 1, 5), wm % 5, t("probe", 2, 5)]))
+    assert {"base finality: W == hi(a)", "late rule: ts == W (on time)", "equal timestamps, base first",
+            "upper bound, probe-triggered"} <= fin
+    assert "late rule: ts == W - 1 (late)" not in fin
+    assert compute_edges(_case([t("base", 1, 5, 1), t("probe", 2, 5, 9)])) == {"colliding keys"}
+    assert compute_edges(_case([t("base", 1, 5, 1), t("probe", 2, 5, 2)])) == set()
+    assert do_keys_collide(1, "1") and do_keys_collide("k", "k1") and do_keys_collide(-1, -2)
+    assert not do_keys_collide(1, 2) and not do_keys_collide(1, 1)
+    assert set(EDGES) >= on | past | fin

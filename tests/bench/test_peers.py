@@ -1,0 +1,97 @@
+"""``oij bench peers --quick``: every system that runs produces the oracle's pairs; no timing is asserted.
+
+The smoke run covers oij join, the patterns, the numpy floor and every installed peer (Flink DataStream and
+SQL need PyFlink and a JDK, Spark needs Java); a peer that is not installed must be reported as skipped.
+Negative controls: the numpy floor with a window one unit too narrow is caught by the same-pairs check, and
+a system whose pairs differ is reported as different and never taken as the fastest peer.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oij.bench import peers
+from reference.batchjoin import compute_pair_columns
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_quick_peers_run_agrees_everywhere(tmp_path: Path) -> None:
+    out = tmp_path / "peers.json"
+    r = subprocess.run([sys.executable, "-m", "oij.cli", "bench", "peers", "--quick", "--workloads", "uniform",
+                        "--events", "4000", "--out", str(out), "--docs", str(tmp_path / "docs")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    w = res["workloads"]["uniform"]
+    ran = {row["system"]: row for row in w["rows"]}
+    assert "oij join [jsonl]" in ran and "numpy floor [parquet]" in ran
+    assert {f"oij run {p} x2 [jsonl]" for p in peers.PATTERNS} <= set(ran)
+    for row in w["rows"]:
+        assert row["failed"] is None, (row["system"], row["failed"])
+        assert row["same"] is True, row["system"]
+        assert row["pairs"] == ran["oij join [jsonl]"]["pairs"] > 0
+    available = {"flink-ds": peers.flink_available() and shutil.which("javac") is not None,
+                 "flink-sql": peers.flink_available(), "spark-ss": shutil.which("java") is not None}
+    for name, ok in available.items():
+        assert any(s.startswith(name) for s in ran) == ok, name
+        assert (name in w["skipped"]) == (not ok), name
+    assert (tmp_path / "docs" / "peers-table.rst").read_text().count("* - oij run") >= len(peers.PATTERNS)
+    assert (tmp_path / "docs" / "peers.png").stat().st_size > 1000
+    assert {g["goal"] for g in res["goals"]}
+
+
+def test_floor_is_the_batch_join() -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    a_ts, b_ts = rng.integers(0, 200, n), rng.integers(0, 200, n)
+    a_k, b_k = rng.integers(0, 4, n), rng.integers(0, 4, n)
+    ids = np.arange(n, dtype=np.int64)
+    a, b = compute_pair_columns(ids, a_k, a_ts, ids + n, b_k, b_ts, -10, 3)
+    want = sorted((i, j + n) for i in range(n) for j in range(n)
+                  if a_k[i] == b_k[j] and a_ts[i] - 10 <= b_ts[j] <= a_ts[i] + 3)
+    assert sorted(zip(a.tolist(), b.tolist(), strict=True)) == want
+    a2, b2 = compute_pair_columns(ids, a_k, a_ts, ids + n, b_k, b_ts, -9, 3)  # negative control: narrower
+    assert sorted(zip(a2.tolist(), b2.tolist(), strict=True)) != want
+
+
+def test_a_system_with_other_pairs_is_reported_and_not_the_fastest_peer() -> None:
+    systems = [peers.System("oij join [jsonl]", "jsonl", [], "oij", "jsonl"),
+               peers.System("flink-ds x2 [csv]", "csv", [], "peer", "csv"),
+               peers.System("spark-ss x2 [csv]", "csv", [], "peer", "csv")]
+    times = {"oij join [jsonl]": [2.0], "flink-ds x2 [csv]": [1.0], "spark-ss x2 [csv]": [4.0]}
+    digests = {"u/oij join [jsonl]": (10, "aa"), "u/flink-ds x2 [csv]": (9, "bb"), "u/spark-ss x2 [csv]": (10, "aa")}
+    w = peers.summarise("u", peers.params_for("uniform"), systems, times, {}, {}, digests, 100)
+    same = {r["system"]: r["same"] for r in w["rows"]}
+    assert same == {"oij join [jsonl]": True, "flink-ds x2 [csv]": False, "spark-ss x2 [csv]": True}
+    assert w["fastest_peer_s"] == 4.0  # the faster Flink run gave other pairs: it does not count
+
+
+def test_a_system_that_runs_too_long_is_stopped_with_its_children() -> None:
+    """``--timeout``: the system and every process it started (a JVM, say) are killed, and the row says so."""
+    import time
+
+    from oij.bench.peers import no_time, run_timed
+    from tests.procs import alive
+
+    t0 = time.perf_counter()
+    rc, why = run_timed(["bash", "-c", "sleep 60 & echo $! > /tmp/oij-peers-child; wait"], 1.0)
+    assert rc == -1 and why == "timed out after 1 s"
+    assert time.perf_counter() - t0 < 30
+    with open("/tmp/oij-peers-child") as f:
+        child = int(f.read())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)  # killed (a zombie left for init to reap counts as gone)
+    assert no_time({"failed": why}) == "> 1 (timeout)"
+    # negative control: a system that finishes in time is not touched
+    assert run_timed(["true"], 5.0) == (0, "")
+    assert no_time({"failed": "exit 3"}) == "failed"

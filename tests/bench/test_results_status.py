@@ -1,0 +1,175 @@
+"""Results that carry their provenance: ``oij bench status`` and the generated tables (oij/bench/results.py).
+
+The negative controls build a small git repository with a result measured at one commit and code changed
+after it; the last tests hold this repository itself to it: nothing stale, the generated tables in step
+with the raw files, and a README that quotes numbers only through its generated table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from oij.bench import results as pv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MANIFEST = '''
+[[result]]
+file = "speed.json"
+code = ["engine/"]
+command = "bench speed"
+readme = true
+[[result.headline]]
+label = "speed"
+path = 'rows[name=a,size=2].s'
+format = "{:.1f} s"
+[[result.headline]]
+label = "ratio"
+path = 'rows[name=a,size=2].s / rows[name=b,size=2].s'
+format = "{:.2f}x"
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "r"
+    (repo / "engine").mkdir(parents=True)
+    (repo / "docs").mkdir()
+    (repo / "bench" / "results").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.org")
+    _git(repo, "config", "user.name", "t")
+    (repo / "engine" / "join.py").write_text("X = 1\n")
+    (repo / "other.py").write_text("Y = 1\n")
+    (repo / "bench" / "results" / "manifest.toml").write_text(MANIFEST)
+    (repo / "README.md").write_text(f"# r\n\n{pv.README_BEGIN}\n{pv.README_END}\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "code")
+    return repo
+
+
+def _measure(repo: Path, s: float = 2.0) -> None:
+    result = {"provenance": pv.capture("bench speed", repo),
+              "rows": [{"name": "a", "size": 2, "s": s}, {"name": "b", "size": 2, "s": 1.0},
+                       {"name": "a", "size": 3, "s": 9.0}]}
+    (repo / "bench" / "results" / "speed.json").write_text(json.dumps(result))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "measured")
+
+
+def _states(repo: Path) -> dict[str, str]:
+    return {f.file: f.state for f in pv.status(repo).findings}
+
+
+def test_fresh_then_stale_when_measured_code_changes(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _measure(repo)
+    assert _states(repo) == {"speed.json": "fresh"}
+    assert pv.status(repo).ok
+    (repo / "other.py").write_text("Y = 2\n")  # not measured code: still fresh
+    _git(repo, "commit", "-qam", "other")
+    assert pv.status(repo).ok
+    (repo / "engine" / "join.py").write_text("X = 2\n")  # the negative control: measured code changed
+    report = pv.status(repo)
+    assert not report.ok
+    [f] = report.problems
+    assert (f.state, f.changed) == ("stale", ("engine/join.py",))
+    assert "stale" in report.lines()[0] and "engine/join.py" in report.lines()[0]
+    _git(repo, "commit", "-qam", "engine")  # committed or not, it is stale until measured again
+    assert _states(repo) == {"speed.json": "stale"}
+    _measure(repo)
+    assert pv.status(repo).ok
+
+
+def test_new_untracked_file_under_measured_code_is_a_change(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _measure(repo)
+    (repo / "engine" / "new.py").write_text("Z = 1\n")
+    assert _states(repo) == {"speed.json": "stale"}
+
+
+def test_unknown_missing_unregistered_and_bad(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    assert _states(repo) == {"speed.json": "missing"}
+    (repo / "bench" / "results" / "speed.json").write_text(json.dumps(
+        {"rows": [{"name": "a", "size": 2, "s": 1.0}, {"name": "b", "size": 2, "s": 1.0}]}))
+    assert _states(repo) == {"speed.json": "unknown"}  # no commit recorded
+    d = json.loads((repo / "bench" / "results" / "speed.json").read_text())
+    d["provenance"] = {"commit": "0" * 40}
+    (repo / "bench" / "results" / "speed.json").write_text(json.dumps(d))
+    assert _states(repo) == {"speed.json": "unknown"}  # a commit git does not know
+    _measure(repo)
+    (repo / "bench" / "results" / "stray.json").write_text("{}")
+    assert _states(repo) == {"speed.json": "fresh", "stray.json": "unregistered"}
+    (repo / "bench" / "results" / "stray.json").unlink()
+    d = json.loads((repo / "bench" / "results" / "speed.json").read_text())
+    d["rows"] = d["rows"][1:]  # the headline's row is gone
+    (repo / "bench" / "results" / "speed.json").write_text(json.dumps(d))
+    assert _states(repo) == {"speed.json": "bad"}
+
+
+def test_measured_with_uncommitted_measured_code_is_stale(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "engine" / "join.py").write_text("X = 3\n")  # measured before this was committed
+    _measure(repo)  # commits the result and the change together
+    d = json.loads((repo / "bench" / "results" / "speed.json").read_text())
+    assert d["provenance"]["dirty"] == ["engine/join.py"]
+    assert _states(repo) == {"speed.json": "stale"}
+
+
+def test_tables_are_generated_from_the_raw_file(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _measure(repo, s=2.5)
+    assert pv.stale_tables(repo) == [Path("README.md")]
+    pv.write_tables(repo)
+    assert pv.stale_tables(repo) == []
+    rst = (repo / "docs" / "_generated" / "results" / "speed.rst").read_text()
+    measured = json.loads((repo / "bench" / "results" / "speed.json").read_text())["provenance"]["commit"]
+    assert "2.5 s" in rst and "2.50x" in rst and f"commit {measured[:7]}" in rst
+    readme = (repo / "README.md").read_text()
+    assert "| speed | 2.5 s |" in readme and "| ratio | 2.50x |" in readme
+    _measure(repo, s=3.0)  # a new measurement: the README's table no longer matches until written again
+    assert pv.stale_tables(repo) == [Path("README.md")]
+    assert pv.write_docs_tables(repo) == [Path("docs/_generated/results/speed.rst")]
+    assert "3.0 s" in (repo / "docs" / "_generated" / "results" / "speed.rst").read_text()
+
+
+@pytest.mark.parametrize(("path", "want"), [
+    ("rows[name=a,size=3].s", 9.0), ("rows[1].name", "b"), ("rows[name=a].s", None),  # two rows match: refused
+    ("rows[9].s", None), ("nope", None), ("rows[name=b,size=2].s / rows[name=a,size=3].s", 1 / 9),
+    ("rows[name=join [jsonl]].s", 4.0), ("rows[name=join [jsonl].s", None)])  # brackets inside a value
+def test_resolve(path: str, want: object) -> None:
+    d = {"rows": [{"name": "a", "size": 2, "s": 2.0}, {"name": "b", "size": 2, "s": 1.0},
+                  {"name": "a", "size": 3, "s": 9.0}, {"name": "join [jsonl]", "s": 4.0}]}
+    assert pv._resolve(d, path) == want
+
+
+# ------------------------------------------------------------------------------------- this repository
+
+def test_this_repository_has_no_stale_result() -> None:
+    """CI fails while a result a page or the README quotes is older than a change to its code."""
+    report = pv.status(ROOT)
+    assert report.ok, "\n".join(report.lines())
+
+
+def test_this_repository_generated_tables_in_step() -> None:
+    assert pv.stale_tables(ROOT) == [], "run `oij bench tables`"
+
+
+def test_readme_is_short_and_quotes_numbers_only_through_its_table() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    i, j = text.index(pv.README_BEGIN), text.index(pv.README_END)
+    outside = text[:i] + text[j:]
+    outside = re.sub(r"```.*?```", "", outside, flags=re.S)  # commands may carry numbers (--events 100000)
+    outside = re.sub(r"`[^`]*`", "", outside)
+    measured = re.findall(r"\d[\d,.]*\s*(?:s\b|ms\b|MiB|GiB|x\b|%|events/s|tuples/s)", outside)
+    assert measured == [], f"numbers outside the generated table: {measured}"

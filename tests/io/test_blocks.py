@@ -1,0 +1,324 @@
+"""The columnar reader (oij.io.blocks) against the per-line readers, and the column-wise writer.
+
+The per-line readers define what a file means; the block reader must give the
+same events, or the same error after the same valid prefix, on every input --
+including the fuzz corpus of the nothing-lost suite and inputs aimed at the
+places where pyarrow's JSON reader is more lenient than ours (explicit nulls,
+two objects on a line, an object over two lines, fields of another type).
+Negative control: without its ``null`` guard the fast path accepts a line the
+per-line reader rejects, and the differential check catches it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oij.io import blocks as blocks_mod
+from oij.io.blocks import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
+from oij.io.errors import IdSet, InputError
+from oij.io.jsonl import canonical_pair_order, pair_lines, read_jsonl, result_lines
+from oij.io.parquet import read_parquet, write_parquet
+from oij.workloads import resolve, with_overrides, write_workload
+from spec.batch import Results
+from spec.model import End, Event, Query, StreamTuple, Watermark
+from tests.io.test_nothing_lost import SEEDS, mutated
+
+pytestmark = pytest.mark.timeout(120)
+
+Outcome = tuple[list[Event], str | None]
+
+
+def _drain(it: Any) -> Outcome:
+    got: list[Event] = []
+    try:
+        for e in it:
+            got.append(e)
+    except InputError as e:
+        return got, str(e)
+    return got, None
+
+
+def _per_line(data: bytes) -> Outcome:
+    try:
+        _q, events = read_jsonl(io.BytesIO(data), "f")
+    except InputError as e:
+        return [], str(e)
+    return _drain(events)
+
+
+def _blocks(data: bytes, block_bytes: int) -> Outcome:
+    try:
+        _q, blocks = read_jsonl_blocks(io.BytesIO(data), "f", block_bytes)
+    except InputError as e:
+        return [], str(e)
+    return _drain(blocks_to_events(blocks))
+
+
+def _same(a: Outcome, b: Outcome) -> bool:
+    """Same error and the same events; repr also tells 1 from 1.0 and 1 from "1" (== would not)."""
+    return a[1] == b[1] and [repr(x) for x in a[0]] == [repr(y) for y in b[0]]
+
+
+SNEAKY = [
+    b'"value":null', b'"channel":null', b'"side":null',  # explicit nulls
+    b'"ts":1.0', b'"ts":1e3', b'"id":true', b'"value":"1"', b'"value":NaN', b'"value":1e400',
+    b'"ts":5,"ts":6',  # a duplicate field
+]
+
+
+@st.composite
+def sneaky(draw: st.DrawFn) -> bytes:
+    """Valid files with one line changed where pyarrow and msgspec could disagree."""
+    data = draw(st.sampled_from(SEEDS))
+    lines = data.split(b"\n")
+    i = draw(st.integers(1, max(1, len(lines) - 2)))
+    op = draw(st.sampled_from(["field", "two", "split", "wm-side", "end-extra", "query"]))
+    if op == "field":
+        lines[i] = re.sub(rb',"ts":-?\d+', b"," + draw(st.sampled_from(SNEAKY)), lines[i], count=1)
+    elif op == "two":
+        lines[i] = lines[i] + lines[i + 1]
+        del lines[i + 1]
+        lines.insert(i + 1, b"")
+    elif op == "split" and b"," in lines[i]:
+        at = lines[i].index(b",")
+        lines[i: i + 1] = [lines[i][: at + 1], lines[i][at + 1:]]
+    elif op == "wm-side":
+        lines[i] = b'{"type":"watermark","ts":1,"side":"base"}'
+    elif op == "end-extra":
+        lines[i] = b'{"type":"end","ts":1}'
+    else:
+        lines[i] = lines[0]
+    return b"\n".join(lines)
+
+
+@pytest.mark.timeout(900)  # 3 MiB lines read in 64-byte blocks (49152 reads each); slow on a loaded machine
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.one_of(mutated(), sneaky()), block=st.sampled_from([64, 300, 4096, 1 << 20]))
+def test_block_reader_reads_what_the_line_reader_reads(data: bytes, block: int) -> None:
+    assert _same(_per_line(data), _blocks(data, block))
+
+
+def test_invalid_utf8_inside_a_string_gets_the_line_readers_error() -> None:
+    """pyarrow's JSON reader raises a bare ArrowException ("Wrapping ... failed", not ArrowInvalid) on invalid
+    UTF-8 inside a string; the block goes to the per-line reader, which names the line (found by the block
+    oracle's fuzz test)."""
+    lines = SEEDS[0].split(b"\n")
+    lines[1] = lines[1].replace(b'"ts"', b'"key":"\xeb2","ts"', 1) if b'"key"' not in lines[1] else \
+        re.sub(rb'"key":("[^"]*"|-?\d+)', b'"key":"\xeb2"', lines[1], count=1)
+    data = b"\n".join(lines)
+    got = _blocks(data, 1 << 20)
+    assert got[1] is not None and ":2:" in got[1], got[1]
+    assert _same(_per_line(data), got)
+
+
+def test_negative_control_without_the_null_guard_the_readers_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = SEEDS[0].replace(b'"channel":0}', b'"channel":null}', 1)
+    assert _per_line(data)[1] is not None  # the per-line reader rejects the explicit null
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+    monkeypatch.setattr(blocks_mod, "refuse_text", lambda chunk: False)
+    assert not _same(_per_line(data), _blocks(data, 1 << 20))
+
+
+def test_clean_generated_files_take_the_fast_path(tmp_path: Path) -> None:
+    for key_type in ("int", "str"):
+        p = with_overrides(resolve("scale-oij-default"), {"key_type": key_type, "aggregate": None})
+        f = tmp_path / f"w-{key_type}.jsonl"
+        write_workload(str(f), p, 20_000, 1)
+        before = dict(blocks_mod.STATS)
+        with f.open("rb") as fh:
+            got = _drain(blocks_to_events(read_jsonl_blocks(fh, str(f), 1 << 16)[1]))
+        with f.open("rb") as fh:
+            want = _drain(read_jsonl(fh, str(f))[1])
+        assert got == want and got[1] is None
+        assert blocks_mod.STATS["slow"] == before["slow"]
+        assert blocks_mod.STATS["fast"] > before["fast"] + 10
+
+
+@st.composite
+def parquet_events(draw: st.DrawFn) -> tuple[Query, list[Any], str]:
+    keys = draw(st.sampled_from(["int", "str"]))
+    n = draw(st.integers(0, 40))
+    rows: list[Any] = []
+    for _ in range(n):
+        if draw(st.integers(0, 9)) == 0:
+            rows.append(("watermark", None, None, draw(st.integers(-5, 50)), None, None, draw(st.integers(0, 1))))
+        else:
+            key: Any = draw(st.integers(0, 3))
+            rows.append(("tuple", draw(st.sampled_from(["base", "probe", "bad", None])), draw(st.integers(0, n + 2)),
+                         draw(st.one_of(st.integers(-100, 100), st.just(1 << 62), st.just(-(1 << 62) - 1))),
+                         str(key) if keys == "str" else key,
+                         draw(st.sampled_from([0.0, 1.5, None, float("nan")])), draw(st.sampled_from([0, 1, 2, None]))))
+    if draw(st.booleans()):
+        rows.append(("end", None, None, None, None, None, None))
+        if draw(st.integers(0, 5)) == 0:
+            rows.append(rows[0] if rows else ("end", None, None, None, None, None, None))
+    return Query(-10, 5, channels=2), rows, keys
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=parquet_events())
+def test_parquet_block_reader_reads_what_the_row_reader_reads(case: tuple[Query, list[Any], str],
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from oij.io.jsonl import format_query
+    from oij.io.parquet import META_KEY, schema
+
+    q, rows, keys = case
+    path = tmp_path_factory.mktemp("pq") / "e.parquet"
+    sch = schema(pa.int64() if keys == "int" else pa.string()).with_metadata({META_KEY: format_query(q).encode()})
+    cols: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in range(7)]
+    pq.write_table(pa.table({n: list(c) for n, c in zip(sch.names, cols, strict=True)}, schema=sch), path)
+
+    def outcome(reader: Any) -> Outcome:
+        try:
+            _q, it = reader(str(path))
+        except InputError as e:
+            return [], str(e)
+        return _drain(it)
+
+    want = outcome(read_parquet)
+    got = outcome(lambda p: (lambda qb: (qb[0], blocks_to_events(qb[1])))(read_parquet_blocks(p)))
+    assert _same(want, got)
+
+
+def test_parquet_round_trip_is_read_column_wise(tmp_path: Path) -> None:
+    q = Query(-10, 0, channels=2)
+    events: list[Event] = [StreamTuple("base", i, i, i % 3, float(i), 0) for i in range(100)]
+    events.append(Watermark(50, 1))
+    f = tmp_path / "e.parquet"
+    write_parquet(str(f), q, [*events, End()], key_type="int")
+    before = dict(blocks_mod.STATS)
+    assert _drain(blocks_to_events(read_parquet_blocks(str(f))[1])) == ([*events, End()], None)
+    assert blocks_mod.STATS["slow"] == before["slow"]
+    g = tmp_path / "no-end.parquet"
+    write_parquet(str(g), q, events, key_type="int")  # no end row: both readers say so, at the same row
+    assert _same(_drain(read_parquet(str(g))[1]), _drain(blocks_to_events(read_parquet_blocks(str(g))[1])))
+
+
+# ---------------------------------------------------------------------- IdSet.add_many
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches=st.lists(st.lists(st.one_of(st.integers(0, 300), st.integers(0, 1 << 22),
+                                            st.integers(-(1 << 63), (1 << 63) - 1)), max_size=50), max_size=12))
+def test_add_many_is_atomic_and_agrees_with_add(batches: list[list[int]]) -> None:
+    many, one = IdSet(), IdSet()
+    model: set[int] = set()
+    for b in batches:
+        ok = len(set(b)) == len(b) and not (set(b) & model)
+        assert many.add_many(np.array(b, dtype=np.int64)) == ok
+        if ok:
+            model |= set(b)
+            for x in b:
+                assert one.add(x)
+        assert all(x in many for x in model) and many.count == len(model)
+        assert all((x in many) == (x in model) for x in b)
+
+
+# ---------------------------------------------------------------------- the column-wise writer
+
+I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(I64, st.one_of(st.none(), I64)), max_size=60))
+def test_pair_lines_are_byte_identical_to_result_lines(pairs: list[tuple[int, int | None]]) -> None:
+    a = np.array([p[0] for p in pairs], dtype=np.int64)
+    null = np.array([p[1] is None for p in pairs], dtype=np.bool_)
+    b = np.array([0 if p[1] is None else p[1] for p in pairs], dtype=np.int64)
+    order = canonical_pair_order(a, b, null)
+    want = "".join(result_lines(Results(pairs=pairs).canonical())).encode()
+    assert pair_lines(a[order], b[order], null[order]) == want
+
+
+def test_negative_control_a_sort_by_base_only_is_not_canonical() -> None:
+    a = np.array([1, 1, 1], dtype=np.int64)
+    b = np.array([9, 2, 0], dtype=np.int64)
+    null = np.array([False, False, True])
+    want = "".join(result_lines(Results(pairs=[(1, 9), (1, 2), (1, None)]).canonical())).encode()
+    order = np.argsort(a, kind="stable")
+    assert pair_lines(a[order], b[order], null[order]) != want
+    order = canonical_pair_order(a, b, null)
+    assert pair_lines(a[order], b[order], null[order]) == want
+
+
+# ---------------------------------------------------------------- the writer's shape, by position (oij.io.template)
+
+ODD = st.sampled_from(["00", "01", "-01", "-", "1.5", "1e3", "", " 1", "9" * 19, str((1 << 62) + 1),
+                       str(-(1 << 62) - 1), "1" * 25])
+NUMBERS = st.one_of(st.integers(-(10**18) + 1, 10**18 - 1).map(str),
+                    st.sampled_from(["0", "-0", "9" * 18, "-" + "9" * 18, str(1 << 62), str(-(1 << 62))]),
+                    st.integers(-10, 10).map(str), st.integers(-10, 10).map(str), ODD)
+VALUES = st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(lambda v: repr(v + 0.0)),
+                   st.integers(-(10**6), 10**6).map(lambda k: repr(k / 8)), st.sampled_from(
+    ["0.0", "-0.0", "00.5", "0.05", "1.", ".5", "1", "123456789012.345", "1234567890123.456", "9007199254740993.0",
+     "0.1", "5e-324", "1.7976931348623157e+308", "-1.25", "999999999999999.0", "99999999999999.99"]))
+
+
+@st.composite
+def writer_lines(draw: st.DrawFn) -> bytes:
+    """Files in the writer's exact shape, some numbers (ids, ts, keys, values, channels) replaced by edge
+    spellings: the template must read what the per-line reader reads, or leave the chunk to it."""
+    n = draw(st.integers(1, 12))
+    odd = draw(st.booleans())  # else only spellings the template reads: it must take the chunk and agree
+    nums = NUMBERS if odd else st.one_of(st.integers(-(10**18) + 1, 10**18 - 1).map(str), st.sampled_from(
+        ["0", "-0", "9" * 18, "-" + "9" * 18, str(1 << 62), str(-(1 << 62))]), st.integers(-10, 10).map(str))
+    chans = NUMBERS if odd else st.sampled_from(["0", "1", "2", "-0"])
+    vals = VALUES if odd else st.one_of(st.integers(-(10**6), 10**6).map(lambda k: repr(k / 8)), st.sampled_from(
+        ["0.0", "-0.0", "0.05", "123456789012.345", "0.1", "-1.25", "999999999999999.0", "99999999999999.99"]))
+    lines = [b'{"type":"query","lower":-5,"upper":5,"channels":3}']
+    for i in range(n):
+        if draw(st.integers(0, 4)) == 0:
+            ts, ch = draw(st.one_of(st.just(str(i)), nums)), draw(st.one_of(st.just("1"), chans))
+            lines.append(f'{{"type":"watermark","ts":{ts},"channel":{ch}}}'.encode())
+            continue
+        side = draw(st.sampled_from(["base", "probe"]))
+        f = {k: draw(st.one_of(st.just(str(d)), chans if k == "channel" else nums)) for k, d in (
+            ("id", i + 1), ("ts", i), ("key", i % 3), ("channel", 0))}
+        v = draw(st.one_of(st.just("1.5"), vals))
+        lines.append((f'{{"type":"tuple","side":"{side}","id":{f["id"]},"ts":{f["ts"]},"key":{f["key"]},'
+                      f'"value":{v},"channel":{f["channel"]}}}').encode())
+    if draw(st.booleans()):
+        lines.append(b'{"type":"end"}')
+    return b"\n".join(lines) + b"\n"
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=writer_lines())
+def test_the_template_reads_what_the_line_reader_reads(data: bytes) -> None:
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+
+
+def test_clean_files_take_the_template(tmp_path: Path) -> None:
+    p = with_overrides(resolve("scale-oij-default"), {"aggregate": None})
+    f = tmp_path / "w.jsonl"
+    write_workload(str(f), p, 20_000, 1)
+    before = dict(blocks_mod.STATS)
+    with f.open("rb") as fh:
+        got = _drain(blocks_to_events(read_jsonl_blocks(fh, str(f), 1 << 16)[1]))
+    assert got[1] is None and len(got[0]) > 20_000
+    assert blocks_mod.STATS.get("template", 0) > before.get("template", 0) + 10
+
+
+def test_negative_control_a_template_that_allows_leading_zeros_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """JSON has no leading zeros (the per-line reader rejects ``"ts":01``); a template without that check
+    reads the line, and the differential check sees the difference."""
+    from oij.io import template
+
+    data = b'{"type":"query","lower":-5,"upper":5}\n' \
+           b'{"type":"tuple","side":"base","id":1,"ts":01,"key":1,"value":1.0,"channel":0}\n{"type":"end"}\n'
+    assert _per_line(data)[1] is not None
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+    real = template._digits
+    monkeypatch.setattr(template, "_digits", lambda a, w8, s, e, leading_zero_ok=False: real(a, w8, s, e, True))
+    assert not _same(_per_line(data), _blocks(data, 1 << 20))

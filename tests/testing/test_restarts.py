@@ -1,0 +1,147 @@
+"""Exactly-once across crashes: spec.recovery's verdict and the kit's restart mode (oij/testing/_restarts.py).
+
+The restart mode runs real processes and kills them with SIGKILL; the negative controls
+(tests/impls/restart_bugs.py) must each be found with a replay of a few events, and the correct mode must pass.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oij.testing._case import Case
+from oij.testing._restarts import KillPoint, check_restarts, plan_json, read_plan, restart_search, run_plan
+from spec.model import End, Query, StreamTuple, Watermark
+from spec.recovery import Checkpoint, committed, is_valid_checkpoint, judge_committed, restart_point
+
+ROOT = Path(__file__).resolve().parents[2]
+BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
+pytestmark = pytest.mark.timeout(300)
+
+
+def _cmd(mode: str) -> list[str]:
+    return [sys.executable, str(BUGS), mode]
+
+
+# ------------------------------------------------------------------------------------------------ spec
+
+def test_committed_is_what_precedes_the_last_checkpoint() -> None:
+    o = ["a", Checkpoint(1), "b", Checkpoint(2), "c"]
+    assert committed(o, completed=False) == ["a", "b"]
+    assert committed(o, completed=True) == ["a", "b", "c"]
+    assert committed(["a", "b"], completed=False) == []
+    assert restart_point(o, 0) == 2 and restart_point(["a"], 5) == 5
+    assert is_valid_checkpoint(3, 2, 3) and not is_valid_checkpoint(1, 2, 3) and not is_valid_checkpoint(4, 2, 3)
+
+
+@given(st.lists(st.integers(0, 5), max_size=12), st.data())
+def test_any_split_at_checkpoints_is_exactly_once(rows: list[int], data: st.DataObject) -> None:
+    """Incarnations that each commit a consecutive piece of R (and print provisional rows after their last
+    checkpoint, which the next one prints again) are exactly once."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=4)))
+    bounds = [0, *cuts, len(rows)]
+    outputs = []
+    for i in range(len(bounds) - 1):
+        piece = rows[bounds[i]:bounds[i + 1]]
+        extra = rows[bounds[i + 1]:bounds[i + 1] + 2]  # provisional: lost with the crash
+        last = i == len(bounds) - 2
+        outputs.append([*piece] if last else [*piece, Checkpoint(i + 1), *extra])
+    v = judge_committed(rows, outputs)
+    assert v.exactly_once and v.kind == "exactly-once"
+
+
+def test_verdict_kinds_negative_controls() -> None:
+    r = ["a", "b"]
+    assert judge_committed(r, [["a", Checkpoint(1)], ["b"]]).kind == "exactly-once"
+    v = judge_committed(r, [["a", Checkpoint(1)], ["a", "b"]])
+    assert (v.kind, v.duplicated) == ("at-least-once", ["a"])
+    v = judge_committed(r, [["a", Checkpoint(1), "b"], []])
+    assert (v.kind, v.lost) == ("lossy", ["b"])
+    v = judge_committed(r, [["a", Checkpoint(1)], ["c", "b"]])
+    assert (v.kind, v.unexpected) == ("wrong", ["c"])
+    assert judge_committed(r, [["a", "b"]], last_completed=False).lost == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------------------- the kit
+
+CASE = Case(Query(-5, 0), (StreamTuple("probe", 1, 8, "k"), StreamTuple("base", 2, 10, "k"),
+                           StreamTuple("probe", 3, 9, "k"), Watermark(12), StreamTuple("base", 4, 12, "k"), End()))
+
+
+def test_correct_recovery_is_exactly_once_under_every_plan() -> None:
+    n, failure = check_restarts(_cmd("correct"), CASE, restarts=2)
+    assert failure is None, failure.report() if failure else ""
+    assert n >= 5  # kills at a checkpoint, mid-output and between events
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("checkpoint-before-emit", "lossy"), ("reemit-after-restore",
+                                                                                   "at-least-once"),
+                                            ("no-restore", "lossy")])
+def test_negative_controls_found_with_a_short_replay(mode: str, kind: str) -> None:
+    r = restart_search(_cmd(mode), max_examples=15)
+    assert r.failure is not None, f"{mode} passed the restart mode"
+    run = r.failure.run
+    assert run.verdict is not None and run.verdict.kind == kind
+    assert len(run.case) <= 4, r.failure.report()
+    assert "kill plan" in r.failure.report()
+
+
+def test_a_kill_between_events_restarts_from_the_last_checkpoint() -> None:
+    run = run_plan(_cmd("correct"), CASE, (KillPoint("fed", 2),))
+    assert run.ok
+    first, second = run.incarnations
+    assert first.killed == KillPoint("fed", 2) and first.fed == 2
+    assert Checkpoint(2) in first.output  # it was killed after its checkpoint at event 2 ...
+    assert second.start == 2 and second.exit_code == 0  # ... so the next one restores it
+
+
+def test_a_crash_that_is_not_a_kill_is_reported() -> None:
+    run = run_plan([sys.executable, "-c", "import sys; sys.exit(3)"], CASE, ())
+    assert run.problem is not None and "exit code 3" in run.problem
+
+
+def test_a_checkpoint_ahead_of_the_input_is_a_protocol_error() -> None:
+    liar = [sys.executable, "-c", "import sys; sys.stdin.readline(); print('{\"type\":\"checkpoint\",\"events\":99}')"]
+    run = run_plan(liar, CASE, ())
+    assert run.problem is not None and "protocol error" in run.problem
+
+
+def test_kill_plan_round_trip_and_errors() -> None:
+    plan = (KillPoint("fed", 3), KillPoint("checkpoint", 1))
+    assert read_plan(plan_json(plan).decode()) == plan
+    with pytest.raises(ValueError, match="entry 0"):
+        read_plan('[["bogus", 1]]')
+
+
+def test_oij_join_state_passes_the_restart_mode() -> None:
+    """``oij join - --state`` (the oracle behind the restart protocol) is exactly once under two kills in a row."""
+    from oij.testing._restarts import restart_search
+
+    r = restart_search(["oij", "join", "-", "--state"], max_examples=4, restarts=2)
+    assert r.failure is None, r.failure.report() if r.failure else ""
+    assert r.cases == 4 and r.plans >= 8
+
+
+def test_conform_restarts_cli_reports_and_replays(tmp_path: Path) -> None:
+    import subprocess
+
+    out = tmp_path / "f.jsonl"
+    p = subprocess.run(["oij", "conform", "--restarts", "1", "--max-examples", "10", "--replay-out", str(out), "--",
+                        *_cmd("no-restore")], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "is NOT exactly once (lossy" in p.stdout and "lost (" in p.stdout
+    plan = tmp_path / "f.plan.json"
+    assert read_plan(plan.read_text())
+    again = subprocess.run(["oij", "conform", "--replay", str(out), "--kill-plan", str(plan), "--restarts", "1",
+                            "--", *_cmd("no-restore")], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "lossy" in again.stdout
+    fixed = subprocess.run(["oij", "conform", "--replay", str(out), "--kill-plan", str(plan), "--restarts", "1",
+                            "--", *_cmd("correct")], capture_output=True, text=True, timeout=120)
+    assert fixed.returncode == 0 and "exactly once" in fixed.stdout
+    bad = subprocess.run(["oij", "conform", "--restarts", "1", "--session", "--", *_cmd("correct")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
