@@ -60,7 +60,8 @@ def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
 
 
 def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", sys.executable,
+    # the judge is the oracle itself: this checks oracle_cmd.py's reading and writing (the vectors, then 10 cases)
+    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "10", "--", sys.executable,
                       str(IMPLS / "oracle_cmd.py"))
     assert rc == 0, out
 
@@ -117,8 +118,13 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     eq_target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml") if k[0] == "accum")
     eq = f"{eq_target}:{op}:{occ}"
     # --state-bound: one of the six (accum:core/ReplaceAndWithOr:0) keeps every probe of an aggregate; no short
-    # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent)
-    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound")
+    # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent).  It walks all it
+    # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 20,000 events and a
+    # 15 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
+    # 20,000 events it needs about a minute, a correct target well under a second per case)
+    monkeypatch.setattr(kitpower, "STATE_TIMEOUT", 15.0)
+    rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound",
+                         "--state-events", "20000")
     mutants = {f"{m['target']}:{m['operator']}:{m['occurrence']}": m for m in res["mutants"]}
     assert set(keys) | {eq} == set(mutants)
     assert rc == 0, [m for m in mutants.values() if m["verdict"] not in ("killed", "equivalent")]

@@ -65,6 +65,11 @@ def _subject(q_events: tuple[Any, list[Any]], ids: set[int]) -> tuple[Any, ...]:
 SPARK = [pytest.mark.spark, pytest.mark.spark_session]
 MODES = {"memory": ["--no-spark"], "spark": [], "spark-only": ["--seq-limit", "0"]}
 """How oij check runs: all in memory; Spark beside the sequential oracle; Spark alone (replay cases from Spark)."""
+NO_ATTRIBUTION = ["--attribute", "none"]
+"""For the tests that judge rows and replay cases, not attribution: ``--attribute auto`` (the default) simulates all
+15 named profiles over the whole stream whenever an output differs (3,000 events: ~20 s of a 25 s test, none of it
+asserted on).  Attribution keeps its default in the tests about it (test_differences_are_attributed_..., the
+flink-datastream replay test, the Spark ones past the limits)."""
 
 
 @pytest.mark.parametrize("mode", ["memory", pytest.param("spark", marks=SPARK),
@@ -79,7 +84,7 @@ def test_injected_differences_are_found_with_small_replay_cases(tmp_path: Path, 
     assert len(res.pairs) > 10
     dropped, added = res.pairs[5], (res.pairs[0][0], 10**9)
     bad = Results([p for p in res.pairs if p != dropped] + [added], [], res.late)
-    rc, rep = _check(tmp_path, w, *MODES[mode], "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    rc, rep = _check(tmp_path, w, *MODES[mode], *NO_ATTRIBUTION, "--got", f"sys={_write(tmp_path / 'o', bad)}")
     assert rc == 1
     row = next(r for r in rep["engines"] if r["engine"] == "sys")
     assert (row["missing"], row["extra"], row["wrong"], row["agrees"]) == (1, 1, 0, False)
@@ -107,7 +112,7 @@ def test_a_changed_aggregate_is_wrong_and_its_case_holds_the_window(tmp_path: Pa
     w, res = _workload(tmp_path, "sum")
     a, n, v = next(r for r in res.aggregates if r[1] >= 2)
     bad = Results([], [(b, m, (x or 0) + 1 if b == a else x) for b, m, x in res.aggregates], res.late)
-    rc, rep = _check(tmp_path, w, *MODES[mode], "--got", f"sys={_write(tmp_path / 'o', bad)}")
+    rc, rep = _check(tmp_path, w, *MODES[mode], *NO_ATTRIBUTION, "--got", f"sys={_write(tmp_path / 'o', bad)}")
     assert rc == 1
     row = next(r for r in rep["engines"] if r["engine"] == "sys")
     assert (row["missing"], row["extra"], row["wrong"]) == (0, 0, 1)
@@ -161,7 +166,7 @@ def test_the_replay_case_parses_back_as_the_oracle_sees_it(tmp_path: Path) -> No
     --replay` take)."""
     w, res = _workload(tmp_path, None)
     bad = Results(res.pairs[1:], [], res.late)
-    _check(tmp_path, w, "--no-spark", "--got", f"s={_write(tmp_path / 'o', bad)}")
+    _check(tmp_path, w, "--no-spark", *NO_ATTRIBUTION, "--got", f"s={_write(tmp_path / 'o', bad)}")
     f = tmp_path / "chk" / "replays" / "s-1.jsonl"
     out = tmp_path / "r.jsonl"
     assert main(["join", str(f), "-o", str(out)]) == 0
@@ -270,7 +275,7 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
     assert rc == 1 and a["explained_by"] == [] and a["partly"][0]["profile"] == "spark-ss", a
     assert a["partly"][0]["explains"] == a["differences"] - 1  # all but the lost pair
     assert "no named profile explains all" in capsys.readouterr().out
-    rc, report = _check(tmp_path, w, "--got", f"spark={bad}", "--profile", "spark-ss")
+    rc, report = _check(tmp_path, w, *NO_ATTRIBUTION, "--got", f"spark={bad}", "--profile", "spark-ss")
     spark_row = next(r for r in report["engines"] if r["engine"] == "spark")
     assert rc == 1 and spark_row["missing"] == 1, spark_row
 
