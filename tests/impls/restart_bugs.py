@@ -2,8 +2,9 @@
 
 ``python tests/impls/restart_bugs.py MODE`` reads one case on stdin event by event, feeds
 :class:`reference.oracle.Oracle`, prints each event's rows as they come, and checkpoints after every event:
-it writes the operator's snapshot to ``$OIJ_STATE_DIR/snap-K`` atomically, then prints
-``{"type":"checkpoint","events":K}``.  On a restart (``OIJ_CHECKPOINT=K > 0``) it restores ``snap-K``.
+it writes the operator's snapshot to ``$OIJ_STATE_DIR/snap-K`` atomically (with ``oij join --state``'s
+:func:`~oij.drivers.restartable.save`), then prints ``{"type":"checkpoint","events":K}``.  On a restart
+(``OIJ_CHECKPOINT=K > 0``) it restores ``snap-K``.
 Modes, each the negative control of one way recovery goes wrong:
 
 * ``correct``: rows, then the snapshot, then the checkpoint line: exactly once.
@@ -20,6 +21,7 @@ import json
 import os
 import sys
 
+from oij.drivers.restartable import save
 from reference.checkpoint import restore, snapshot
 from reference.oracle import Oracle
 from tests.impls.oracle_cmd import event_of, read_case, value_text
@@ -36,15 +38,6 @@ def _lines(o: Oracle) -> list[str]:
     o.aggregates.clear()
     o.late.clear()
     return out
-
-
-def _save(state_dir: str, k: int, data: bytes) -> None:
-    tmp = os.path.join(state_dir, f".snap-{k}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(state_dir, f"snap-{k}"))
 
 
 def main(mode: str) -> int:
@@ -79,14 +72,14 @@ def main(mode: str) -> int:
             printed += rows
         blob = len(snap).to_bytes(8, "big") + snap + json.dumps(printed).encode()
         if mode == "checkpoint-before-emit":
-            _save(state_dir, k, blob)
+            save(state_dir, k, blob)
             out.write(f'{{"type":"checkpoint","events":{k}}}\n')
             out.flush()
             out.write("".join(r + "\n" for r in rows))
         else:
             out.write("".join(r + "\n" for r in rows))
             out.flush()
-            _save(state_dir, k, blob)
+            save(state_dir, k, blob)
             out.write(f'{{"type":"checkpoint","events":{k}}}\n')
         out.flush()
     return 0
