@@ -100,6 +100,7 @@ class Headline:
     label: str
     path: str
     format: str = "{}"
+    readme: bool = True  # with the result's ``readme``: this row goes to the README's table too
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def load_manifest(repo: str | Path = ".") -> list[Entry]:
                 raise ManifestError(f"{where}: missing field {k!r}")
         if not isinstance(r["code"], list) or not r["code"]:
             raise ManifestError(f"{where}.code: a non-empty list of paths")
-        heads = tuple(Headline(h["label"], h["path"], h.get("format", "{}")) for h in r.get("headline", []))
+        heads = tuple(Headline(h["label"], h["path"], h.get("format", "{}"), bool(h.get("readme", True)))
+                      for h in r.get("headline", []))
         out.append(Entry(r["file"], tuple(r["code"]), r["command"], tuple(r.get("data", [])),
                          bool(r.get("readme", False)), bool(r.get("archived", False)), r.get("title", ""), heads))
     return out
@@ -374,7 +376,8 @@ def render_readme_table(repo: str | Path) -> str:
             continue
         src = f"[`{e.file}`](bench/results/{e.file}), {_measured(root, e)}"
         for h, v in headline_values(root, e):
-            out.append(f"| {h.label} | {v} | {src} |")
+            if h.readme:
+                out.append(f"| {h.label} | {v} | {src} |")
     out += ["", README_END]
     return "\n".join(out)
 

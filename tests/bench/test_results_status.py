@@ -32,6 +32,11 @@ format = "{:.1f} s"
 label = "ratio"
 path = 'rows[name=a,size=2].s / rows[name=b,size=2].s'
 format = "{:.2f}x"
+[[result.headline]]
+label = "docs only"
+path = 'rows[name=a,size=3].s'
+format = "{} s"
+readme = false
 '''
 
 
@@ -100,7 +105,8 @@ def test_unknown_missing_unregistered_and_bad(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     assert _states(repo) == {"speed.json": "missing"}
     (repo / "bench" / "results" / "speed.json").write_text(json.dumps(
-        {"rows": [{"name": "a", "size": 2, "s": 1.0}, {"name": "b", "size": 2, "s": 1.0}]}))
+        {"rows": [{"name": "a", "size": 2, "s": 1.0}, {"name": "b", "size": 2, "s": 1.0},
+                  {"name": "a", "size": 3, "s": 9.0}]}))
     assert _states(repo) == {"speed.json": "unknown"}  # no commit recorded
     d = json.loads((repo / "bench" / "results" / "speed.json").read_text())
     d["provenance"] = {"commit": "0" * 40}
@@ -136,6 +142,7 @@ def test_tables_are_generated_from_the_raw_file(tmp_path: Path) -> None:
     assert "2.5 s" in rst and "2.50x" in rst and f"commit {measured[:7]}" in rst
     readme = (repo / "README.md").read_text()
     assert "| speed | 2.5 s |" in readme and "| ratio | 2.50x |" in readme
+    assert "docs only" not in readme and "docs only" in rst
     _measure(repo, s=3.0)  # a new measurement: the README's table no longer matches until written again
     assert pv.stale_tables(repo) == [Path("README.md")]
     assert pv.write_docs_tables(repo) == [Path("docs/_generated/results/speed.rst")]
