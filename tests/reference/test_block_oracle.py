@@ -230,7 +230,9 @@ def test_the_property_catches_a_wrong_block_path(wrong: type[BlockOracle]) -> No
     def prop(w: tuple[Query, list[Event]], block: int) -> None:
         check_against_oracle(w[0], w[1], block, make=wrong)
 
-    with pytest.raises(AssertionError):
+    # caught either way: a differing result (AssertionError), or the broken block path failing its own check
+    # first (NoCarry can move W back: "W went back", a ValueError) -- which one comes first depends on the draws
+    with pytest.raises((AssertionError, ValueError)):
         prop()
 
 
