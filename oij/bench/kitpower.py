@@ -830,8 +830,12 @@ def _run_work(args: KitPowerOptions, repo: Path, names: list[str], sample: dict[
     listed = {(m.target, m.operator, m.occurrence) for m in done}
     unused = [f"{k[0]}:{k[1]}:{k[2]}" for k in manifest if k in listed and
               next(m for m in done if (m.target, m.operator, m.occurrence) == k).verdict == "killed"]
+    from oij.bench.results import capture
+
+    cmd = "oij bench kit-power " + " ".join(sys.argv[3:]) if sys.argv[1:3] == ["bench", "kit-power"] else ""
     result: dict[str, Any] = {
-        "command": "oij bench kit-power " + " ".join(sys.argv[3:]) if sys.argv[1:3] == ["bench", "kit-power"] else "",
+        "command": cmd,
+        "provenance": capture(cmd, repo),  # the commit of the targets (--repo); the date is the run's end
         "machine": machine(),
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "sample": {n: sample.get(n, 0) for n in names},

@@ -231,6 +231,9 @@ def oracle_bench(args: OracleBenchOptions) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "command": "oij bench oracle " + " ".join(sys.argv[3:]),
     }
+    from oij.bench.results import capture
+
+    out["provenance"] = capture(out["command"], os.path.dirname(os.path.abspath(__file__)))
     print(f"operator alone on {args.preset}, {args.events:,} tuples, best of {args.repeat} ...", file=sys.stderr)
     out["operator_alone"] = operator_alone(args.preset, args.events, args.seed, args.repeat)
     print(f"  {out['operator_alone']['events_per_s_best']:,.0f} events/s", file=sys.stderr)

@@ -88,7 +88,7 @@ def provenance_of(result: dict[str, Any]) -> dict[str, Any]:
     p = result.get("provenance")
     if isinstance(p, dict):
         return p
-    return {k: result[k] for k in ("command", "commit", "date", "machine") if k in result}
+    return {k: result[k] for k in ("command", "commit", "dirty", "date", "machine") if k in result}
 
 
 # ---------------------------------------------------------------------------------------------- manifest
