@@ -243,7 +243,10 @@ def status(repo: str | Path = ".") -> StatusReport:
             continue
         changed = _changed(root, commit, e.code)
         if changed is None:
-            report.findings.append(Finding(e.file, "unknown", commit, p.get("date"), detail="commit not in history"))
+            shallow = _git(root, "rev-parse", "--is-shallow-repository") == "true"
+            why = ("commit not in this shallow clone's history (git fetch --unshallow)" if shallow
+                   else "commit not in history")
+            report.findings.append(Finding(e.file, "unknown", commit, p.get("date"), detail=why))
             continue
         dirty = tuple(x for x in p.get("dirty", []) if any(x == c or x.startswith(c.rstrip("/") + "/")
                                                            for c in e.code))
