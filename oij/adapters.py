@@ -50,6 +50,7 @@ import orjson
 from oij.errors import UsageError
 from oij.io.adapt import LATENESS_FEATURES
 from oij.io.errors import InputError
+from oij.io.recovery import RestartRequest
 from oij.pathway.join import Behavior
 from spec.batch import Results
 from spec.model import Event, Query
@@ -73,6 +74,9 @@ class Adapter:
     start: Callable[[str | None], Runner]
     check: Callable[[Query, Sequence[Event]], None]
     session: Callable[[str | None], AbstractContextManager[Runner]] | None = None
+    restart: Callable[[RestartRequest], int] | None = None
+    """Runs one incarnation under the restart protocol (``oij adapter NAME --restart-protocol``, docs/recovery.rst):
+    the engine restarted from its own checkpoint, its sink's committed rows printed; None where not mapped."""
 
     def open_session(self, master: str | None) -> AbstractContextManager[Runner]:
         """The system started for many cases: a context whose value runs one case."""
@@ -166,17 +170,27 @@ def _pathway_check(behavior: Behavior) -> Callable[[Query, Sequence[Event]], Non
     return check
 
 
+def _restart(module: str, **kw: str) -> Callable[[RestartRequest], int]:
+    """The restartable drive ``module.run_restart(req, **kw)``, imported when an incarnation starts."""
+    def run(req: RestartRequest) -> int:
+        return int(importlib.import_module(module).run_restart(req, **kw))
+    return run
+
+
 _PATHWAY_EXACT = ("left", "exclusive", "lateness", "watermarks", "channels", "regressions", "mixed-keys",
                   "negative-ts", "extreme-ts")
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("spark-ss", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=min)",
-            LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check),
+            LATENESS_FEATURES, "spark-ss", _spark("min"), _spark_check,
+            restart=_restart("oij.spark.recovery", policy="min")),
     Adapter("spark-ss-max", "Spark Structured Streaming stream-stream join (multipleWatermarkPolicy=max)",
-            LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check),
+            LATENESS_FEATURES, "spark-ss-max", _spark("max"), _spark_check,
+            restart=_restart("oij.spark.recovery", policy="max")),
     Adapter("spark-ss-agg", "Spark Structured Streaming left outer join, then groupBy(base id, base ts) in append "
             "mode (count, sum, min, max; multipleWatermarkPolicy=min)",
-            ("aggregates", *LATENESS_FEATURES), "spark-ss", _spark("min"), _spark_check),
+            ("aggregates", *LATENESS_FEATURES), "spark-ss", _spark("min"), _spark_check,
+            restart=_restart("oij.spark.recovery", policy="min")),
     Adapter("flink-sql", "Flink SQL interval join (PyFlink, tuples paced 0.4 s apart; the oij[flink] extra)",
             LATENESS_FEATURES, "flink-sql", _flink_sql, _flink_check),
     Adapter("flink-sql-agg", "Flink SQL GROUP BY base id over the LEFT interval join (an updating table, "
@@ -185,9 +199,11 @@ ADAPTERS: dict[str, Adapter] = {a.name: a for a in [
     Adapter("flink-ds", "Flink DataStream intervalJoin with both late side outputs (a Java job on PyFlink's jars, "
             "events paced 30 ms apart; the oij[flink] extra and a JDK)",
             ("exclusive", "lateness", "watermarks", "channels", "regressions", "late-report", "mixed-keys",
-             "negative-ts"), "flink-datastream", _flink_ds, _flink_ds_check, _flink_ds_session),
+             "negative-ts"), "flink-datastream", _flink_ds, _flink_ds_check, _flink_ds_session,
+            restart=_restart("oij.flink.recovery")),
     Adapter("pathway", "Pathway interval_join, no behavior (exact, revising; the oij[pathway] extra)",
-            _PATHWAY_EXACT, "pathway", _pathway("none"), _pathway_check("none")),
+            _PATHWAY_EXACT, "pathway", _pathway("none"), _pathway_check("none"),
+            restart=_restart("oij.pathway.recovery", behavior="none")),
     Adapter("pathway-cutoff", "Pathway interval_join with common_behavior(cutoff=lateness)",
             tuple(f for f in LATENESS_FEATURES if f != "left"), "pathway-cutoff", _pathway("cutoff"),
             _pathway_check("cutoff")),
@@ -267,4 +283,30 @@ def _is_end(line: bytes) -> bool:
     return isinstance(obj, dict) and obj.get("type") == "end"
 
 
-__all__ = ["ADAPTERS", "END_LINE", "Adapter", "Runner", "get_adapter", "read_case", "revisions", "session_cases"]
+def restart_command(adapter: Adapter, options: Sequence[str] = ()) -> list[str]:
+    """The command the kit runs for ``oij conform --restarts N --adapter NAME``: one process per incarnation,
+    since a crash is a SIGKILL of the process (and of the engine's JVM with it); ``options`` are ``KEY=VALUE``."""
+    import sys
+
+    if adapter.restart is None:
+        known = ", ".join(a.name for a in ADAPTERS.values() if a.restart is not None) or "none"
+        raise UsageError(f"the {adapter.name} adapter does not speak the restart protocol; those that do: {known}")
+    cmd = [sys.executable, "-m", "oij.cli", "adapter", adapter.name, "--restart-protocol"]
+    for o in options:
+        cmd += ["-o", o]
+    return cmd
+
+
+def parse_options(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings as a mapping; :class:`UsageError` for one without ``=``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"-o {item}: KEY=VALUE")
+        out[key] = value
+    return out
+
+
+__all__ = ["ADAPTERS", "END_LINE", "Adapter", "Runner", "get_adapter", "parse_options", "read_case", "restart_command",
+           "revisions", "session_cases"]

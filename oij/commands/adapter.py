@@ -16,9 +16,22 @@ import os
 import sys
 from typing import IO
 
-from oij.adapters import ADAPTERS, END_LINE, Adapter, Runner, get_adapter, read_case, revisions, session_cases
+from oij.adapters import (
+    ADAPTERS,
+    END_LINE,
+    Adapter,
+    Runner,
+    get_adapter,
+    parse_options,
+    read_case,
+    restart_command,
+    revisions,
+    session_cases,
+)
+from oij.errors import UsageError
 from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
+from oij.io.recovery import Restart, RestartRequest
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--session", action="store_true",
                    help="serve many cases, one after another, in one process: after each case, its result lines "
                    'and {"type":"end"}; until EOF (also OIJ_SESSION=1 in the environment)')
+    p.add_argument("--restart-protocol", action="store_true",
+                   help="run one incarnation under the restart protocol (docs/recovery.rst: OIJ_STATE_DIR, "
+                   "OIJ_CHECKPOINT): the engine restarted from its own checkpoint, its sink's committed rows and "
+                   "checkpoint lines printed; what oij conform --restarts N --adapter NAME runs")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a restart option of the adapter (e.g. sink=append; docs/recovery.rst lists them)")
     p.set_defaults(func=run)
 
 
@@ -46,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         print(",".join(adapter.features))
         return 0
     path = "<stdin>" if args.file == "-" else args.file
+    if args.restart_protocol:
+        return _run_restart(adapter, args)
+    if args.option:
+        raise UsageError("-o KEY=VALUE goes with --restart-protocol")
     if args.session or os.environ.get("OIJ_SESSION") == "1":
         return _run_session(adapter, args, path)
     try:
@@ -85,6 +108,18 @@ def _run_session(adapter: Adapter, args: argparse.Namespace, path: str) -> int:
             sys.stdout.flush()
             _report(adapter)
     return 0
+
+
+def _run_restart(adapter: Adapter, args: argparse.Namespace) -> int:
+    """One incarnation under the restart protocol, on stdin and stdout."""
+    if args.session or args.file != "-":
+        raise UsageError("--restart-protocol reads the case on stdin, one incarnation per process")
+    if adapter.restart is None:
+        restart_command(adapter)  # raises, naming the adapters that do
+        return 2
+    req = RestartRequest(Restart.from_environ(), parse_options(args.option), args.master, sys.stdin.buffer,
+                         sys.stdout)
+    return adapter.restart(req)
 
 
 def _report(adapter: Adapter) -> None:

@@ -37,13 +37,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the implementation under test, after --: CMD [ARGS...]")
     p.add_argument("--features", help="what CMD claims: a,b,c or all,-a,-b (default all)")
-    p.add_argument("--profile", default="canonical", help="check against this semantic profile (default canonical)")
+    p.add_argument("--profile", default=None,
+                   help="check against this semantic profile (default canonical; with --restarts --adapter NAME, "
+                   "the adapter's profile)")
     p.add_argument("--max-examples", type=int, default=None,
                    help="cases to generate (default 200; 20 with --restarts)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
     p.add_argument("--no-vectors", action="store_true",
                    help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per case before CMD counts as hung")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per case (with --restarts: per incarnation) before CMD counts as hung (default 10; "
+                   "300 with --restarts --adapter NAME)")
+    p.add_argument("--rest", type=float, default=None, metavar="SECONDS",
+                   help="with --restarts: a kill between events (fed) comes when CMD has checkpointed the events "
+                   "it was given, or its output has rested this long (default 1; 30 with --adapter NAME)")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="with --restarts: report the first failing case as found, unshrunk (slow engines)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
     p.add_argument("--session", action="store_true",
                    help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes "
@@ -61,6 +70,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the restart protocol (docs/recovery.rst): run each case under kill plans that SIGKILL CMD "
                    "N times (before, at and after its checkpoints, mid-output) and restart it on the same "
                    "OIJ_STATE_DIR; the committed rows of all incarnations must be exactly the result")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --restarts and --adapter: a restart option of the adapter (e.g. sink=append)")
     p.add_argument("--kill-plan", metavar="FILE", help="with --replay and --restarts: the kill plan to replay")
     p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating")
     p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
@@ -84,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from oij.testing._runner import passes_fresh, search, search_parallel
 
     cmd = _command(args)
+    args.profile_given = args.profile is not None
+    slow = args.restarts and args.adapter is not None  # a JVM or an engine per incarnation
+    args.timeout = args.timeout if args.timeout is not None else (300.0 if slow else 10.0)
+    args.rest = args.rest if args.rest is not None else (30.0 if slow else 1.0)
+    args.profile = args.profile or "canonical"
     try:
         feats = parse_features(args.features)
         profile = get_profile(args.profile)
@@ -208,9 +224,19 @@ def _replay(path: str, impl: Impl | Session, cmd: list[str], profile: Profile, f
 def _restarts(cmd: list[str], feats: frozenset[str], profile: Profile, args: argparse.Namespace) -> int:
     from oij.testing._restarts import read_plan, replay_restarts, restart_conformance
 
-    if args.restarts < 0 or args.adapter is not None or args.session or args.state_bound or args.jobs != 1:
-        raise UsageError("--restarts N (N >= 1) runs a command (-- CMD), alone: not with --adapter, --session, "
-                         "--state-bound or -j")
+    if args.restarts < 0 or args.session or args.state_bound or args.jobs != 1:
+        raise UsageError("--restarts N (N >= 1) runs a command (-- CMD or --adapter NAME), alone: not with "
+                         "--session, --state-bound or -j")
+    if args.adapter is not None:  # the engine's restartable drive, one process per incarnation
+        from oij.adapters import get_adapter, restart_command
+
+        adapter = get_adapter(args.adapter)
+        cmd = restart_command(adapter, args.option)
+        feats = feats & frozenset(adapter.features) if args.features else frozenset(adapter.features)
+        if args.profile == "canonical" and not args.profile_given:
+            profile = get_profile(adapter.profile)
+    elif args.option:
+        raise UsageError("-o KEY=VALUE goes with --adapter NAME")
     if args.replay:
         if not args.kill_plan:
             raise UsageError("--replay with --restarts needs --kill-plan FILE (written beside the replay file)")
@@ -228,13 +254,14 @@ def _restarts(cmd: list[str], feats: frozenset[str], profile: Profile, args: arg
         finally:
             if fh is not None:
                 fh.close()
-        ok, text = replay_restarts(cmd, case, plan, profile, args.timeout)
+        ok, text = replay_restarts(cmd, case, plan, profile, args.timeout, args.rest)
         print(text)
         return 0 if ok else 1
     n = 20 if args.max_examples is None else args.max_examples
     if n < 1:
         raise UsageError("--max-examples must be >= 1")
     report = restart_conformance(cmd, features=feats, profile=profile, max_examples=n, restarts=args.restarts,
-                                 seed=args.seed, timeout=args.timeout, replay_out=args.replay_out)
+                                 seed=args.seed, timeout=args.timeout, replay_out=args.replay_out,
+                                 quiet=args.rest, shrinking=not args.no_shrink)
     print(report.text())
     return 0 if report.ok else 1

@@ -87,18 +87,70 @@ def spark_conf(policy: str = "min") -> dict[str, str]:
     }
 
 
+def tuple_json(t: StreamTuple) -> str:
+    """One tuple as the JSON line the file source reads (timestamps shifted by :data:`SHIFT`, keys tagged)."""
+    return json.dumps({"side": t.side, "id": t.id, "t": t.ts + SHIFT, "key": tag_key(t.key), "value": t.value})
+
+
 def _write_inputs(dirname: str, events: Sequence[Event]) -> int:
     """One JSON-lines file per tuple, in arrival order, with strictly increasing mtimes; returns the count."""
     tuples = [e for e in events if isinstance(e, StreamTuple)]
     now = time.time()
     for j, t in enumerate(tuples):
         path = os.path.join(dirname, f"e{j:06d}.json")
-        row = {"side": t.side, "id": t.id, "t": t.ts + SHIFT, "key": tag_key(t.key), "value": t.value}
         with open(path, "w", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(tuple_json(t) + "\n")
         stamp = now - (len(tuples) - j) * 2.0
         os.utime(path, (stamp, stamp))
     return len(tuples)
+
+
+def output_frame(spark: Any, q: Query, inp: str) -> Any:
+    """The streaming DataFrame of the join's output rows over the tuple files in ``inp`` (one micro-batch per
+    file): ``a_id, b_id`` pairs, or ``a_id, a_ts, n, s, mn, mx`` per base for an aggregate query.  Shared by
+    :func:`run_case` and the restartable drive (:mod:`oij.spark.recovery`)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    schema = StructType([
+        StructField("side", StringType()), StructField("id", LongType()),
+        StructField("t", LongType()), StructField("key", StringType()), StructField("value", DoubleType()),
+    ])
+    src = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(inp)
+           .withColumn("ts", F.timestamp_millis("t")))
+    delay = f"{q.lateness} milliseconds"
+    base = (src.where(F.col("side") == BASE)
+            .select(F.col("id").alias("a_id"), F.col("key").alias("a_key"), F.col("ts").alias("a_ts"))
+            .withWatermark("a_ts", delay))
+    probe = (src.where(F.col("side") != BASE)
+             .select(F.col("id").alias("b_id"), F.col("key").alias("b_key"), F.col("ts").alias("b_ts"),
+                     F.col("value").alias("b_value"))
+             .withWatermark("b_ts", delay))
+    lo = F.col("a_ts") + F.expr(f"INTERVAL {q.lower} MILLISECONDS")
+    hi = F.col("a_ts") + F.expr(f"INTERVAL {q.upper} MILLISECONDS")
+    cond = ((F.col("a_key") == F.col("b_key"))
+            & (F.col("b_ts") >= lo if q.lower_inclusive else F.col("b_ts") > lo)
+            & (F.col("b_ts") <= hi if q.upper_inclusive else F.col("b_ts") < hi))
+    how = "leftOuter" if q.join == "left" or q.aggregate is not None else "inner"
+    joined = base.join(probe, cond, how)
+    if q.aggregate is None:
+        out = joined.select("a_id", "b_id")
+    else:
+        out = joined.groupBy("a_id", "a_ts").agg(
+            F.count("b_id").alias("n"), F.sum("b_value").alias("s"),
+            F.min("b_value").alias("mn"), F.max("b_value").alias("mx"))
+    return out
+
+
+def result_rows(q: Query, rows: Sequence[Any]) -> Results:
+    """Collected rows of :func:`output_frame` as results (emission order kept)."""
+    res = Results()
+    if q.aggregate is None:
+        res.pairs.extend((r["a_id"], r["b_id"]) for r in rows)
+    else:
+        res.aggregates.extend(aggregate_row(q.aggregate, int(r["a_id"]), int(r["n"]), r["s"], r["mn"], r["mx"])
+                              for r in rows)
+    return res
 
 
 def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min") -> Results:
@@ -109,9 +161,6 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
     query's start (SQL settings) and the old values are put back.  Emits no late lines (Spark drops late rows silently).
     Cost: one micro-batch per tuple, about 0.3 to 1 s each here.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
-
     check_supported(q, events)
     settings = spark_conf(policy)
     saved = {k: spark.conf.get(k, None) for k in settings}
@@ -123,51 +172,19 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
         inp = os.path.join(work, "in")
         os.mkdir(inp)
         n = _write_inputs(inp, [e for e in events if not isinstance(e, End)])
-        res = Results()
         if n == 0:
-            return res
-        schema = StructType([
-            StructField("side", StringType()), StructField("id", LongType()),
-            StructField("t", LongType()), StructField("key", StringType()), StructField("value", DoubleType()),
-        ])
-        src = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(inp)
-               .withColumn("ts", F.timestamp_millis("t")))
-        delay = f"{q.lateness} milliseconds"
-        base = (src.where(F.col("side") == BASE)
-                .select(F.col("id").alias("a_id"), F.col("key").alias("a_key"), F.col("ts").alias("a_ts"))
-                .withWatermark("a_ts", delay))
-        probe = (src.where(F.col("side") != BASE)
-                 .select(F.col("id").alias("b_id"), F.col("key").alias("b_key"), F.col("ts").alias("b_ts"),
-                         F.col("value").alias("b_value"))
-                 .withWatermark("b_ts", delay))
-        lo = F.col("a_ts") + F.expr(f"INTERVAL {q.lower} MILLISECONDS")
-        hi = F.col("a_ts") + F.expr(f"INTERVAL {q.upper} MILLISECONDS")
-        cond = ((F.col("a_key") == F.col("b_key"))
-                & (F.col("b_ts") >= lo if q.lower_inclusive else F.col("b_ts") > lo)
-                & (F.col("b_ts") <= hi if q.upper_inclusive else F.col("b_ts") < hi))
-        how = "leftOuter" if q.join == "left" or q.aggregate is not None else "inner"
-        joined = base.join(probe, cond, how)
+            return Results()
+        out = output_frame(spark, q, inp)
         rows: list[Any] = []
 
         def collect(df: Any, _batch: int) -> None:
             rows.extend(df.collect())
 
-        if q.aggregate is None:
-            out = joined.select("a_id", "b_id")
-        else:
-            out = joined.groupBy("a_id", "a_ts").agg(
-                F.count("b_id").alias("n"), F.sum("b_value").alias("s"),
-                F.min("b_value").alias("mn"), F.max("b_value").alias("mx"))
         query = (out.writeStream.outputMode("append").foreachBatch(collect)
                  .option("checkpointLocation", os.path.join(work, "ckpt"))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-        if q.aggregate is None:
-            res.pairs.extend((r["a_id"], r["b_id"]) for r in rows)
-        else:
-            res.aggregates.extend(aggregate_row(q.aggregate, int(r["a_id"]), int(r["n"]), r["s"], r["mn"], r["mx"])
-                                  for r in rows)
-        return res.canonical()
+        return result_rows(q, rows).canonical()
     finally:
         if query is not None and query.isActive:
             query.stop()
@@ -179,4 +196,5 @@ def run_case(spark: Any, q: Query, events: Sequence[Event], policy: str = "min")
                 spark.conf.set(k, old)
 
 
-__all__ = ["FEATURES", "POLICIES", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "run_case", "spark_conf"]
+__all__ = ["FEATURES", "POLICIES", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "output_frame",
+           "result_rows", "run_case", "spark_conf", "tuple_json"]

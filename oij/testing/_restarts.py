@@ -339,7 +339,7 @@ def _row_text(x: Line) -> str:
 
 
 def check_restarts(argv: Sequence[str], case: Case, restarts: int = 1, profile: Profile = CANONICAL,
-                   timeout: float = 10.0) -> tuple[int, RestartFailure | None]:
+                   timeout: float = 10.0, quiet: float = 1.0) -> tuple[int, RestartFailure | None]:
     """Run ``case`` under every kill plan of :func:`plans`; the number of plans run and the first failure."""
     clean = clean_run(argv, case, timeout)
     if clean.problem is not None:
@@ -350,14 +350,14 @@ def check_restarts(argv: Sequence[str], case: Case, restarts: int = 1, profile: 
     n = 0
     for plan in plans(clean, len(case), restarts):
         n += 1
-        run = run_plan(argv, case, plan, profile, timeout)
+        run = run_plan(argv, case, plan, profile, timeout, quiet)
         if not run.ok:
             return n, RestartFailure(run)
     return n, None
 
 
 def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANONICAL,
-           timeout: float = 10.0) -> RestartFailure:
+           timeout: float = 10.0, quiet: float = 1.0) -> RestartFailure:
     """Delete events (one at a time, then the kill plan's kill points) while the case still fails under the
     same plan; a smaller failing case (delta debugging, 1-minimal for the events it tried)."""
     from spec.model import End
@@ -372,7 +372,7 @@ def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANO
                         best.run.case.encoding)
             plan = tuple(KillPoint(k.kind, min(k.n, max(1, len(cand)))) if k.kind == "fed" else k
                          for k in best.run.plan)
-            run = run_plan(argv, cand, plan, profile, timeout)
+            run = run_plan(argv, cand, plan, profile, timeout, quiet)
             if not run.ok and run.problem is None:
                 best, changed = RestartFailure(run), True
                 break
@@ -410,7 +410,7 @@ class RestartSearchResult:
 
 def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = None, profile: Profile = CANONICAL,
                    max_examples: int = 20, restarts: int = 1, seed: int = 0, timeout: float = 10.0,
-                   ) -> RestartSearchResult:
+                   quiet: float = 1.0, shrinking: bool = True) -> RestartSearchResult:
     """Run up to ``max_examples`` generated cases, each under every kill plan of :func:`plans` with
     ``restarts`` kills in a row; stop at the first case whose committed rows are not exactly the result and
     shrink it."""
@@ -431,14 +431,14 @@ def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = Non
         if out.failure is not None:
             return
         out.cases += 1
-        n, f = check_restarts(argv, case, restarts, profile, timeout)
+        n, f = check_restarts(argv, case, restarts, profile, timeout, quiet)
         out.plans += n
         if f is not None:
             out.failure = f
 
     prop()
-    if out.failure is not None and out.failure.run.problem is None:
-        out.failure = shrink(argv, out.failure, profile, timeout)
+    if shrinking and out.failure is not None and out.failure.run.problem is None:
+        out.failure = shrink(argv, out.failure, profile, timeout, quiet)
     out.seconds = time.monotonic() - t0
     return out
 
@@ -477,13 +477,14 @@ class RestartReport:
 
 def restart_conformance(argv: Sequence[str], *, features: frozenset[str] | None = None,
                         profile: Profile = CANONICAL, max_examples: int = 20, restarts: int = 1, seed: int = 0,
-                        timeout: float = 10.0, replay_out: str = "oij-conform-failure.jsonl") -> RestartReport:
+                        timeout: float = 10.0, replay_out: str = "oij-conform-failure.jsonl", quiet: float = 1.0,
+                        shrinking: bool = True) -> RestartReport:
     """``oij conform --restarts N -- CMD``: :func:`restart_search`; on a failure the minimal case is written to
     ``replay_out`` and its kill plan beside it (``.plan.json``), both atomically."""
     from oij.io.atomic import write_text
 
     res = restart_search(argv, features=features, profile=profile, max_examples=max_examples, restarts=restarts,
-                         seed=seed, timeout=timeout)
+                         seed=seed, timeout=timeout, quiet=quiet, shrinking=shrinking)
     rep = RestartReport(list(argv), restarts, profile, res)
     if res.failure is not None:
         plan_file = os.path.splitext(replay_out)[0] + ".plan.json"
@@ -494,9 +495,9 @@ def restart_conformance(argv: Sequence[str], *, features: frozenset[str] | None 
 
 
 def replay_restarts(argv: Sequence[str], case: Case, plan: Sequence[KillPoint], profile: Profile = CANONICAL,
-                    timeout: float = 10.0) -> tuple[bool, str]:
+                    timeout: float = 10.0, quiet: float = 1.0) -> tuple[bool, str]:
     """One case under one kill plan (``oij conform --replay F --kill-plan P``): exactly once, and the report."""
-    run = run_plan(argv, case, plan, profile, timeout)
+    run = run_plan(argv, case, plan, profile, timeout, quiet)
     if run.ok:
         return True, f"exactly once on this case under the kill plan {', '.join(map(str, plan)) or '(none)'}"
     return False, RestartFailure(run).report(profile)

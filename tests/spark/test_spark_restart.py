@@ -1,0 +1,86 @@
+"""Spark Structured Streaming under crashes (oij/spark/recovery.py): the kit kills the driver with SIGKILL
+during and between micro-batches, restarts it from its checkpoint location, and judges what the sink holds.
+
+The default sink (written once per batch id) must be exactly once under the kill plans below; the negative
+control (``-o sink=append``, which appends whatever a batch produces, also when the batch runs again after a
+crash) must be found at-least-once, with the duplicated row named.  Each incarnation is a process with its own
+JVM (about 10 s here), so the cases are small and the plans few.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from oij.adapters import get_adapter, restart_command
+from oij.testing import Case, expected_output
+from oij.testing._restarts import KillPoint, clean_run, parse_line, run_plan
+from spec.model import End, Query, StreamTuple
+from spec.profiles import get_profile
+from spec.recovery import Checkpoint
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+SPARK = get_profile("spark-ss")
+TIMEOUT = 240.0
+
+
+def b(i: int, ts: int, key: int = 1) -> StreamTuple:
+    return StreamTuple("base", i, ts, key, 1.0)
+
+
+def p(i: int, ts: int, key: int = 1, v: float = 1.0) -> StreamTuple:
+    return StreamTuple("probe", i, ts, key, v)
+
+
+# five micro-batches, three pairs: the probe at 30 joins the base at 28 that comes after it, and the probe at 8
+# (behind W = 25, late canonically) still joins the base at 10 in Spark (the watermark it is judged against is
+# the one of two batches back): the spark-ss profile's rows, not the canonical ones
+CASE = Case(Query(-5, 5, lateness=3), (b(1, 10), p(2, 12), p(3, 30), b(4, 28), p(5, 8), End()))
+
+
+def _rows(case: Case) -> Counter[object]:
+    res = expected_output(case, "spark-ss")
+    return Counter([("pair", *x) for x in res.pairs])
+
+
+def test_a_clean_run_checkpoints_every_micro_batch_and_commits_the_profiles_rows() -> None:
+    inc = clean_run(restart_command(get_adapter("spark-ss")), CASE, TIMEOUT)
+    assert inc.problem is None, inc.stderr[-2000:]
+    marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
+    assert marks == [1, 2, 3, 4, 5]
+    got = Counter(x for x in inc.output if not isinstance(x, Checkpoint))
+    assert got == _rows(CASE) and ("pair", 1, 5) in got
+    assert got != Counter(("pair", *x) for x in expected_output(CASE).pairs)
+
+
+@pytest.mark.parametrize("plan", [(KillPoint("row", 1),), (KillPoint("fed", 2),)], ids=["mid-batch", "between"])
+def test_the_idempotent_sink_is_exactly_once(plan: tuple[KillPoint, ...]) -> None:
+    run = run_plan(restart_command(get_adapter("spark-ss")), CASE, plan, SPARK, TIMEOUT, quiet=60.0)
+    assert run.problem is None, run.problem
+    assert run.verdict is not None and run.verdict.kind == "exactly-once", "\n".join(run.timeline())
+    assert len(run.incarnations) == 2 and run.incarnations[0].killed == plan[0]
+
+
+def test_the_append_sink_is_caught_at_least_once() -> None:
+    """Negative control: killed on its first row, inside the micro-batch's foreachBatch, before Spark commits
+    the batch; Spark runs the batch again on restart and the append sink takes its rows twice."""
+    cmd = restart_command(get_adapter("spark-ss"), ["sink=append"])
+    run = run_plan(cmd, CASE, (KillPoint("row", 1),), SPARK, TIMEOUT, quiet=60.0)
+    assert run.problem is None, run.problem
+    assert run.verdict is not None and run.verdict.kind == "at-least-once", "\n".join(run.timeline())
+    assert run.verdict.duplicated == [("pair", 1, 2)]
+
+
+def test_a_state_directory_of_another_query_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "query.json").write_text('{"type":"query","lower":0,"upper":1}\n')
+    cmd = restart_command(get_adapter("spark-ss"))
+    r = subprocess.run(cmd, input=CASE.to_jsonl(), capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "0"})
+    assert r.returncode == 2
+    assert "state of another query" in r.stderr and "Traceback" not in r.stderr
+    assert parse_line(r.stdout) is None
