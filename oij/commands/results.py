@@ -1,5 +1,6 @@
-"""``oij bench status``, ``oij bench tables`` and ``oij bench conform-time``: the provenance of the measured
-numbers (:mod:`oij.bench.results`) and the conform timing (:mod:`oij.bench.conformtime`)."""
+"""``oij bench status``, ``oij bench tables``, ``oij bench conform-time`` and ``oij bench recovery``: the
+provenance of the measured numbers (:mod:`oij.bench.results`), the conform timing (:mod:`oij.bench.conformtime`)
+and the engines under crashes (:mod:`oij.bench.recovery`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "two at a time, and one session")
     c.add_argument("--out", default="conform-time.json", help="where the raw numbers go")
     c.set_defaults(func=run_conform_time)
+    r = bsub.add_parser("recovery", help="real engines under crashes and restores: the kit's restart mode on each "
+                        "engine and sink (Spark, Flink DataStream, Pathway), the verdict, cases, plans and times")
+    r.add_argument("--only", default="", help="comma-separated subject labels (default: all)")
+    r.add_argument("--max-examples", type=int, default=3, help="generated cases per subject (default 3)")
+    r.add_argument("--restarts", type=int, default=1, help="kills in a row per plan (default 1)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=300.0, help="seconds per incarnation (default 300)")
+    r.add_argument("--no-shrink", action="store_true", help="report a failing case unshrunk")
+    r.add_argument("--out", default="recovery.json", help="where the raw numbers go")
+    r.set_defaults(func=run_recovery)
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -45,5 +56,19 @@ def run_conform_time(args: argparse.Namespace) -> int:
     for r in result["runs"]:
         print(f"{r['impl']:12s} {r['mode']:12s} {r['wall_s']:8.1f} s wall {r['cpu_s']:8.1f} s CPU "
               f"{r['cases']} cases  exit {r['exit']}")
+    print(f"raw numbers: {args.out}")
+    return 0
+
+
+def run_recovery(args: argparse.Namespace) -> int:
+    from oij.bench.recovery import measure
+    from oij.errors import UsageError
+
+    only = [x for x in args.only.split(",") if x]
+    try:
+        measure(args.out, only=only, max_examples=args.max_examples, restarts=args.restarts, seed=args.seed,
+                timeout=args.timeout, shrinking=not args.no_shrink)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     print(f"raw numbers: {args.out}")
     return 0

@@ -321,11 +321,11 @@ class RestartFailure:
             lines.append(f"verdict: {v.kind}")
             for name, rows in (("lost", v.lost), ("duplicated", v.duplicated), ("unexpected", v.unexpected)):
                 if rows:
-                    lines.append(f"  {name} ({len(rows)}): " + "; ".join(_row_text(x) for x in rows[:10]))
+                    lines.append(f"  {name} ({len(rows)}): " + "; ".join(row_text(x) for x in rows[:10]))
         return "\n".join(lines)
 
 
-def _row_text(x: Line) -> str:
+def row_text(x: Line) -> str:
     if isinstance(x, tuple) and x and x[0] in ("pair", "aggregate", "late"):
         res = Results()
         if x[0] == "pair":
@@ -470,8 +470,9 @@ class RestartReport:
                 f"events, found in {s.cases} cases)")
         out = [head, "", s.failure.report(self.profile)]
         if self.replay and self.plan_file:
+            prof = "" if self.profile is CANONICAL else f"--profile {self.profile.name} "
             out += ["", f"replay: oij conform --replay {self.replay} --kill-plan {self.plan_file} "
-                    f"--restarts {len(run.plan) or self.restarts} -- {cmd}"]
+                    f"--restarts {len(run.plan) or self.restarts} {prof}-- {cmd}"]
         return "\n".join(out)
 
 

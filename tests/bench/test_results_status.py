@@ -94,6 +94,22 @@ def test_fresh_then_stale_when_measured_code_changes(tmp_path: Path) -> None:
     assert pv.status(repo).ok
 
 
+def test_a_path_excluded_from_measured_code_changes_nothing(tmp_path: Path) -> None:
+    """``:(exclude)PATH`` in ``code``: a module the benchmark never runs (oij/io/recovery.py beside the readers)."""
+    repo = _repo(tmp_path)
+    manifest = repo / "bench" / "results" / "manifest.toml"
+    manifest.write_text(MANIFEST.replace('code = ["engine/"]', 'code = ["engine/", ":(exclude)engine/restart.py"]'))
+    _git(repo, "commit", "-qam", "exclude")
+    _measure(repo)
+    (repo / "engine" / "restart.py").write_text("R = 1\n")  # untracked, excluded
+    assert _states(repo) == {"speed.json": "fresh"}
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "restart")  # committed, excluded
+    assert _states(repo) == {"speed.json": "fresh"}
+    (repo / "engine" / "join.py").write_text("X = 3\n")  # the negative control: the rest of engine/ still counts
+    assert _states(repo) == {"speed.json": "stale"}
+
+
 def test_new_untracked_file_under_measured_code_is_a_change(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     _measure(repo)
