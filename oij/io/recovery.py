@@ -68,13 +68,15 @@ class Restart:
 
     def claim(self, query_line: str) -> None:
         """Record the case's query at the first start; refuse (:class:`UsageError`) a directory holding another
-        query's state, so a job never silently resumes someone else's."""
+        query's state, so a job never silently resumes someone else's, and a restart into an empty one."""
         path = self.path("query.json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 if f.read().strip() != query_line.strip():
                     raise UsageError(f"{self.state_dir} holds the state of another query")
             return
+        if self.checkpoint > 0:
+            raise UsageError(f"{self.state_dir} holds no saved state, yet OIJ_CHECKPOINT={self.checkpoint}")
         write_once(path, query_line.strip().encode() + b"\n")
 
 

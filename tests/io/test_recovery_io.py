@@ -84,7 +84,10 @@ def test_the_environment_and_the_claim(tmp_path: Path) -> None:
         Restart.from_environ({"OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "x"})
     r = Restart.from_environ({"OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "4", "OIJ_RESTART": "2"})
     assert (r.checkpoint, r.incarnation) == (4, 2)
-    r.claim('{"type":"query","lower":0,"upper":1}')
+    with pytest.raises(UsageError, match="holds no saved state"):  # a restart into an empty directory
+        r.claim('{"type":"query","lower":0,"upper":1}')
+    assert list(tmp_path.iterdir()) == []
+    Restart(str(tmp_path), 0, 0).claim('{"type":"query","lower":0,"upper":1}')
     r.claim('{"type":"query","lower":0,"upper":1}\n')  # the same query: accepted
     with pytest.raises(UsageError, match="another query"):
         r.claim('{"type":"query","lower":0,"upper":2}')
