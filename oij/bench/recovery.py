@@ -50,7 +50,14 @@ SUBJECTS = (
             "come (negative control)"),
     Subject("flink-ds fail-after=2", "flink-ds", ("fail-after=2",), "Flink DataStream: an injected failure "
             "after the 2nd record, restarted from the last checkpoint inside the MiniCluster"),
-    Subject("pathway", "pathway", (), "Pathway: persistence on a filesystem backend"),
+    Subject("flink-ds savepoint-every=2", "flink-ds", ("savepoint-every=2",), "Flink DataStream: "
+            "stop-with-savepoint after every 2 records and resume from the savepoint"),
+    Subject("pathway", "pathway", (), "Pathway: persistence on a filesystem backend, one sink file per run, read "
+            "together"),
+    Subject("pathway persistence=off", "pathway", ("persistence=off",), "Pathway without persistence "
+            "(negative control)"),
+    Subject("pathway sink=single", "pathway", ("sink=single",), "Pathway: persistence, every run writing the same "
+            "sink file"),
 )
 
 

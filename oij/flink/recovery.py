@@ -75,7 +75,7 @@ from spec.batch import Results
 from spec.model import BASE, End, Query, StreamTuple, Watermark
 
 JAVA_SOURCE = Path(__file__).with_name("java") / "OijDataStreamRestart.java"
-OPTIONS = ("sink", "fail-after")
+OPTIONS = ("sink", "fail-after", "savepoint-every")
 SINKS = ("two-phase", "direct")
 
 
@@ -283,6 +283,9 @@ def run_restart(req: RestartRequest) -> int:
     req.unknown_options(OPTIONS)
     sink = req.option("sink", "two-phase", SINKS)
     fail_after = _positive(req, "fail-after")
+    savepoint_every = _positive(req, "savepoint-every")
+    if "savepoint-every" in req.options and savepoint_every == 0:
+        raise UsageError("-o savepoint-every=0: a count of events, at least 1")
     env = req.env
     first = req.stdin.readline()
     q = read_query_line(io.BytesIO(first), "<stdin>")
@@ -306,7 +309,7 @@ def run_restart(req: RestartRequest) -> int:
     os.makedirs(tmp)
     fsync_dir(env.state_dir)
     argv = [cmd[0], f"-Djava.io.tmpdir={tmp}", "-XX:-UsePerfData", *cmd[1:], env.state_dir, str(PACE_MS), sink,
-            str(fail_after)]
+            str(fail_after), str(savepoint_every)]
     with open(env.path(f"jvm-{env.incarnation}.log"), "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
     failure: list[BaseException] = []

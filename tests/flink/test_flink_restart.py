@@ -9,10 +9,13 @@ watermarks (docs: the restored job starts at the bottom), which the kit finds on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +29,10 @@ if shutil.which("javac") is None:
 from oij.adapters import get_adapter, restart_command
 from oij.flink.datastream import run_case
 from oij.testing import Case, expected_output
-from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, run_incarnation, run_plan
+from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, parse_line, run_incarnation, run_plan
 from spec.model import End, Query, StreamTuple
 from spec.profiles import get_profile
-from spec.recovery import Checkpoint, committed
+from spec.recovery import Checkpoint, committed, restart_point
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(240)]
 
@@ -137,7 +140,7 @@ def test_fail_after_restores_inside_the_engine(tmp_path: Path) -> None:
     assert Counter(committed(inc.output, completed=True)) == rows_of(ON_TIME)
 
 
-@pytest.mark.parametrize("option", ["bogus=1", "sink=bogus", "fail-after=x"])
+@pytest.mark.parametrize("option", ["bogus=1", "sink=bogus", "fail-after=x", "savepoint-every=0"])
 def test_unknown_options_are_refused(option: str, tmp_path: Path) -> None:
     env = {**os.environ, "OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "0", "OIJ_RESTART": "0"}
     p_ = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--restart-protocol", "-o", option],
@@ -145,3 +148,111 @@ def test_unknown_options_are_refused(option: str, tmp_path: Path) -> None:
     assert p_.returncode != 0 and p_.stdout == ""
     assert option.split("=")[0] in p_.stderr, p_.stderr
     assert not (tmp_path / "input.log").exists()  # refused before anything was written
+
+
+# -o savepoint-every=K: within one incarnation, Flink's stop-with-savepoint after every K-th event and a new job
+# restored from the savepoint, in the same MiniCluster
+
+SAVEPOINT_STOP = "oij: stop-with-savepoint of job"
+
+
+def _restored(log: str) -> list[str]:
+    """The snapshots a JVM's jobs were restored from, in order (its "oij: restoring from PATH" lines)."""
+    return [x.split("oij: restoring from ", 1)[1].strip() for x in log.splitlines() if "oij: restoring from " in x]
+
+
+def _sink_epochs(state: Path) -> list[tuple[int, int]]:
+    """(checkpoint id, k) of every sink file, in id order."""
+    return [(int(f.stem), int(f.read_text().splitlines()[0][2:])) for f in sorted((state / "sink").glob("*.txt"))]
+
+
+def test_savepoint_every_stops_and_resumes_exactly(tmp_path: Path) -> None:
+    """savepoint-every=2, no kill: the job is stopped with a savepoint after events 2 and 4 and resumed from it
+    twice (the JVM's log says so); what it committed is exactly the adapter's output, and the savepoints took
+    their ids from the checkpoints' counter: each is a sink epoch whose k is the event it stopped at, and the
+    epochs (the sink's file names) and the checkpoint lines increase."""
+    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
+    inc = run_incarnation(command("savepoint-every=2"), lines, 0, str(tmp_path), 0, None, TIMEOUT)
+    assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
+    marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
+    assert marks == sorted(set(marks)) and marks[-1] == len(ON_TIME), marks
+    got = Counter(committed(inc.output, completed=True))
+    normal = run_case(ON_TIME.query, [e for e in ON_TIME.events if not isinstance(e, End)])
+    assert got == Counter([("pair", *x) for x in normal.pairs] + [("late", x) for x in normal.late])
+    assert got == rows_of(ON_TIME)
+    log = (tmp_path / "jvm-0.log").read_text()
+    stops = [x for x in log.splitlines() if SAVEPOINT_STOP in x]
+    assert [x.rsplit(" ", 1)[1] for x in stops] == ["2", "4"], log[-3000:]
+    restored = _restored(log)
+    assert len(restored) == 2 and all("/savepoints/savepoint-" in x for x in restored), log[-3000:]
+    epochs = _sink_epochs(tmp_path)
+    ids = [int(x.rsplit("(checkpoint id ", 1)[1].rstrip(")")) for x in log.splitlines() if "stopped with" in x]
+    assert len(ids) == 2 and ids == sorted(set(ids)), log[-3000:]
+    assert [k for e, k in epochs if e in ids] == [2, 4], epochs  # the savepoints' epochs, their k the stop's
+    assert [k for _, k in epochs] == sorted(k for _, k in epochs), epochs
+    ledger = [tuple(map(int, x.split())) for x in (tmp_path / "ledger").read_text().splitlines()]
+    assert ledger == sorted(set(ledger)) and [k for _, k in ledger] == marks, ledger
+
+
+def test_a_savepoint_resume_forgets_the_watermark(tmp_path: Path) -> None:
+    """The finding, measured: like a restore from a checkpoint, a job resumed from a savepoint starts with no
+    watermark (Flink does not snapshot it), so the probe that is late in the whole stream (event 5, after the
+    savepoint at event 4) is judged on time by the resumed job: its late row is lost, and nothing else."""
+    lines = WITH_LATE.to_jsonl().splitlines(keepends=True)
+    inc = run_incarnation(command("savepoint-every=2"), lines, 0, str(tmp_path), 0, None, TIMEOUT)
+    assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
+    got = Counter(committed(inc.output, completed=True))
+    assert rows_of(WITH_LATE) - got == Counter([("late", 5)]) and not got - rows_of(WITH_LATE), got
+    # without savepoints the same JVM job outputs the late row (test_a_clean_run_commits_the_adapters_output)
+
+
+@pytest.mark.parametrize("kill", [KillPoint("fed", 2), KillPoint("row", 1)], ids=str)
+def test_savepoints_are_exactly_once_across_a_kill(kill: KillPoint) -> None:
+    """The kit's kills with savepoint-every=2: fed 2 lands after the savepoint at event 2 committed (its
+    checkpoint line out), row 1 right after that savepoint's commit printed its row, while the stopped job
+    finishes and the next one starts; the restart restores the newest snapshot and the rows are exact."""
+    r = run(ON_TIME, (kill,), "savepoint-every=2")
+    assert len(r.incarnations) == 2 and r.incarnations[0].killed == kill, r.timeline()
+    assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
+    if kill.kind == "fed":
+        assert r.incarnations[1].start == 2, r.timeline()
+
+
+def test_a_kill_during_stop_with_savepoint(tmp_path: Path) -> None:
+    """SIGKILL of the incarnation's process group the moment the first savepoint's _metadata exists (the stop
+    is under way: the sink's commit of it may or may not have happened, the job has not finished): the next
+    incarnation restores the newest snapshot, the savepoint (or, if the kill tore its _metadata, the JVM says it
+    skipped it and takes the checkpoint before), commits what the savepoint held if it was not committed, and
+    the rows of both incarnations are exactly the result."""
+    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
+    env = {**os.environ, "OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "0", "OIJ_RESTART": "0"}
+    proc = subprocess.Popen(command("savepoint-every=2"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("".join(lines).encode())
+        proc.stdin.close()
+        deadline = time.monotonic() + TIMEOUT
+        while not list(tmp_path.glob("savepoints/*/_metadata")):
+            assert proc.poll() is None and time.monotonic() < deadline, "no savepoint"
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.stdout is not None
+        out = proc.stdout.read().decode()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = [x for x in map(parse_line, out.splitlines(keepends=True)) if x is not None]
+    assert "#DONE" not in (tmp_path / "jvm-0.log").read_text() and "stopped with" not in (
+        tmp_path / "jvm-0.log").read_text()  # killed inside the stop
+    k = restart_point(first, 0)
+    second = run_incarnation(command("savepoint-every=2"), lines, k, str(tmp_path), 1, None, TIMEOUT)
+    assert second.problem is None and second.exit_code == 0, second.stderr[-2000:]
+    log = (tmp_path / "jvm-1.log").read_text()
+    restored = _restored(log)
+    assert restored, log[-3000:]
+    assert "/savepoints/savepoint-" in restored[0] or "its _metadata does not load" in log, log[-3000:]
+    got = Counter(committed(first, completed=False)) + Counter(committed(second.output, completed=True))
+    assert got == rows_of(ON_TIME), (first, second.output)
+    assert [k for _, k in _sink_epochs(tmp_path)] == sorted(k for _, k in _sink_epochs(tmp_path))

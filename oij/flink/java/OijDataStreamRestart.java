@@ -3,12 +3,18 @@
 //
 // Compiled with javac against PyFlink's own jars and OijDataStreamCase.class (whose watermark generators and
 // input split it reuses, so the join's semantics are the flink-ds adapter's); run with java.
-// Usage: OijDataStreamRestart STATE_DIR PACE_MS SINK FAIL_AFTER
+// Usage: OijDataStreamRestart STATE_DIR PACE_MS SINK FAIL_AFTER [SAVEPOINT_EVERY]
 //   SINK: "two-phase" (a TwoPhaseCommitSinkFunction: rows staged per checkpoint in operator state, written to
 //         STATE_DIR/sink/<checkpoint id> when the checkpoint completes) or "direct" (rows appended to
 //         STATE_DIR/sink/direct.log as they come: no transaction)
 //   FAIL_AFTER: 0, or K: the source throws once (the marker file STATE_DIR/failed-once) after emitting event K,
 //         and Flink's own restart strategy restores the job from its last completed checkpoint in this JVM
+//   SAVEPOINT_EVERY: 0 (the default), or K: after every K-th event (its number a multiple of K) the source
+//         stops emitting and asks for a stop: the job is stopped with a savepoint (Flink's stop-with-savepoint,
+//         no drain: the synchronous savepoint takes the next checkpoint id, the two-phase sink's open
+//         transaction is sealed in it and committed on its completion, as for a checkpoint; no final
+//         watermark), and a new job (the next job id) is submitted to the same MiniCluster, restored from that
+//         savepoint. The jobs of one JVM run one at a time in one MiniCluster that this class starts itself.
 //
 // Files in STATE_DIR (written by the Python side unless said otherwise):
 //   head.txt     the case's head line, as OijDataStreamCase reads it (bounds, lateness, channels)
@@ -16,6 +22,8 @@
 //                "1 channel ts"), appended as the events arrive; then "E", the end of the input. Only complete
 //                lines (ending in a newline) are read.
 //   ckpt/        Flink's checkpoints (this JVM): ckpt/<job id>/chk-<id>/_metadata, retained when the JVM dies
+//                (a job stopped with a savepoint finishes, and Flink removes its checkpoints then)
+//   savepoints/  SAVEPOINT_EVERY's savepoints (this JVM): savepoints/savepoint-<...>/_metadata
 //   sink/        the two-phase sink's commits (this JVM): <checkpoint id, 20 digits>.txt, written once each
 //                (temp file, fsync, atomic rename): the line "K k" (the source's offset at that checkpoint: the
 //                events through k are in it) then the rows ("P base probe", "L id"); with SINK direct, the one
@@ -30,7 +38,8 @@
 // sink ("K j"), so the sink knows, at each checkpoint barrier, the offset k of the source's snapshot of the same
 // checkpoint (barriers are aligned: every record emitted before the source's snapshot reaches the sink before
 // the barrier). Checkpoints every 100 ms, file storage under STATE_DIR/ckpt, retained on cancellation (and on a
-// kill); at start the job restores from the completed checkpoint with the highest id there, if any.
+// kill); at start the job restores from the snapshot with the highest checkpoint id (read from its _metadata;
+// one that does not load, torn by a kill, is skipped) among ckpt/*/chk-* and savepoints/*, if any.
 //
 // stdout (the protocol with oij/flink/recovery.py; whatever else prints to System.out goes to stderr):
 //   "C id"           two-phase: sink/<id>.txt (and every earlier one) is committed
@@ -58,6 +67,15 @@ import java.util.Collections;
 import java.util.List;
 import java.util.TreeMap;
 
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.InputStream;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.serialization.SerializerConfigImpl;
 import org.apache.flink.api.common.state.CheckpointListener;
 import org.apache.flink.api.common.state.ListState;
@@ -73,6 +91,15 @@ import org.apache.flink.configuration.PipelineOptionsInternal;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
+import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.configuration.WebOptions;
+import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.checkpoint.Checkpoints;
+import org.apache.flink.runtime.jobgraph.JobGraph;
+import org.apache.flink.runtime.jobgraph.SavepointRestoreSettings;
+import org.apache.flink.runtime.jobmaster.JobResult;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
@@ -107,11 +134,14 @@ public class OijDataStreamRestart {
         long pace = Long.parseLong(args[1]);
         String sink = args[2];
         long failAfter = Long.parseLong(args[3]);
+        long savepointEvery = args.length > 4 ? Long.parseLong(args[4]) : 0;
         long[] head = OijDataStreamCase.parse(Files.readAllLines(state.resolve("head.txt")).get(0));
 
         Configuration conf = new Configuration();
         conf.set(RestOptions.BIND_PORT, "0");
         conf.set(CoreOptions.TMP_DIRS, state.resolve("tmp").toString());
+        conf.set(WebOptions.TMP_DIR, state.resolve("tmp").toString());
+        conf.set(WebOptions.UPLOAD_DIR, state.resolve("tmp").resolve("web-upload").toString());
         conf.set(PipelineOptionsInternal.PIPELINE_FIXED_JOB_ID, JOB_ID);
         conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(CHECKPOINT_MS));
         conf.set(CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS, Duration.ZERO);
@@ -123,52 +153,149 @@ public class OijDataStreamRestart {
         conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
         conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ZERO);
-        String restore = latestCheckpoint(state.resolve("ckpt"));
+        String restore = latestSnapshot(state);
+        if (savepointEvery > 0) {
+            runWithSavepoints(conf, head, state, pace, sink, failAfter, savepointEvery, restore);
+            say("#DONE");
+            return;
+        }
         if (restore != null) {
             conf.set(StateRecoveryOptions.SAVEPOINT_PATH, restore);
             System.err.println("oij: restoring from " + restore);
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-        build(env, head, state, pace, sink, failAfter);
+        build(env, head, state, pace, sink, failAfter, 0);
         env.execute("oij-flink-ds-restart");
         say("#DONE");
     }
 
-    /** The directory of the completed checkpoint (one with its _metadata) with the highest id, or null. */
-    static String latestCheckpoint(Path root) throws IOException {
-        if (!Files.isDirectory(root)) {
-            return null;
-        }
-        long best = -1;
-        Path bestDir = null;
-        try (DirectoryStream<Path> jobs = Files.newDirectoryStream(root)) {
-            for (Path job : jobs) {
-                if (!Files.isDirectory(job)) {
-                    continue;
+    /** The stop the source asks for (SAVEPOINT_EVERY): the event count it stopped at, or -1. The source and the
+     *  driver share it: the MiniCluster runs the tasks in this JVM, and the job has no jars of its own, so its
+     *  classes are this JVM's. */
+    static final class Stop {
+        static volatile long requested = -1;
+    }
+
+    /** SAVEPOINT_EVERY: one MiniCluster, a job at a time; each job but the last is stopped with a savepoint when
+     *  its source asks, and the next one is restored from that savepoint. */
+    static void runWithSavepoints(Configuration conf, long[] head, Path state, long pace, String sink,
+                                  long failAfter, long every, String restore) throws Exception {
+        conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
+        MiniClusterConfiguration mcConf = new MiniClusterConfiguration.Builder()
+            .setConfiguration(conf).setNumTaskManagers(1).setNumSlotsPerTaskManager(1).build();
+        String savepoints = state.resolve("savepoints").toUri().toString();
+        try (MiniCluster cluster = new MiniCluster(mcConf)) {
+            cluster.start();
+            for (long seq = 0; ; seq++) {
+                JobID id = JobID.fromHexString(String.format("%016x%016x", seq, 0x1aL));
+                StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+                build(env, head, state, pace, sink, failAfter, every);
+                JobGraph job = env.getStreamGraph().getJobGraph(OijDataStreamRestart.class.getClassLoader(), id);
+                job.setSavepointRestoreSettings(restore == null ? SavepointRestoreSettings.none()
+                                                : SavepointRestoreSettings.forPath(restore));
+                Stop.requested = -1;
+                if (restore != null) {
+                    System.err.println("oij: restoring from " + restore);
                 }
-                try (DirectoryStream<Path> chks = Files.newDirectoryStream(job, "chk-*")) {
-                    for (Path chk : chks) {
-                        long id = Long.parseLong(chk.getFileName().toString().substring(4));
-                        if (id > best && Files.isRegularFile(chk.resolve("_metadata"))) {
-                            best = id;
-                            bestDir = chk;
+                cluster.submitJob(job).get();
+                System.err.println("oij: job " + id + " submitted");
+                CompletableFuture<JobResult> result = cluster.requestJobResult(id);
+                String savepoint = null;
+                while (savepoint == null) {
+                    try {
+                        result.get(10, TimeUnit.MILLISECONDS);
+                        break;
+                    } catch (TimeoutException e) {
+                        // still running
+                    }
+                    long at = Stop.requested;
+                    if (at < 0) {
+                        continue;
+                    }
+                    System.err.println("oij: stop-with-savepoint of job " + id + " at event " + at);
+                    try {
+                        savepoint = cluster.stopWithSavepoint(id, savepoints, false, SavepointFormatType.CANONICAL)
+                            .get();
+                    } catch (ExecutionException e) {
+                        // e.g. a restart of the job in progress: the source goes on, and asks again later
+                        System.err.println("oij: stop-with-savepoint failed, the job goes on: " + e.getCause());
+                        Stop.requested = -1;
+                    }
+                }
+                JobResult r = result.get();
+                if (!r.isSuccess()) {
+                    r.toJobExecutionResult(OijDataStreamRestart.class.getClassLoader());  // throws its failure
+                    throw new IllegalStateException("job " + id + " ended " + r.getJobStatus());
+                }
+                if (savepoint == null) {
+                    return;  // the input ended: the job finished (its final checkpoint committed)
+                }
+                System.err.println("oij: job " + id + " stopped with savepoint " + savepoint + " (checkpoint id "
+                                   + snapshotId(Paths.get(java.net.URI.create(savepoint))) + ")");
+                restore = savepoint;
+            }
+        }
+    }
+
+    /** The snapshot to restore: among the checkpoints ckpt/<job>/chk-<id> and the savepoints savepoints/*, the
+     *  one with the highest checkpoint id whose _metadata loads (a kill can leave one torn or missing); null
+     *  when there is none. A savepoint takes its id from the same counter as the checkpoints. */
+    static String latestSnapshot(Path state) throws IOException {
+        List<Path> candidates = new ArrayList<>();
+        Path ckpt = state.resolve("ckpt");
+        if (Files.isDirectory(ckpt)) {
+            try (DirectoryStream<Path> jobs = Files.newDirectoryStream(ckpt)) {
+                for (Path job : jobs) {
+                    if (Files.isDirectory(job)) {
+                        try (DirectoryStream<Path> chks = Files.newDirectoryStream(job, "chk-*")) {
+                            chks.forEach(candidates::add);
                         }
                     }
                 }
             }
         }
+        Path sps = state.resolve("savepoints");
+        if (Files.isDirectory(sps)) {
+            try (DirectoryStream<Path> all = Files.newDirectoryStream(sps, "savepoint-*")) {
+                all.forEach(candidates::add);
+            }
+        }
+        long best = -1;
+        Path bestDir = null;
+        for (Path dir : candidates) {
+            long id = snapshotId(dir);
+            if (id > best) {
+                best = id;
+                bestDir = dir;
+            }
+        }
         return bestDir == null ? null : bestDir.toString();
     }
 
+    /** The checkpoint id in dir/_metadata, or -1 when it is missing or does not load. */
+    static long snapshotId(Path dir) {
+        Path meta = dir.resolve("_metadata");
+        if (!Files.isRegularFile(meta)) {
+            return -1;
+        }
+        try (InputStream in = new BufferedInputStream(Files.newInputStream(meta))) {
+            return Checkpoints.loadCheckpointMetadata(new DataInputStream(in),
+                OijDataStreamRestart.class.getClassLoader(), dir.toString()).getCheckpointId();
+        } catch (IOException | RuntimeException e) {
+            System.err.println("oij: skipping " + dir + ": its _metadata does not load: " + e);
+            return -1;
+        }
+    }
+
     static void build(StreamExecutionEnvironment env, long[] head, Path state, long pace, String sink,
-                      long failAfter) {
+                      long failAfter, long savepointEvery) {
         long lower = head[0], upper = head[1], lateness = head[4];
         boolean lowerExcl = head[2] != 0, upperExcl = head[3] != 0;
         int channels = (int) head[5];
         env.setParallelism(1);
         env.setBufferTimeout(0);
         DataStream<long[]> all = env.addSource(
-                new LogSource(state.toString(), pace, channels, failAfter), "oij-input-log", OijDataStreamCase.LONGS)
+                new LogSource(state.toString(), pace, channels, failAfter, savepointEvery), "oij-input-log", OijDataStreamCase.LONGS)
             .uid("oij-input-log");
         KeyedStream<long[], Long> base = OijDataStreamCase.input(all, 0, lateness, channels).keyBy(e -> e[4], Types.LONG);
         KeyedStream<long[], Long> probe = OijDataStreamCase.input(all, 1, lateness, channels).keyBy(e -> e[4], Types.LONG);
@@ -208,15 +335,17 @@ public class OijDataStreamRestart {
         private final long pace;
         private final int channels;
         private final long failAfter;
+        private final long savepointEvery;
         private transient ListState<Long> offsetState;
         private transient long offset;
         private volatile boolean running = true;
 
-        LogSource(String dir, long pace, int channels, long failAfter) {
+        LogSource(String dir, long pace, int channels, long failAfter, long savepointEvery) {
             this.dir = dir;
             this.pace = pace;
             this.channels = channels;
             this.failAfter = failAfter;
+            this.savepointEvery = savepointEvery;
         }
 
         @Override
@@ -265,6 +394,14 @@ public class OijDataStreamRestart {
                         if (!Files.exists(marker)) {
                             writeOnce(marker, "failed after event " + seen + "\n");
                             throw new RuntimeException("oij fail-after=" + failAfter + ": the source fails once");
+                        }
+                    }
+                    if (savepointEvery > 0 && seen % savepointEvery == 0) {
+                        // ask for a stop-with-savepoint and emit nothing more: the savepoint's offset is seen
+                        // (its stop cancels this function); if the stop fails, the driver clears the request
+                        Stop.requested = seen;
+                        while (running && Stop.requested == seen) {
+                            Thread.sleep(5);
                         }
                     }
                 }
