@@ -115,6 +115,9 @@ class Entry:
     archived: bool = False
     title: str = ""
     headline: tuple[Headline, ...] = ()
+    cases: bool = False
+    """The generated include also shows every run's minimal failing case (``runs[*].minimal_case``, as
+    ``oij bench recovery`` writes them), so pages quote a counterexample only from the raw file."""
 
     @property
     def name(self) -> str:
@@ -141,7 +144,8 @@ def load_manifest(repo: str | Path = ".") -> list[Entry]:
         heads = tuple(Headline(h["label"], h["path"], h.get("format", "{}"), bool(h.get("readme", True)))
                       for h in r.get("headline", []))
         out.append(Entry(r["file"], tuple(r["code"]), r["command"], tuple(r.get("data", [])),
-                         bool(r.get("readme", False)), bool(r.get("archived", False)), r.get("title", ""), heads))
+                         bool(r.get("readme", False)), bool(r.get("archived", False)), r.get("title", ""), heads,
+                         bool(r.get("cases", False))))
     return out
 
 
@@ -352,6 +356,25 @@ def _measured(repo: Path, e: Entry) -> str:
     return f"commit {commit}, {date}".rstrip(", ")
 
 
+def _case_blocks(d: dict[str, Any]) -> list[str]:
+    """Per run with a minimal failing case: its label, verdict, kill plan, the case and what went wrong."""
+    out: list[str] = []
+    for r in d.get("runs", []):
+        if not isinstance(r, dict) or not r.get("minimal_case"):
+            continue
+        plan = ", ".join(f"{k} {n}" for k, n in r.get("kill_plan", []))
+        out += ["", f"``{r.get('label', '?')}``: **{r.get('verdict', '?')}**, minimal case of {r.get('events', '?')} "
+                f"events, kill plan: {plan or 'none'} (``{r.get('command', '')}``)", "", ".. code-block:: text", ""]
+        lines = str(r["minimal_case"]).splitlines() + [""] + [str(x).strip() for x in r.get("timeline", [])]
+        for name in ("lost", "duplicated", "unexpected"):
+            if r.get(f"{name}_rows"):
+                lines.append(f"{name}: " + "; ".join(map(str, r[f"{name}_rows"])))
+        if r.get("problem"):
+            lines.append(f"problem: {r['problem']}")
+        out += [f"   {x}" for x in lines]
+    return out
+
+
 def render_rst(repo: str | Path, entry: Entry) -> str:
     """The generated include of one result: its headline numbers with the command and commit they came from."""
     root = Path(repo)
@@ -361,6 +384,8 @@ def render_rst(repo: str | Path, entry: Entry) -> str:
     for h, v in rows:
         label = re.sub(r"(?<!`)`([^`]+)`(?!`)", r"``\1``", h.label)  # Markdown code spans as reST literals
         out += [f"   * - {label}", f"     - {v}"]
+    if entry.cases:
+        out += _case_blocks(_load(root / RESULTS / entry.file))
     p = provenance_of(_load(root / RESULTS / entry.file))
     cmd = p.get("command", entry.command)
     src = f"``bench/results/{entry.file}``, {_measured(root, entry)}"

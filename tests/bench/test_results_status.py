@@ -7,6 +7,7 @@ with the raw files, and a README that quotes numbers only through its generated 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -196,3 +197,33 @@ def test_readme_is_short_and_quotes_numbers_only_through_its_table() -> None:
     outside = re.sub(r"`[^`]*`", "", outside)
     measured = re.findall(r"\d[\d,.]*\s*(?:s\b|ms\b|MiB|GiB|x\b|%|events/s|tuples/s)", outside)
     assert measured == [], f"numbers outside the generated table: {measured}"
+
+
+def test_a_result_with_cases_shows_each_minimal_case_in_its_include(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    manifest = repo / "bench" / "results" / "manifest.toml"
+    manifest.write_text(MANIFEST + '''
+[[result]]
+file = "faults.json"
+code = ["engine/"]
+command = "bench faults"
+cases = true
+[[result.headline]]
+label = "verdict"
+path = 'runs[label=x sink=append].verdict'
+format = "{}"
+''')
+    result = {"provenance": pv.capture("bench faults", repo), "runs": [
+        {"label": "x", "verdict": "exactly-once"},
+        {"label": "x sink=append", "verdict": "at-least-once", "events": 2, "kill_plan": [["row", 1]],
+         "command": "oij conform --restarts 1", "minimal_case": '{"type":"query"}\n{"type":"end"}\n',
+         "timeline": ["  incarnation 0: killed"], "duplicated_rows": ["pair base=2 probe=1"]}]}
+    (repo / "bench" / "results" / "faults.json").write_text(json.dumps(result))
+    [entry] = [e for e in pv.load_manifest(repo) if e.file == "faults.json"]
+    text = pv.render_rst(repo, entry)
+    assert "| at-least-once" in text.replace("     - ", "| ")  # the headline (selector with '=' in the value)
+    assert "``x sink=append``: **at-least-once**, minimal case of 2 events, kill plan: row 1" in text
+    assert '   {"type":"query"}' in text and "duplicated: pair base=2 probe=1" in text
+    assert text.count(".. code-block::") == 1  # the run that passed has no case
+    plain = pv.render_rst(repo, dataclasses.replace(entry, cases=False))  # the negative control
+    assert ".. code-block::" not in plain and "at-least-once" in plain
