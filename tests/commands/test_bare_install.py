@@ -147,6 +147,14 @@ def test_conform(bare: Bare) -> None:
     assert not (bare.work / "fail.jsonl").exists()
 
 
+def test_conform_restarts(bare: Bare) -> None:
+    """The README's restart mode, on the oracle's own restartable drive (no engine: a JVM per incarnation would
+    take minutes here)."""
+    out = bare.run("conform", "--restarts", "2", "--max-examples", "2", "--", str(bare.oij), "join", "-",
+                   "--state", timeout=300).stdout
+    assert out.startswith("exactly once: 2 cases"), out
+
+
 def test_vectors_export_and_verify(bare: Bare) -> None:
     assert "wrote" in bare.run("vectors", "export", "vectors").stdout
     # verify the first case of every feature only: one `oij join -` per case (~0.4 s each, 234 cases in all)
