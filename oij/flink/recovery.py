@@ -9,8 +9,9 @@ Data flow of one incarnation::
     stdin: query, events k+1.., end
       |  (feeder thread: each event as a line of OijDataStreamCase's format, event j appended to
       v   STATE/input.log unless an earlier incarnation logged it already; fsynced; "E" at the end line)
-    STATE/input.log --> java OijDataStreamRestart STATE PACE SINK FAIL_AFTER   (oij/flink/java/, one JVM and
-                        MiniCluster per incarnation, restored from the newest completed checkpoint in STATE/ckpt)
+    STATE/input.log --> java OijDataStreamRestart STATE PACE SINK FAIL_AFTER SAVEPOINT_EVERY (one JVM and
+                        MiniCluster per incarnation, restored from the newest snapshot: the checkpoint in
+                        STATE/ckpt or the savepoint in STATE/savepoints with the highest checkpoint id)
       replayable source (offset = events emitted, in operator state) -> the flink-ds job (same watermarks, same
       late side outputs) -> TwoPhaseCommitSinkFunction: on checkpoint c's completion, STATE/sink/<c>.txt =
       "K k_c" + the rows staged in c; the JVM prints "C c"
@@ -39,14 +40,29 @@ as it grows, with a checkpoint line when a checkpoint completes (and the file po
 It is at-least-once: the rows of the events after the restored checkpoint were written before the kill and are
 written again by the replay, and a reader of the file sees both; ``fail-after=K``: the source
 throws once after event K (marker ``STATE/failed-once``) and Flink's restart strategy restores the job from its
-last completed checkpoint inside the same MiniCluster.
+last completed checkpoint inside the same MiniCluster; ``savepoint-every=K`` (K >= 1): after every K-th event
+(its number a multiple of K) the source stops emitting and the JVM stops the job with a savepoint (Flink's
+stop-with-savepoint, without drain: no final watermark), then submits the next job, restored from that
+savepoint, to the same MiniCluster (the JVM starts its MiniCluster itself; a job id per job, the first one's
+being the id without savepoints).
+
+Savepoints and epochs: a savepoint takes the next id of the checkpoint counter (a job restored from a snapshot
+continues its counter), so it is an epoch like a checkpoint: the synchronous savepoint seals the two-phase
+sink's open transaction under its id, with the source's offset ``k`` (the event the source stopped at), and
+its completion commits ``STATE/sink/<id>.txt`` before the job finishes.  The epochs printed increase across
+the jobs of an incarnation and across incarnations.  A stopped job finishes, and Flink removes its
+checkpoints then; a SIGKILL anywhere in the stop leaves the savepoint complete or not (a ``_metadata`` that
+does not load is skipped), and the next incarnation restores the newest snapshot, committing the savepoint's
+transaction there if the kill came before its commit.  As after any restore, the resumed job starts without a
+watermark (Flink does not snapshot it): a tuple late in the whole stream may be judged on time after a resume.
 
 Resources: everything lives in ``$OIJ_STATE_DIR``: this module creates ``head.txt``, ``keys.jsonl``,
 ``input.log``, ``direct-positions``, ``jvm-<i>.log`` (the JVM's stderr), ``tmp/`` (the JVM's
-``java.io.tmpdir`` and Flink's ``io.tmp.dirs``, emptied at each start: a killed JVM leaves its files there)
-and, with :mod:`oij.io.recovery`, ``query.json`` and ``ledger``; the JVM creates ``ckpt/``, ``sink/`` and
-``failed-once``.  Nothing is removed except ``tmp/``: the kit owns the directory.  The JVM is this process's
-child, in its process group (the kit kills the group); on any error of this process it is killed and reaped.
+``java.io.tmpdir``, Flink's ``io.tmp.dirs``, ``web.tmpdir`` and ``web.upload.dir``, emptied at each start: a
+killed JVM leaves its files there) and, with :mod:`oij.io.recovery`, ``query.json`` and ``ledger``; the JVM
+creates ``ckpt/``, ``savepoints/``, ``sink/`` and ``failed-once``.  Nothing is removed except ``tmp/``: the kit
+owns the directory.  The JVM is this process's child, in its process group (the kit kills the group); on any
+error of this process it is killed and reaped.
 The compiled class is cached beside OijDataStreamCase's (:func:`oij.flink.datastream.cache_dir`).
 """
 

@@ -217,9 +217,10 @@ public class OijDataStreamRestart {
                         savepoint = cluster.stopWithSavepoint(id, savepoints, false, SavepointFormatType.CANONICAL)
                             .get();
                     } catch (ExecutionException e) {
-                        // e.g. a restart of the job in progress: the source goes on, and asks again later
-                        System.err.println("oij: stop-with-savepoint failed, the job goes on: " + e.getCause());
-                        Stop.requested = -1;
+                        // e.g. not every task is running yet (a job just restored), or a restart of the job in
+                        // progress: the source stays paused at the event it asked at, and the stop is tried again
+                        System.err.println("oij: stop-with-savepoint failed, tried again: " + e.getCause());
+                        Thread.sleep(20);
                     }
                 }
                 JobResult r = result.get();
@@ -295,7 +296,8 @@ public class OijDataStreamRestart {
         env.setParallelism(1);
         env.setBufferTimeout(0);
         DataStream<long[]> all = env.addSource(
-                new LogSource(state.toString(), pace, channels, failAfter, savepointEvery), "oij-input-log", OijDataStreamCase.LONGS)
+                new LogSource(state.toString(), pace, channels, failAfter, savepointEvery), "oij-input-log",
+                OijDataStreamCase.LONGS)
             .uid("oij-input-log");
         KeyedStream<long[], Long> base = OijDataStreamCase.input(all, 0, lateness, channels).keyBy(e -> e[4], Types.LONG);
         KeyedStream<long[], Long> probe = OijDataStreamCase.input(all, 1, lateness, channels).keyBy(e -> e[4], Types.LONG);
@@ -398,7 +400,7 @@ public class OijDataStreamRestart {
                     }
                     if (savepointEvery > 0 && seen % savepointEvery == 0) {
                         // ask for a stop-with-savepoint and emit nothing more: the savepoint's offset is seen
-                        // (its stop cancels this function); if the stop fails, the driver clears the request
+                        // (its stop cancels this function; the driver tries it until it succeeds or the job ends)
                         Stop.requested = seen;
                         while (running && Stop.requested == seen) {
                             Thread.sleep(5);
