@@ -65,14 +65,19 @@ def _git(repo: Path, *args: str) -> str | None:
     return p.stdout.strip() if p.returncode == 0 else None
 
 
-def capture(command: str | Sequence[str] | None = None, repo: str | Path = ".") -> dict[str, Any]:
+SOURCE = Path(__file__).resolve().parents[2]
+"""The checkout oij runs from (an editable install's repository root)."""
+
+
+def capture(command: str | Sequence[str] | None = None, repo: str | Path | None = None) -> dict[str, Any]:
     """The provenance of a measurement starting now: ``{command, commit, dirty, date, machine}``.
 
     ``command`` defaults to this process's command line (``oij`` and its arguments).  ``commit`` is
-    ``HEAD`` of ``repo``; ``dirty`` lists tracked files changed against it (a measurement of uncommitted
-    code names them, and :func:`status` treats a dirty measurement of its own code paths as stale).
+    ``HEAD`` of ``repo`` (default: the checkout oij itself runs from, whatever the working directory: the
+    measured code is that checkout's); ``dirty`` lists tracked files changed against it (a measurement of
+    uncommitted code names them, and :func:`status` treats a dirty measurement of its own code paths as stale).
     """
-    root = Path(repo)
+    root = SOURCE if repo is None else Path(repo)
     if command is None:
         command = ["oij", *sys.argv[1:]]
     cmd = command if isinstance(command, str) else shlex.join(command)

@@ -227,3 +227,13 @@ format = "{}"
     assert text.count(".. code-block::") == 1  # the run that passed has no case
     plain = pv.render_rst(repo, dataclasses.replace(entry, cases=False))  # the negative control
     assert ".. code-block::" not in plain and "at-least-once" in plain
+
+
+def test_capture_names_the_checkout_oij_runs_from_whatever_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark started outside the checkout (oij bench recovery from a scratch directory) still records the
+    commit it measured."""
+    monkeypatch.chdir(tmp_path)  # not a git repository
+    head = _git(ROOT, "rev-parse", "HEAD")
+    assert pv.capture("bench x")["commit"] == head
+    assert pv.capture("bench x", tmp_path)["commit"] is None  # the negative control: an explicit repo is used
