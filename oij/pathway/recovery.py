@@ -70,6 +70,7 @@ removes; the marker files are the only inputs not from the case, and they are fi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -80,6 +81,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from oij.errors import UsageError
 from oij.io.adapt import Unsupported
 from oij.io.errors import InputError
 from oij.io.jsonl import format_query, read_jsonl, result_lines
@@ -220,6 +222,8 @@ def run_restart(req: RestartRequest, behavior: str = "none") -> int:
     Emits: (inner joins) this incarnation's sink rows as they come; after the end line the rest of the
     consolidated sink of every incarnation, and exits.
     """
+    if importlib.util.find_spec("pathway") is None:  # said before anything is read or written
+        raise UsageError("the pathway adapters need Pathway: pip install 'oij[pathway]'")
     req.unknown_options(list(OPTIONS))
     persistence = req.option("persistence", "on", OPTIONS["persistence"])
     sink_kind = req.option("sink", "per-run", OPTIONS["sink"])

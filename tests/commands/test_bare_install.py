@@ -194,3 +194,15 @@ def test_flink_adapter_says_it_needs_the_extra(bare: Bare, events: Path) -> None
     p = bare.run("adapter", "flink-sql", str(events), ok=False)
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "oij[flink]" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize(("adapter", "extra"), [("flink-ds", "oij[flink]"), ("pathway", "oij[pathway]")])
+def test_restart_drives_say_they_need_the_extra(bare: Bare, adapter: str, extra: str) -> None:
+    state = bare.work / f"state-{adapter}"
+    state.mkdir()
+    p = subprocess.run([bare.oij, "adapter", adapter, "--restart-protocol"], cwd=bare.work, capture_output=True,
+                       text=True, timeout=120, check=False, input='{"type":"query","lower":0,"upper":1}\n',
+                       env={**bare.env, "OIJ_STATE_DIR": str(state)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and extra in p.stderr, p.stderr
+    assert list(state.iterdir()) == []  # said before anything was written
