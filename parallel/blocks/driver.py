@@ -64,7 +64,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -73,10 +72,11 @@ from typing import Any
 
 import numpy as np
 
+from oij.io.atomic import settled, signals_deferred, temp_name
 from oij.io.extsort import PARTS, range_splitters
 from oij.io.jsonl import EventParser
 from oij.io.pieces import PIECE_BYTES, Piece, Plan, missing_end, reread_piece
-from parallel.blocks.exchange import INBOX, Box, outbox_layout
+from parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
 from parallel.blocks.job import BlockJob
 from parallel.blocks.route import Router
 from parallel.runtime.driver import EngineFailure, Runtime
@@ -134,6 +134,7 @@ class BlockRun:
     def remove(self) -> None:
         """Remove the job directory (idempotent)."""
         shutil.rmtree(self.job_dir, ignore_errors=True)
+        settled(self.job_dir)
 
 
 class FileSource:
@@ -186,19 +187,24 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
     prefix = rt.begin_job() if rt is not None else f"oij-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     q = source.query
     router = Router(opt.pattern, n, opt.theta, opt.max_split, opt.partitions, opt.delta)
-    job_dir = tempfile.mkdtemp(prefix=".oij-run-", dir=tmp_dir)
+    # named before it exists (oij.io.atomic.temp_name): the finally below, or the CLI's last sweep, finds it
+    # whenever a Ctrl-C comes
+    job_dir = temp_name(tmp_dir, ".oij-run-")
     boxes: list[Box] = []
     local: BlockJob | None = None
-    ok = False
+    ok = made = False
     try:
+        try:
+            os.mkdir(job_dir, 0o700)
+        except FileExistsError:  # another's (48 random bits: never seen): not to be removed
+            settled(job_dir)
+            raise
+        made = True
         cap = max(1, source.cap)
-        outboxes = [[Box.create(f"{prefix}-o{w}s{s}", outbox_layout(n), cap) for s in range(2)] for w in range(n)]
-        for slots in outboxes:
-            boxes += slots
-        inboxes = [[Box.create(f"{prefix}-i{w}s{s}", INBOX, cap) for s in range(2)] for w in range(n)] \
+        outboxes = [[_new_box(boxes, f"{prefix}-o{w}s{s}", outbox_layout(n), cap) for s in range(2)]
+                    for w in range(n)]
+        inboxes = [[_new_box(boxes, f"{prefix}-i{w}s{s}", INBOX, cap) for s in range(2)] for w in range(n)] \
             if isinstance(source, ColumnSource) else []
-        for slots in inboxes:
-            boxes += slots
         spec = {
             "job": "parallel.blocks.job:BlockJob",
             "offset": 1,
@@ -228,13 +234,25 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             rt.close()
         raise
     finally:
-        if local is not None:
-            local.close()
-        for b in boxes:
-            b.close()
-            b.unlink()
-        if not ok:
-            shutil.rmtree(job_dir, ignore_errors=True)
+        with signals_deferred():  # a second Ctrl-C must not cut the cleanup short
+            if local is not None:
+                local.close()
+            for b in boxes:
+                b.close()
+                b.unlink()
+            if not ok and made:
+                shutil.rmtree(job_dir, ignore_errors=True)
+                settled(job_dir)
+
+
+def _new_box(boxes: list[Box], name: str, layout: Layout, cap: int) -> Box:
+    """Create a box and record it in ``boxes`` as one step: a Ctrl-C between the two would leave a segment in
+    /dev/shm that the ``finally`` of :func:`execute` does not know (oij's CLI defers the signal until the
+    section ends, as :class:`~parallel.runtime.driver.Runtime` does for its abort segment)."""
+    with signals_deferred():
+        box = Box.create(name, layout, cap)
+        boxes.append(box)
+    return box
 
 
 class _Drive:
