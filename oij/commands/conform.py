@@ -154,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
               "session, so CMD does not reset its state between cases (the session protocol requires it); "
               "run without --session to judge the cases alone\n")
     print(f.report)
+    if "|" in f.case.encoding:
+        print(f"\nthe case was written with {f.case.encoding.split('|', 1)[1].replace('|', ', ')} "
+              f"(oij/testing/_case.py encode): the replay file below has the same text")
     write_text(args.replay_out, f.case.to_jsonl())
     if profile is CANONICAL:
         from oij.testing._explain import explain, explain_svg
@@ -213,11 +216,16 @@ def _replay(path: str, impl: Impl | Session, cmd: list[str], profile: Profile, f
     from oij.testing._runner import judge_file
 
     case, f = judge_file(path, impl, profile, feats, timeout)
+    sent = (f"sent the file's own {len(case.raw.encode())} bytes, validated first" if case.raw is not None
+            and not callable(impl) else "sent the events read from it, in the kit's encoding")
     if f is None:
-        print(f"conforms on {path} ({len(case)} events, {profile.name} semantics)")
+        print(f"conforms on {path} ({len(case)} events, {profile.name} semantics; {sent})")
         return 0
-    print(f"oij conform: {' '.join(cmd)} fails {path} ({f.kind})\n")
+    print(f"oij conform: {' '.join(cmd)} fails {path} ({f.kind}; {sent})\n")
     print(f.report)
+    if case.raw is not None and not callable(impl) and case.raw.count("\n") <= 40:
+        print("\nthe file as sent (its own text; the timeline above shows every value as a float):")
+        print("  " + case.raw.rstrip("\r\n").replace("\n", "\n  "))
     return 1
 
 

@@ -8,6 +8,7 @@ generator (:mod:`oij.testing._cases`).
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,19 +75,20 @@ class Case:
     """``full``: every field written; ``minimal``: every optional field that has its default value left out;
     ``mixed:N``: each optional field at its default, line by line, left out or written explicitly (as drawn by
     the number N); ``explicit``: every optional field written, those the writer leaves out included.  The
-    format allows them all, and an implementation must read them the same."""
+    format allows them all, and an implementation must read them the same.  Any of these may be followed by
+    ``|``-separated features of the text (:func:`encode`): ``int`` (integral values and fields written as JSON
+    integers), ``float`` (fields written as floats), ``order:N`` (keys in a drawn order on each line),
+    ``space:N`` (whitespace the format allows, line by line)."""
+    raw: str | None = field(default=None, compare=False, repr=False)
+    """The exact text the case was read from (``oij conform --replay``): sent as it is instead of an encoding."""
 
     def to_jsonl(self) -> str:
-        """The case as an oij-jsonl v1 input, in its :attr:`encoding`."""
+        """The case as an oij-jsonl v1 input: its :attr:`raw` text if it has one, else in its :attr:`encoding`."""
+        if self.raw is not None:
+            return self.raw
         buf = io.StringIO()
         write_events(self.query, self.events, buf)
-        if self.encoding == "full":
-            return buf.getvalue()
-        if self.encoding.startswith("mixed:"):
-            return mixed_jsonl(buf.getvalue(), int(self.encoding[6:]))
-        if self.encoding == "explicit":
-            return mixed_jsonl(buf.getvalue(), -1)
-        return minimal_jsonl(buf.getvalue())
+        return encode(buf.getvalue(), self.encoding)
 
     @staticmethod
     def from_jsonl(text: str, path: str = "<case>") -> Case:
@@ -148,6 +150,118 @@ def mixed_jsonl(text: str, seed: int) -> str:
                 kept[k] = v
         out.append(orjson.dumps(kept).decode() + "\n")
     return "".join(out)
+
+
+def encode(text: str, encoding: str) -> str:
+    """``text`` (oij-jsonl as :func:`oij.io.jsonl.write_events` writes it) in ``encoding`` (see
+    :attr:`Case.encoding`): the base (``full``, ``minimal``, ``mixed:N``, ``explicit``), then each ``|`` feature
+    in turn.  Every result reads back as the same case."""
+    base, *features = encoding.split("|")
+    if base.startswith("mixed:"):
+        text = mixed_jsonl(text, int(base[6:]))
+    elif base == "explicit":
+        text = mixed_jsonl(text, -1)
+    elif base == "minimal":
+        text = minimal_jsonl(text)
+    elif base != "full":
+        raise ValueError(f"unknown encoding {encoding!r}")
+    for feat in features:
+        name, _, arg = feat.partition(":")
+        if name == "int":
+            text = _numbers_jsonl(text, integers=True)
+        elif name == "float":
+            text = _numbers_jsonl(text, integers=False)
+        elif name == "order":
+            text = order_jsonl(text, int(arg))
+        elif name == "space":
+            text = space_jsonl(text, int(arg))
+        else:
+            raise ValueError(f"unknown encoding feature {feat!r} in {encoding!r}")
+    return text
+
+
+def _line_bits(seed: int, n: int) -> int:
+    """Bits drawn for line ``n`` of a case from ``seed`` (a multiplicative hash: cheap, deterministic)."""
+    return ((seed * 0x9E3779B1 + n * 0x85EBCA77) & 0xFFFFFFFFFFFF) >> 7
+
+
+def _as_int(v: Any) -> Any:
+    """An integral float (not -0.0, at most 2^53 in magnitude: exact in every reader) as an int."""
+    if type(v) is float and v.is_integer() and abs(v) <= 1 << 53 and not (v == 0.0 and str(v).startswith("-")):
+        return int(v)
+    return v
+
+
+def _numbers_jsonl(text: str, integers: bool) -> str:
+    """``text`` with every integral ``value`` and ``fields`` number written as a JSON integer (``integers``), or
+    every ``fields`` number as a float (``3000.0``).  The format reads ``3`` and ``3.0`` alike."""
+    out = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        if obj.get("type") == "tuple":
+            if integers and "value" in obj:
+                obj["value"] = _as_int(obj["value"])
+            if isinstance(obj.get("fields"), dict):
+                obj["fields"] = {k: _as_int(v) if integers else float(v) for k, v in obj["fields"].items()}
+        out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return "".join(out)
+
+
+def order_jsonl(text: str, seed: int) -> str:
+    """``text`` with the keys of each line's object (nested ones too) in an order drawn from ``seed`` and the
+    line number, ``"type"`` included: JSON objects are unordered, and a reader that expects ``"type"`` first or
+    the writer's order is wrong."""
+    import random
+
+    def shuffled(obj: Any, rng: random.Random) -> Any:
+        if not isinstance(obj, dict):
+            return obj
+        keys = list(obj)
+        rng.shuffle(keys)
+        return {k: shuffled(obj[k], rng) for k in keys}
+
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        obj = json.loads(line)
+        out.append(json.dumps(shuffled(obj, random.Random(_line_bits(seed, n))), ensure_ascii=False,
+                              separators=(",", ":")) + "\n")
+    return "".join(out)
+
+
+SPACE_STYLES = ("compact", "after", "around", "tabs", "crlf", "padded")
+"""The whitespace of :func:`space_jsonl`, one per line: none; a space after each ``:`` and ``,``; spaces around
+every token; a tab before and after the object; a CRLF line end; spaces before and after the object and a CRLF
+line end.  docs/format.rst allows them all."""
+
+
+def space_jsonl(text: str, seed: int) -> str:
+    """``text`` with each line in one of :data:`SPACE_STYLES` (drawn from ``seed`` and the line number): the
+    same objects, other whitespace."""
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        obj = json.loads(line)
+        style = SPACE_STYLES[_line_bits(seed, n) % len(SPACE_STYLES)]
+        if style == "compact":
+            out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        elif style == "after":
+            out.append(json.dumps(obj, ensure_ascii=False) + "\n")
+        elif style == "around":
+            out.append(_spaced(obj) + "\n")
+        elif style == "tabs":
+            out.append("\t" + json.dumps(obj, ensure_ascii=False) + "\t\n")
+        elif style == "crlf":
+            out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\r\n")
+        else:
+            out.append("  " + json.dumps(obj, ensure_ascii=False, separators=(" ,", " : ")) + " \r\n")
+    return "".join(out)
+
+
+def _spaced(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return "{ " + " , ".join(f"{json.dumps(k, ensure_ascii=False)} : {_spaced(v)}" for k, v in obj.items()) + " }"
+    if isinstance(obj, list):
+        return "[ " + " , ".join(_spaced(v) for v in obj) + " ]"
+    return json.dumps(obj, ensure_ascii=False)
 
 
 REPR_EDGES = (1 << 31, 1 << 32, 1 << 53, 1 << 63)

@@ -106,7 +106,7 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
                     isinstance(a.key, str) != isinstance(b.key, str)
                     and _numeric(a.key) == _numeric(b.key) is not None):
                 hits.add(EDGES[19])  # equal folded, normalized, trimmed, or a numeric string and its number
-    if q.channels > 1 and q.lateness is None and case.encoding != "full":
+    if q.channels > 1 and q.lateness is None and case.encoding.split("|")[0] != "full":
         import orjson
 
         marks: dict[int, int] = {}

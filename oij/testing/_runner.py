@@ -174,8 +174,11 @@ class Session:
                 return Outcome(None, problem)
         p = self.proc
         assert p is not None and p.stdin is not None and p.stdout is not None
+        text = case.to_jsonl()
+        if not text.endswith("\n"):  # a replayed file's last line may lack its newline: the session needs one
+            text += "\n"
         try:
-            p.stdin.write(case.to_jsonl().encode())
+            p.stdin.write(text.encode())
             p.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it exited: reported below with its exit code
@@ -497,15 +500,43 @@ def passes_fresh(cmd: Sequence[str], case: Case, profile: Profile, features: Ite
         return judge(case, s.run(case, timeout), profile, features) is None
 
 
+def read_case_file(path: str) -> Case:
+    """The case in the file ``path`` (``-``: stdin), read and validated by the reader every command shares
+    (:class:`oij.io.errors.InputError`, one line naming the line and field, on bad input).  An oij-jsonl file
+    keeps its own text in :attr:`Case.raw`, so that the implementation is sent the file's bytes, not the kit's
+    encoding of them; a Parquet file (or dataset) has no such text and is sent in the kit's encoding."""
+    import io
+    import sys
+
+    from oij.io import open_events
+    from oij.io.errors import InputError
+    from oij.io.jsonl import read_jsonl
+
+    if path != "-" and (os.path.isdir(path) or path.endswith(".parquet")):
+        q, events, fh = open_events(path)
+        try:
+            return Case(q, tuple(events), "replay")
+        finally:
+            if fh is not None:
+                fh.close()
+    if path == "-":
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise InputError(path, 0, "file", e.strerror or str(e)) from None
+        name = path
+    q, events = read_jsonl(io.BytesIO(data), name)
+    case = Case(q, tuple(events), "replay")
+    return Case(case.query, case.events, "replay", raw=data.decode("utf-8"))  # valid UTF-8: the reader said so
+
+
 def judge_file(path: str, impl: Impl | Session, profile: Profile, features: Iterable[str],
                timeout: float) -> tuple[Case, Failure | None]:
-    """The case in the file ``path`` (``-``: stdin), run through ``impl`` and judged (``oij conform --replay``)."""
-    from oij.io import open_events
-
-    q, events, fh = open_events(path)  # the reader every command shares
-    try:
-        case = Case(q, tuple(events))
-    finally:
-        if fh is not None:
-            fh.close()
+    """The case in the file ``path`` (``-``: stdin), run through ``impl`` and judged (``oij conform --replay``).
+    A command is sent the file's own bytes after they were validated (:func:`read_case_file`); a Python
+    callable gets the events read from them."""
+    case = read_case_file(path)
     return case, judge(case, run_impl(impl, case, timeout), profile, features)

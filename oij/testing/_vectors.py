@@ -245,6 +245,8 @@ def vectors() -> Iterator[Vector]:
         yield Vector("cond", f"pass-{order}", f"a.x < b.y holds (1 < 2), {order}: the pair joins",
                      _two(qxy, 1.0, 2.0, order))
         yield Vector("cond", f"fail-{order}", f"a.x < b.y fails (2 < 2), {order}: no pair", _two(qxy, 2.0, 2.0, order))
+        yield Vector("cond", f"pass-float-typed-{order}", f"a.x < b.y holds (1.0 < 2.0, the fields written as "
+                     f"floats), {order}: the pair joins", replace(_two(qxy, 1.0, 2.0, order), encoding="full|float"))
         yield Vector("cond", f"left-fail-{order}", f"left join whose only match fails the condition, {order}: "
                      "(a, null)", _two(qleft, 2.0, 2.0, order))
     yield Vector("cond", "some-pass-base-last", "three probes in the window, the base last: only those with "
@@ -486,6 +488,36 @@ def representation_vectors() -> Iterator[Vector]:
                  replace(every, encoding="explicit"))
     yield Vector("representation", "defaults-mixed", "optional fields at their defaults, some lines written, some "
                  "left out", _encoded_where(every, lambda ls: sum(len(x) for x in ls) in (30, 31, 32)))
+    # integer-typed numbers: the format reads "value":3 as 3.0, and an implementation must too
+    for agg_kind, vals, why in (("avg", (1.0, 2.0), "1.5 (an integer division gives 1)"),
+                                ("avg", (-1.0, 2.0), "0.5 (an integer division gives 0)"),
+                                ("avg", (-3.0, 0.0), "-1.5 (an integer division gives -1 or -2)"),
+                                ("sum", (3.0, -1.0), "2"),
+                                ("min", (3.0, -2.0), "-2"),
+                                ("max", (0.0, 9007199254740992.0), "2^53, an integer a double holds exactly")):
+        label = "_".join("2p53" if v == 1 << 53 else f"{int(v)}".replace("-", "m") for v in vals)
+        yield Vector("representation", f"int-values-{agg_kind}-{label}",
+                     f"{agg_kind} of values written as JSON integers ({int(vals[0])} and {int(vals[1])}, no decimal "
+                     f"point): {why}",
+                     replace(_case(Query(-3, 0, aggregate=agg_kind), _t("p", 1, 8, value=vals[0]),
+                                   _t("p", 2, 9, value=vals[1]), _t("b", 3, 10)), encoding="full|int"))
+    both_int = replace(every, encoding="minimal|int")
+    yield Vector("representation", "int-values-minimal", "a sum over values written as integers, the value 0 left "
+                 "out (its default), the others as \"value\":2", both_int)
+    yield Vector("representation", "keys-reordered-spaced", "the same objects with their keys in another order "
+                 "(\"type\" last on some lines) and other whitespace (spaces, tabs, CRLF line ends)",
+                 _reordered(every))
+
+
+def _reordered(case: Case) -> Case:
+    """``case`` with keys in the first ``order:N`` that puts ``"type"`` away from the front of every line but the
+    end line, and whitespace ``space:N`` of the same N."""
+    for n in range(1000):
+        c = replace(case, encoding=f"full|order:{n}|space:{n}")
+        lines = [orjson.loads(x) for x in c.to_jsonl().splitlines()]
+        if all(next(iter(x)) != "type" for x in lines[:-1]) and "\r" in c.to_jsonl() and "\t" in c.to_jsonl():
+            return c
+    raise ValueError("no order puts type away from the front")
 
 
 def found_by_mutants() -> Iterator[Vector]:

@@ -1,0 +1,89 @@
+"""No silent regressions: every bug shape the kit has been shown to catch is still caught by a default run.
+
+A default ``oij conform`` run is deterministic (seed 0): while an implementation answers as a correct one
+would, the kit sends the same next case, so whether the run catches a shape is a property of the generator
+and the vectors alone.  A change to either can thin out the cases that meet a shape (issue 46: a shape caught
+one round was found only after 321 cases the next, and no test noticed).  Here every shape of
+``tests/impls/accum_bugs.py`` runs through the kit's own :func:`oij.testing._runner.search` at the defaults
+(200 cases, seed 0), once with the vectors and once on the generated cases alone (the shapes only the text
+shows, ``TEXT_BUGS``, with the vectors), with the command run in
+this process instead of a subprocess (the same text in, the same lines out), so the whole check is cheap.
+
+Negative control: the check can fail -- with the generator restricted so that it can no longer meet a shape
+(no aggregates drawn), the same harness reports that shape as missed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from oij.testing import _runner
+from oij.testing._case import DEFAULT_FEATURES
+from oij.testing._protocol import ProtocolError, parse_output
+from oij.testing._runner import Outcome, search
+from tests.impls.accum_bugs import BUGS, TEXT_BUGS
+from tests.impls.accum_oij import Join, main
+
+SHAPES = sorted(BUGS)
+
+
+def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
+    """:func:`oij.testing._runner.run_command` for ``python accum_bugs.py BUG``, run in this process."""
+    del timeout
+    make: type[Join] = {**BUGS, **TEXT_BUGS}.get(argv[-1], Join)
+    out = io.StringIO()
+    old = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out):
+            main(make)
+    except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
+        return Outcome(None, f"crash: {type(e).__name__}: {e}")
+    finally:
+        sys.stdin = old
+    try:
+        return Outcome(parse_output(out.getvalue().encode()))
+    except ProtocolError as e:
+        return Outcome(None, f"protocol error: {e}")
+
+
+def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES) -> _runner.SearchResult:
+    """``oij conform [--no-vectors] -- python accum_bugs.py BUG`` at its defaults, the command in this process."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_runner, "run_command", in_process)
+        return search(["python", "accum_bugs.py", bug], features=features, vectors=vectors)
+
+
+@pytest.mark.parametrize("bug", SHAPES)
+def test_a_default_run_still_catches_every_known_shape(bug: str) -> None:
+    with_vectors = default_run(bug, True)
+    assert with_vectors.failure is not None, f"{bug}: no longer caught by a default oij conform run"
+    search_only = default_run(bug, False)
+    assert search_only.failure is not None, f"{bug}: no longer caught by the generated cases of a default run"
+    assert search_only.found_by.startswith("search, case "), search_only.found_by
+    assert len(search_only.failure.case) <= 6, search_only.failure.report
+
+
+@pytest.mark.parametrize("bug", sorted(TEXT_BUGS))
+def test_a_default_run_still_catches_every_shape_of_the_text(bug: str) -> None:
+    # the vectors are what meets these shapes (TEXT_BUGS says why): a default run must still catch them
+    res = default_run(bug, True)
+    assert res.failure is not None, f"{bug}: no longer caught by a default oij conform run"
+    assert res.found_by.startswith("vector representation/int-values-"), res.found_by
+
+
+def test_the_correct_implementation_passes_in_process() -> None:
+    res = default_run("correct", True)
+    assert res.failure is None, res.failure.report if res.failure else ""
+    assert res.generated == 200 and res.vectors > 0
+
+
+def test_negative_control_a_generator_that_cannot_meet_a_shape_is_reported() -> None:
+    # without exclusive bounds the swapped flags cannot show: the same harness must then say "not caught"
+    res = default_run("probe-path-flags-swapped", False, DEFAULT_FEATURES - {"exclusive"})
+    assert res.failure is None and res.generated == 200
