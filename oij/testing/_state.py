@@ -18,10 +18,16 @@ as the stream goes on:
 * the **resident memory** (VmRSS) of the command's process tree, sampled
   after each chunk has been written (:func:`oij.proctree.tree_rss`).
 
-It fails when the state in the last quarter of the stream exceeds the state
-in the second quarter by more than the allowance (state lines: twice, plus
-256 tuples; memory: a quarter, plus 8 MiB), and when the output is not exactly
-the oracle's.  The kit sets ``OIJ_STATE_BOUND=1`` in the command's
+It fails when the state grows: its **slope per event** over the last three
+quarters of the stream (a least-squares line through the samples) exceeds the
+oracle's own slope on the same case by more than a floor (state lines: the
+oracle's stored tuples, counted in this process, plus 1 tuple per 1,000
+events; memory: the resident memory of ``oij join -`` run on the case, twice
+its slope plus 8 bytes per event), so that a leak of a few dozen bytes per
+tuple is told from allocator noise; or when the state in the last quarter
+exceeds the state in the second quarter by more than the allowance (state
+lines: twice, plus 256 tuples; memory: a quarter, plus 8 MiB); and when the
+output is not exactly the oracle's.  The kit sets ``OIJ_STATE_BOUND=1`` in the command's
 environment, so an implementation can print state lines only then.
 
 Data flow::
@@ -65,6 +71,17 @@ RSS_SLACK = 8 << 20
 
 STORED_SLACK = 256
 """Tuples allowed on top of twice the second quarter's state, when the command writes state lines."""
+
+SLOPE_BYTES = 8.0
+"""Bytes per event of resident-memory slope allowed on top of twice the oracle's own (``oij join -``): a leak of
+a packed int per tuple (about 44 bytes in CPython) is five times this; a bounded Python implementation's noise
+over 10^5 events is 0-6 bytes per event (measured: docs/conformance.rst)."""
+
+SLOPE_TUPLES = 0.001
+"""Stored tuples per event of slope allowed on top of the oracle's own, when the command writes state lines."""
+
+CHUNKS = 40
+"""How many pieces a long case is fed in (one memory sample after each)."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -111,6 +128,8 @@ class StateRun:
     samples: list[tuple[int, int]] = field(default_factory=list)
     early: int = 0  # the largest sample in the second quarter of the stream
     late: int = 0  # the largest sample in the last quarter
+    slope: float = 0.0  # state per event over the last three quarters (bytes or tuples)
+    allowed: float = 0.0  # the slope allowed: the oracle's own, plus the floor
     seconds: float = 0.0
     problem: str | None = None  # a crash, a hang, a wrong output, or the growth
 
@@ -126,8 +145,10 @@ class StateRun:
         """One line of the report."""
         unit = self.unit
         verdict = "FAILS: " + self.problem if self.problem else "bounded"
+        per = "B" if self.measure == "resident memory" else "tuples"
         return (f"  {self.name:<20} {self.measure:<16} 25-50%: {unit(self.early):>12}  75-100%: {unit(self.late):>12}"
-                f"  growth {unit(self.growth):>12}  {self.seconds:6.1f} s  {verdict}")
+                f"  growth {unit(self.growth):>12}  slope {self.slope:8.3g} {per}/event (allowed "
+                f"{self.allowed:.3g})  {self.seconds:6.1f} s  {verdict}")
 
 
 def _quarters(samples: Sequence[tuple[int, int]], total: int) -> tuple[int, int]:
@@ -136,8 +157,88 @@ def _quarters(samples: Sequence[tuple[int, int]], total: int) -> tuple[int, int]
     return max(early, default=0), max(late, default=0)
 
 
+def slope(samples: Sequence[tuple[int, int]], total: int) -> float:
+    """The least-squares slope (state per event) of the samples taken after the first quarter of ``total``
+    events (the warm-up left out); 0 with fewer than three."""
+    pts = [(k, v) for k, v in samples if k >= total // 4]
+    if len(pts) < 3:
+        return 0.0
+    mk = sum(k for k, _ in pts) / len(pts)
+    mv = sum(v for _, v in pts) / len(pts)
+    den = sum((k - mk) ** 2 for k, _ in pts)
+    return sum((k - mk) * (v - mv) for k, v in pts) / den if den else 0.0
+
+
+def oracle_stored(case: Case, at: Sequence[int]) -> list[tuple[int, int]]:
+    """The oracle's stored tuples after each event count of ``at`` (its own curve, in this process)."""
+    from reference.oracle import Oracle
+
+    want = sorted(set(at))
+    o = Oracle(case.query)
+    out: list[tuple[int, int]] = []
+    i = 0
+    for n, e in enumerate((e for e in case.events if not isinstance(e, End)), 1):
+        o.on_event(e)
+        while i < len(want) and want[i] == n:
+            out.append((n, o.stored))
+            i += 1
+    return out
+
+
+_ORACLE_RSS: dict[int, tuple[Case, float]] = {}
+
+
+def oracle_rss_slope(case: Case, timeout: float) -> float:
+    """The resident-memory slope (bytes per event) of the oracle as a command, ``oij join -``, fed ``case``
+    as the command under test is: the allocator noise of a bounded implementation on this machine.  Once per
+    case object."""
+    import sys
+
+    with _LOCK:
+        hit = _ORACLE_RSS.get(id(case))
+        if hit is not None and hit[0] is case:
+            return hit[1]
+    run = _measure([sys.executable, "-m", "oij.cli", "join", "-"], case, timeout, CHUNKS)
+    value = max(0.0, slope(run[2], run[0])) if run[1] == 0 else 0.0
+    with _LOCK:
+        _ORACLE_RSS[id(case)] = (case, value)
+    return value
+
+
+def _measure(argv: Sequence[str], case: Case, timeout: float,
+             chunks: int) -> tuple[int, int | None, list[tuple[int, int]]]:
+    """Feed ``case`` to ``argv`` in ``chunks`` and sample its tree's resident memory after each: (events, exit
+    code or None, samples).  Its output is read and dropped."""
+    lines = case.to_jsonl().encode().splitlines(keepends=True)
+    total = len(lines) - 2
+    try:
+        p = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return total, None, []
+    rss: list[tuple[int, int]] = []
+    timer = threading.Timer(timeout, lambda: _killpg(p))
+    timer.start()
+    try:
+        assert p.stdin is not None
+        step = max(1, len(lines) // chunks)
+        with contextlib.suppress(BrokenPipeError, OSError):
+            for i in range(0, len(lines), step):
+                p.stdin.write(b"".join(lines[i:i + step]))
+                p.stdin.flush()
+                rss.append((min(i + step, total), tree_rss(p.pid)))
+            p.stdin.close()
+        code = p.wait()
+    finally:
+        timer.cancel()
+        if p.poll() is None:
+            _killpg(p)
+            p.wait()
+    return total, code, rss
+
+
 def run_state_case(argv: Sequence[str], case: Case, features: frozenset[str], timeout: float,
-                   chunks: int = 20) -> StateRun:
+                   chunks: int = CHUNKS) -> StateRun:
     """Run ``argv`` on one long case, measuring its state (see the module docstring)."""
     text = case.to_jsonl().encode()
     lines = text.splitlines(keepends=True)
@@ -202,11 +303,19 @@ def run_state_case(argv: Sequence[str], case: Case, features: frozenset[str], ti
     if len(state) >= 4:
         run.measure, run.samples = "state lines", state
         run.early, run.late = _quarters(state, total)
-        grows = run.late > 2 * run.early + STORED_SLACK
+        run.slope = slope(state, total)
+        run.allowed = max(0.0, slope(oracle_stored(case, [k for k, _ in state]), total)) + SLOPE_TUPLES
+        grows = run.late > 2 * run.early + STORED_SLACK or run.slope > run.allowed
     else:
         run.samples = rss
         run.early, run.late = _quarters(rss, total)
+        run.slope = slope(rss, total)
         grows = run.late > run.early + run.early // 4 + RSS_SLACK
+        if not grows and run.slope > SLOPE_BYTES:  # only then is the oracle's own curve needed
+            run.allowed = 2 * oracle_rss_slope(case, timeout) + SLOPE_BYTES
+            grows = run.slope > run.allowed
+        else:
+            run.allowed = SLOPE_BYTES
     try:
         got = parse_output(b"".join(out))
     except ProtocolError as e:

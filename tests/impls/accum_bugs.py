@@ -108,6 +108,21 @@ class NeverPurges(Join):
             self.bases[k] = pending
 
 
+class CompactLeak(Join):
+    """Exact, and it purges its probes, but keeps a trace of each one it drops, packed into one int (id and ts):
+    a leak of a few dozen bytes per tuple, which a bound on memory with a generous allowance misses."""
+
+    def __init__(self, q: dict[str, Any]) -> None:
+        super().__init__(q)
+        self.trace: list[int] = []
+
+    def keep_probe(self, b: Tup) -> bool:
+        kept = super().keep_probe(b)
+        if not kept:
+            self.trace.append(b.id << 64 | (b.ts & 0xFFFFFFFFFFFFFFFF))
+        return kept
+
+
 def _wrap32(x: int) -> int:
     return (x + (1 << 31)) % (1 << 32) - (1 << 31)
 
@@ -186,10 +201,11 @@ TEXT_BUGS: dict[str, type[Join]] = {"int-values-integer-avg": IntValuesIntegerAv
 """Shapes that only the text of a case shows (issue 46: a number's JSON type): caught at the defaults by the
 ``representation/int-values-*`` vectors and by ``oij conform --replay`` of a file that has them; the 200
 generated cases of a default run hold too few averages of two or more values to meet it alone."""
-STATE_BUGS: dict[str, type[Join]] = {"never-purges": NeverPurges, "correct": Join, "leaky-session": Join}
-"""Not shapes of the per-case protocol: ``never-purges`` (exact answers, unbounded state: caught by ``oij conform
---state-bound`` only), ``correct`` (accum_oij itself, here so that it speaks the session protocol too) and
-``leaky-session`` (correct per case; under ``OIJ_SESSION=1`` it keeps the last case's probes)."""
+STATE_BUGS: dict[str, type[Join]] = {"never-purges": NeverPurges, "compact-leak": CompactLeak, "correct": Join,
+                                     "leaky-session": Join}
+"""Not shapes of the per-case protocol: ``never-purges`` and ``compact-leak`` (exact answers, unbounded state:
+caught by ``oij conform --state-bound`` only), ``correct`` (accum_oij itself, here so that it speaks the session
+protocol too) and ``leaky-session`` (correct per case; under ``OIJ_SESSION=1`` it keeps the last case's probes)."""
 """The first eight are issue 23's shapes; the last four issue 37's (how other languages hold values)."""
 
 

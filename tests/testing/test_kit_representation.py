@@ -232,6 +232,33 @@ def test_state_bound_passes_the_oracle_and_fails_an_implementation_that_never_pu
 
 
 @pytest.mark.timeout(300)
+def test_state_bound_judges_the_slope_and_fails_a_compact_leak() -> None:
+    """Negative control of issue 46: ``compact-leak`` purges its probes but keeps each one's trace packed in an
+    int (about 44 bytes per tuple, 2.7 MiB over the 10^5-event case): inside "a quarter plus 8 MiB", caught by
+    its slope per event against the oracle's.  The correct implementation's slope is within the allowance."""
+    feats = frozenset({"watermarks", "lateness", "aggregates", "left", "channels"})
+    leak = check_state([*BUGS, "compact-leak"], feats)
+    assert not leak.ok, leak.text()
+    for r in leak.runs:
+        assert r.late - r.early < r.early // 4 + (8 << 20), r.line()  # the old allowance alone passes it
+        assert r.slope > r.allowed and r.problem and "grows with the stream" in r.problem, r.line()
+    ok = check_state([*BUGS, "correct"], feats)
+    assert ok.ok and all(r.slope <= r.allowed for r in ok.runs), ok.text()
+
+
+def test_slope_and_the_oracles_own_curve() -> None:
+    from oij.testing._state import oracle_stored, slope, state_cases
+
+    assert slope([(k, 7 * k + 3) for k in range(0, 1000, 50)], 1000) == pytest.approx(7.0)
+    assert slope([(k, 100 + (k % 3)) for k in range(0, 1000, 50)], 1000) == pytest.approx(0.0, abs=0.01)
+    assert slope([(900, 5)], 1000) == 0.0
+    case = state_cases(frozenset({"watermarks"}), 5000)[0]
+    curve = oracle_stored(case, range(500, 5001, 500))
+    assert len(curve) == 10 and 0 < max(v for _, v in curve) < 500  # the live window, not the stream
+    assert abs(slope(curve, 5000)) < 0.01
+
+
+@pytest.mark.timeout(300)
 def test_state_bound_fails_a_wrong_answer_and_the_command_reports_it(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rc, out = conform(capsys, tmp_path, "--state-bound", "--max-examples", "0", "--no-vectors", "--state-events",
