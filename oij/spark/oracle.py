@@ -203,37 +203,155 @@ def prefix_max(rows: Any, order: str, cols: Sequence[str], block: int = 1 << 20,
                     *[F.greatest(F.col(f"_p_{c}"), F.col(f"_i_{c}")).alias(f"_m_{c}") for c in cols])
 
 
-def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
-    """The tuples of ``frame`` with columns ``W`` (watermark at arrival, null = -inf) and ``late``.
-
-    See the module docstring: a two-level exclusive prefix maximum over the
-    arrival positions (:func:`prefix_max`), per channel, then min over channels (watermark mode)
-    or minus the lateness.
-    """
+def _contributions(frame: Any, q: Query) -> list[Any]:
+    """Per event, what it adds to each running maximum: channel c's watermark ts (watermark mode, one column
+    per channel) or a tuple's ts (lateness mode, one column); null where it adds nothing."""
     from pyspark.sql import functions as F
 
     typ = F.col("type")
     if q.lateness is None:
         chan = F.coalesce(F.col("channel"), F.lit(0))
-        contrib = [F.when((typ == "watermark") & (chan == c), F.col("ts")) for c in range(q.channels)]
-    else:
-        contrib = [F.when(typ == "tuple", F.col("ts"))]
+        return [F.when((typ == "watermark") & (chan == c), F.col("ts")) for c in range(q.channels)]
+    return [F.when(typ == "tuple", F.col("ts"))]
+
+
+def _watermark(ms: list[Any], q: Query) -> Any:
+    """W from the exclusive running maxima ``ms`` (null = -inf): max - lateness, or the min over channels."""
+    from pyspark.sql import functions as F
+
+    if q.lateness is not None:
+        return ms[0] - F.lit(q.lateness)
+    if len(ms) == 1:
+        return ms[0]
+    any_null = ms[0].isNull()
+    for m in ms[1:]:
+        any_null = any_null | m.isNull()
+    return F.when(any_null, F.lit(None).cast("long")).otherwise(F.least(*ms))
+
+
+def _tuple_columns(g: Any) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    fields = [F.col(f"`{c}`") for c in g.columns if c.startswith(FIELD_PREFIX)]
+    return [F.col("pos"), F.col("side"), F.col("id"), F.col("ts"), F.col("key"), F.col("value"), *fields]
+
+
+def mark_late_windows(frame: Any, q: Query, block: int = 1 << 20) -> Any:
+    """:func:`mark_late` by window functions (:func:`prefix_max`): a shuffle of every row by block and a sort
+    by position.  The fallback when the input's partitions are not runs of consecutive positions."""
+    from pyspark.sql import functions as F
+
+    contrib = _contributions(frame, q)
     n = len(contrib)
     f = frame.select("*", *[c.alias(f"_c{i}") for i, c in enumerate(contrib)])
-    g = prefix_max(f, "pos", [f"_c{i}" for i in range(n)], block).where(typ == "tuple")
-    ms = [F.col(f"_m__c{i}") for i in range(n)]
-    if q.lateness is not None:
-        w = ms[0] - F.lit(q.lateness)
-    elif n == 1:
-        w = ms[0]
-    else:
-        any_null = ms[0].isNull()
-        for m in ms[1:]:
-            any_null = any_null | m.isNull()
-        w = F.when(any_null, F.lit(None).cast("long")).otherwise(F.least(*ms))
-    fields = [F.col(f"`{c}`") for c in g.columns if c.startswith(FIELD_PREFIX)]
-    out = g.select("pos", "side", "id", "ts", "key", "value", *fields, w.alias("W"))
+    g = prefix_max(f, "pos", [f"_c{i}" for i in range(n)], block).where(F.col("type") == "tuple")
+    w = _watermark([F.col(f"_m__c{i}") for i in range(n)], q)
+    out = g.select(*_tuple_columns(g), w.alias("W"))
     return out.withColumn("late", F.coalesce(F.col("ts") < F.col("W"), F.lit(False)))
+
+
+_NONE = -(1 << 63)
+"""The running maximum of a channel with no contribution yet (-inf): below every ts (|ts| <= 2^62)."""
+
+
+def _scan_partitions(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None) -> Any:
+    """The function :func:`mark_late` maps over each partition's Arrow batches (pickled by value: executors need
+    only numpy and pyarrow).  A partition holds consecutive positions ``firsts[i] .. ``; ``carries[i]`` is the
+    maximum of each contribution over every earlier position (``_NONE``: none)."""
+
+    def scan(batches: Any) -> Any:
+        import bisect
+
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        run: Any = None
+        expect = 0
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            pos = b.column("pos").to_numpy()
+            if run is None:
+                i = bisect.bisect_left(firsts, int(pos[0]))
+                if i == len(firsts) or firsts[i] != int(pos[0]):
+                    raise RuntimeError(f"oij: a partition starts at position {int(pos[0])}, which the first scan "
+                                       "did not see start a partition (Spark changed the input's partitioning)")
+                run = np.array(carries[i], dtype=np.int64)
+                expect = int(pos[0])
+            if not np.array_equal(pos, np.arange(expect, expect + len(pos), dtype=np.int64)):
+                raise RuntimeError("oij: a partition's positions are not consecutive on the second scan")
+            expect += len(pos)
+            ms = []
+            for c in range(n):
+                v = b.column(f"_c{c}").to_numpy()
+                inc = np.maximum.accumulate(np.maximum(v, run[c]))
+                exc = np.empty_like(inc)
+                exc[0] = run[c]
+                exc[1:] = inc[:-1]
+                run[c] = inc[-1]
+                ms.append(exc)
+            if lateness is not None:
+                none = ms[0] == _NONE
+                w = np.where(none, 0, ms[0] - lateness)
+            else:
+                lo = np.minimum.reduce(ms) if n > 1 else ms[0]
+                none = lo == _NONE
+                w = np.where(none, 0, lo)
+            ts = pc.fill_null(b.column("ts"), 0).to_numpy()
+            late = ~none & (ts < w)
+            keep = pc.equal(b.column("type"), "tuple")
+            out = b.drop_columns(["type", *[f"_c{c}" for c in range(n)]])
+            out = out.append_column("W", pa.array(w, pa.int64(), mask=none))
+            out = out.append_column("late", pa.array(late, pa.bool_()))
+            yield out.filter(keep)
+
+    return scan
+
+
+def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
+    """The tuples of ``frame`` with columns ``W`` (watermark at arrival, null = -inf) and ``late``.
+
+    The running maxima of the module docstring without a shuffle: Spark's partitions of a Parquet scan are
+    runs of consecutive positions (row groups of a file), so one aggregation per partition gives each run's
+    first position, length and maxima (a few rows reach the driver), the driver turns them into the maxima
+    before each run (an exclusive prefix over the runs), and a second scan runs through each partition in
+    order with numpy's running maximum (``mapInArrow``: Arrow batches, no Python per row).  Each partition
+    checks that it is the run the first scan saw (a file scan's partitions are planned the same way each time;
+    a frame of rows from the driver is checkpointed first).  Partitions that are not runs of consecutive
+    positions (several files packed into one) fall back to :func:`mark_late_windows`.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+    contrib = _contributions(frame, q)
+    n = len(contrib)
+    # pyspark's mapInArrow cannot name a column with a dot in it: the cond's fields pass as _f<j>
+    fields = [c for c in frame.columns if c.startswith(FIELD_PREFIX)]
+    f = frame.select(*[F.col(c) for c in frame.columns if c != "channel" and c not in fields],
+                     *[F.col(f"`{c}`").alias(f"_f{j}") for j, c in enumerate(fields)],
+                     *[F.coalesce(c, F.lit(_NONE)).alias(f"_c{i}") for i, c in enumerate(contrib)])
+    if not frame.inputFiles():  # rows from the driver: pinned so that both scans see the same partitions
+        f = f.localCheckpoint(eager=True)
+    parts = (f.groupBy(F.spark_partition_id().alias("_p"))
+             .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.count(F.lit(1)).alias("rows"),
+                  *[F.max(f"_c{i}").alias(f"m{i}") for i in range(n)])
+             .collect())
+    runs = sorted((int(r["first"]), int(r["last"]), int(r["rows"]), [int(r[f"m{i}"]) for i in range(n)])
+                  for r in parts if r["rows"])
+    if any(last - first + 1 != rows for first, last, rows, _ in runs):
+        return mark_late_windows(frame, q, block)
+    firsts, carries = [], []
+    carry = [_NONE] * n
+    for first, _, _, ms in runs:
+        firsts.append(first)
+        carries.append(list(carry))
+        carry = [max(a, b) for a, b in zip(carry, ms, strict=True)]
+    kept = [x for x in f.schema.fields if x.name not in ("type", *(f"_c{i}" for i in range(n)))]
+    schema = StructType([*kept, StructField("W", LongType()), StructField("late", BooleanType(), False)])
+    g = f.mapInArrow(_scan_partitions(n, firsts, carries, q.lateness), schema)
+    back = [F.col(f"_f{j}").alias(c) for j, c in enumerate(fields)]
+    return g.select("pos", "side", "id", "ts", "key", "value", *back, "W", "late")
 
 
 def _bucket_sides(bases: Any, probes: Any, q: Query, width: int) -> tuple[Any, Any]:
