@@ -165,27 +165,76 @@ def _floats(a: pa.Array) -> npt.NDArray[np.float64]:
     return out
 
 
+def _string_parts(a: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """The row offsets (n + 1, from row 0 of ``a``'s data) and the data bytes of a string or large-string
+    column, read from its Arrow buffers (no copy of the data; ``to_numpy`` of strings imports pandas)."""
+    import pyarrow as pa
+
+    n = len(a)
+    dt = np.dtype("<i8") if pa.types.is_large_string(a.type) else np.dtype("<i4")
+    offs = np.frombuffer(a.buffers()[1], dt, n + 1, a.offset * dt.itemsize).astype(np.int64)
+    data_buf = a.buffers()[2]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return offs, data
+
+
 def _equals(a: pa.Array, text: str) -> npt.NDArray[np.bool_]:
     """Row-wise ``a == text`` for a string, dictionary-of-strings or null column (null rows: False); doubt for
-    another type."""
+    another type.  Byte by byte on the Arrow buffers: the rows of ``text``'s length, then each byte of it
+    (``text`` is ASCII, so equal bytes are equal text, whatever the rest of the column holds).  O(n len(text))."""
     import pyarrow as pa
 
     n = len(a)
     if pa.types.is_null(a.type):
         return np.zeros(n, np.bool_)
-    try:  # pyarrow's JSON reader leaves UTF-8 inside strings unchecked: decoding it may fail (then doubt)
-        if pa.types.is_dictionary(a.type):
-            if not (pa.types.is_string(a.type.value_type) or pa.types.is_large_string(a.type.value_type)):
-                raise _Doubt
-            hit = np.array([v == text for v in a.dictionary.to_pylist()] or [False], np.bool_)
-            out: npt.NDArray[np.bool_] = hit[_ints(a.indices)] & _valid(a)
-            return out
-        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
-            eq: npt.NDArray[np.bool_] = np.asarray(a.to_numpy(zero_copy_only=False), dtype=object) == text
-            return eq
-    except (pa.ArrowException, UnicodeDecodeError):
-        raise _Doubt from None
-    raise _Doubt
+    if pa.types.is_dictionary(a.type):
+        d = a.dictionary
+        if not (pa.types.is_string(d.type) or pa.types.is_large_string(d.type)):
+            raise _Doubt
+        hit = np.append(_equals(d, text), False)
+        out: npt.NDArray[np.bool_] = hit[_ints(a.indices)] & _valid(a)
+        return out
+    if not (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
+        raise _Doubt
+    want = np.frombuffer(text.encode("ascii"), np.uint8)
+    offs, data = _string_parts(a)
+    eq: npt.NDArray[np.bool_] = (offs[1:] - offs[:-1]) == len(want)
+    rows = np.flatnonzero(eq)
+    if len(rows):
+        start = offs[rows]
+        for j, byte in enumerate(want.tolist()):
+            eq[rows] &= data[start + j] == byte
+    if a.null_count:
+        eq &= _valid(a)
+    return eq
+
+
+def _string_keys(a: pa.Array) -> npt.NDArray[Any]:
+    """A string column (UTF-8 checked by the caller) as an object array of str, None for a null, without
+    pyarrow.compute or pandas: keys of 1 to 8 bytes (no zero byte) are packed in one integer each, numpy's
+    unique finds the distinct ones, each is decoded once and every row takes its str; other keys by
+    ``to_pylist``.  O(n log n)."""
+    n = len(a)
+    offs, data = _string_parts(a)
+    valid = _valid(a)
+    lens = np.where(valid, offs[1:] - offs[:-1], 1)
+    short = n and bool(valid.any()) and int(lens.max()) <= 8 and int(lens.min()) >= 1
+    if short and not bool((data[offs[0]: offs[-1]] == 0).any()):
+        words = np.zeros(n, np.uint64)
+        start = offs[:-1]
+        for j in range(int(lens.max())):
+            has = valid & (lens > j)
+            byte = data[np.where(has, start + j, offs[0])].astype(np.uint64)
+            words |= np.where(has, byte, np.uint64(0)) << np.uint64(8 * j)
+        uniq, inv = np.unique(words, return_inverse=True)
+        texts = np.empty(len(uniq), dtype=object)
+        texts[:] = [int(w).to_bytes(8, "little").rstrip(b"\0").decode("utf-8") if w else None
+                    for w in uniq.tolist()]
+        out: npt.NDArray[Any] = texts[inv.reshape(-1)]
+        return out
+    keys = np.empty(n, dtype=object)
+    keys[:] = a.to_pylist()
+    return keys
 
 
 def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> EventBlock:
@@ -247,8 +296,8 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     elif pa.types.is_string(key.type) or pa.types.is_large_string(key.type):
         try:  # pyarrow's JSON reader leaves UTF-8 inside strings unchecked: the per-line reader names the line
             key.validate(full=True)
-            keys = np.asarray(key.to_numpy(zero_copy_only=False), dtype=object)[keep]
-        except pa.ArrowException:
+            keys = _string_keys(key)[keep]
+        except (pa.ArrowException, UnicodeDecodeError):
             raise _Doubt from None
     elif pa.types.is_null(key.type) and not tk.any():
         keys = np.zeros(len(tk), np.int64)
@@ -333,23 +382,15 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
     if cols is not None:
         STATS["template"] = STATS.get("template", 0) + 1
         return EventBlock(*cols)
+    if p.ended and not chunk.strip(b" \t\r\n"):  # blank lines after the end line: nothing
+        return EventBlock.from_events([])
     if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
     import pyarrow as pa  # imported only when the template could not take the chunk
     import pyarrow.json as pj
 
-    # every line ends with "}" or "}\r" (the last one may lack its newline)
-    a = np.frombuffer(chunk, dtype=np.uint8)
-    ends = np.flatnonzero(a == 10)
-    if not chunk.endswith(b"\n"):
-        ends = np.r_[ends, len(a)]
-    if len(ends) != lines:
-        return None
-    before = a[np.maximum(ends - 1, 0)]
-    cr = before == 13
-    if cr.any():
-        before = np.where(cr, a[np.maximum(ends - 2, 0)], before)
-    if not bool((before == 125).all()) or (len(ends) and ends[0] == 0):
+    rows = _object_lines(chunk, lines)
+    if rows is None:
         return None
     for kt in list(key_types):
         try:
@@ -360,13 +401,42 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
             continue  # in a string ("Unknown error: Wrapping ... failed"): the per-line reader gives the error
         if kt != key_types[0]:
             key_types.reverse()  # try this key type first next time
-        if tb.num_rows != lines:
+        if tb.num_rows != rows:
             return None
         try:
             return _check_table(tb, p, absent_is_null=True)
         except _Doubt:
             return None
     return None
+
+
+_SPACE = np.zeros(256, np.bool_)
+_SPACE[[32, 9, 13]] = True  # the JSON whitespace a line may end with (its newline aside): what both readers skip
+
+
+def _object_lines(chunk: bytes, lines: int) -> int | None:
+    """The number of lines of ``chunk`` that are not blank, when every such line's last byte other than space,
+    tab or CR is ``}``; else None.  A blank line (space, tab or CR only) is skipped by both readers.  With
+    pyarrow's row count equal to this number, every such line holds exactly one object (our fields hold no
+    nested values, so a ``}`` that ends a line ends the object).  O(len(chunk))."""
+    a = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(a == 10)
+    if not chunk.endswith(b"\n"):
+        ends = np.r_[ends, len(a)]
+    if len(ends) != lines:
+        return None
+    starts = np.r_[0, ends[:-1] + 1]
+    pos = ends - 1
+    back = np.flatnonzero(pos >= starts)
+    back = back[_SPACE[a[pos[back]]]]
+    while len(back):  # a few steps: as many as the longest run of whitespace before a line's end
+        pos[back] -= 1
+        back = back[pos[back] >= starts[back]]
+        back = back[_SPACE[a[pos[back]]]]
+    full = pos >= starts
+    if not bool((a[pos[full]] == 125).all()):
+        return None
+    return int(full.sum())
 
 
 def decode_jsonl_chunk(chunk: bytes, p: EventParser, before: int, threads: bool = True) -> tuple[EventBlock, int]:

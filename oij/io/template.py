@@ -194,13 +194,40 @@ def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
     is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
     ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""
+    if not _probe(chunk, p):
+        return None
     try:
         return _parse(chunk, p)
     except _Doubt:
         return None
 
 
-def _parse(chunk: bytes, p: EventParser) -> Columns:
+PROBE_LINES = 32
+"""A chunk of more lines than this is first tried on its first ``PROBE_LINES`` lines (:func:`_probe`)."""
+
+
+def _probe(chunk: bytes, p: EventParser) -> bool:
+    """Whether the first :data:`PROBE_LINES` lines of ``chunk`` are in the writer's shape (a chunk of fewer lines:
+    True, the whole parse decides).  A file in another shape fails here, on a few hundred bytes, instead of
+    after a pass over the whole chunk; the probe reads with its own id set and changes nothing in ``p``.  It
+    decides nothing for the chunk (a probe that passes is followed by the whole parse, which decides).  O(1)."""
+    at = -1
+    for _ in range(PROBE_LINES):
+        at = chunk.find(b"\n", at + 1)
+        if at < 0:
+            return True
+    if at + 1 == len(chunk):
+        return True
+    head = chunk[: at + 1]
+    try:
+        _parse(head, EventParser(p.q, p.path, p.int64_ids), probe=True)
+    except _Doubt:
+        return False
+    return True
+
+
+def _parse(chunk: bytes, p: EventParser, probe: bool = False) -> Columns:
+    """The columns of ``chunk`` or doubt; ``probe``: the first lines of a longer chunk, whose end follows."""
     q = p.q
     if p.ended or q.cond or not chunk.endswith(b"\n"):
         raise _Doubt
@@ -214,7 +241,7 @@ def _parse(chunk: bytes, p: EventParser) -> Columns:
     starts[1:] = nl[:-1] + 1
     ends = nl.astype(np.int64)  # each line is a[start:end]
     end_line = False
-    if chunk.endswith(b"\n" + _END + b"\n") or chunk == _END + b"\n":
+    if not probe and (chunk.endswith(b"\n" + _END + b"\n") or chunk == _END + b"\n"):
         end_line = True
         starts, ends = starts[:-1], ends[:-1]
     if not len(starts):
