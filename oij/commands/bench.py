@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from oij.commands import kitpower
 
     kitpower.register(bsub)
+    from oij.commands import shapes
+
+    shapes.register(bsub)
     from oij.commands import results
 
     results.register(bsub)
