@@ -341,12 +341,9 @@ def jsonl_blocks_after_query(stream: IO[bytes], path: str, q: Query, block_bytes
     return _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
 
 
-def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
-                  int64_ids: bool = False) -> Iterator[EventBlock]:
-    p = EventParser(q, path, int64_ids)
-    line = 1  # the last line read so far
+def _whole_lines(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
+    """The stream in chunks of whole lines, about ``block_bytes`` each (the last one may lack its newline)."""
     rest: list[bytes] = []  # the text after the last newline read so far (no newline in it), in pieces
-    key_types = ["int", "str"]
     while True:
         data = stream.read(block_bytes)
         eof = not data
@@ -358,33 +355,68 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
         chunk, tail = buf[:cut], buf[cut:]
         rest = [tail] if tail else []
         if chunk:
-            lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast
-            blk = _fast_jsonl(chunk, lines, p, key_types)
-            if blk is None:
-                STATS["slow"] += 1
-                blk = yield from slow_block(line_events(io.BytesIO(chunk), line, p))
-            else:
-                STATS["fast"] += 1
-            line += lines
-            if len(blk) or blk.end:
-                yield blk
+            yield chunk
         if eof:
-            break
+            return
+
+
+def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
+                  int64_ids: bool = False) -> Iterator[EventBlock]:
+    """The blocks of the stream after its query line.  Decoding (:func:`_decode_jsonl`: the template, else
+    pyarrow's reader; a pure function of the chunk) runs one chunk ahead on a helper thread, while this
+    thread checks the chunk before it in the stream's order (:func:`_commit_jsonl`) and its consumer joins it:
+    pyarrow and numpy release the GIL while they work.  Any doubt: the per-line reader, here, in order."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    p = EventParser(q, path, int64_ids)
+    line = 1  # the last line read so far
+    key_types = ["int", "str"]
+    ex = ThreadPoolExecutor(1, thread_name_prefix="oij-decode")
+    pending: tuple[bytes, int, Future[_Decoded | None]] | None = None
+    try:
+        for chunk in [*_whole_lines(stream, block_bytes), b""]:
+            ahead = None
+            if chunk:
+                lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast
+                ahead = (chunk, lines, ex.submit(_decode_jsonl, chunk, lines, q, list(key_types)))
+            if pending is not None:
+                done, n, fut = pending
+                pending = None
+                blk = _commit_jsonl(fut.result(), p, key_types)
+                if blk is None:
+                    STATS["slow"] += 1
+                    blk = yield from slow_block(line_events(io.BytesIO(done), line, p))
+                else:
+                    STATS["fast"] += 1
+                line += n
+                if len(blk) or blk.end:
+                    yield blk
+            pending = ahead
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
     if not p.ended:
         raise InputError(path, line + 1, "type", 'missing the last line {"type":"end"}')
 
 
-def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
-                threads: bool = True) -> EventBlock | None:
-    from oij.io.template import parse_template  # the writer's own shape, by position: no pyarrow
+_Decoded = tuple[str, Any]
+"""What :func:`_decode_jsonl` found: ``("template", (columns, ids))``, ``("blank", None)`` or
+``("arrow", (table, key type, rows))``."""
 
-    cols = parse_template(chunk, p)  # (it reads no null: digits and fixed text only)
+
+def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],
+                  threads: bool = True) -> _Decoded | None:
+    """The stateless part of the fast path for ``chunk`` (``lines`` lines): the template's columns, or
+    pyarrow's table of a chunk whose every non-blank line ends with ``}`` and that holds no ``null``, with the
+    first key type of ``key_types`` it reads; None when neither applies.  No check that needs the stream's
+    state (ids seen, the end line): :func:`_commit_jsonl` makes them, in order.  O(len(chunk))."""
+    from oij.io.template import decode_template  # the writer's own shape, by position: no pyarrow
+
+    cols = decode_template(chunk, q)  # (it reads no null: digits and fixed text only)
     if cols is not None:
-        STATS["template"] = STATS.get("template", 0) + 1
-        return EventBlock(*cols)
-    if p.ended and not chunk.strip(b" \t\r\n"):  # blank lines after the end line: nothing
-        return EventBlock.from_events([])
-    if p.ended or p.q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
+        return "template", cols
+    if not chunk.strip(b" \t\r\n"):  # blank lines only: nothing
+        return "blank", None
+    if q.cond or refuse_text(chunk):  # a cond's fields: the per-line reader checks them
         return None
     import pyarrow as pa  # imported only when the template could not take the chunk
     import pyarrow.json as pj
@@ -392,22 +424,49 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
     rows = _object_lines(chunk, lines)
     if rows is None:
         return None
-    for kt in list(key_types):
+    for kt in key_types:
         try:
             tb = pj.read_json(io.BytesIO(chunk), read_options=pj.ReadOptions(block_size=1 << 20, use_threads=threads),
                               parse_options=pj.ParseOptions(explicit_schema=_schema(kt),
                                                             unexpected_field_behavior="error"))
         except (pa.ArrowException, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64, or invalid UTF-8
             continue  # in a string ("Unknown error: Wrapping ... failed"): the per-line reader gives the error
-        if kt != key_types[0]:
-            key_types.reverse()  # try this key type first next time
-        if tb.num_rows != rows:
-            return None
-        try:
-            return _check_table(tb, p, absent_is_null=True)
-        except _Doubt:
-            return None
+        return ("arrow", (tb, kt, rows)) if tb.num_rows == rows else None
     return None
+
+
+def _commit_jsonl(decoded: _Decoded | None, p: EventParser, key_types: list[str]) -> EventBlock | None:
+    """The block of a decoded chunk once the stream's state accepts it (ids new, nothing after the end line,
+    the Arrow checks of :func:`_check_table`); None for the per-line reader.  Moves the key type that read the
+    chunk to the front of ``key_types``."""
+    from oij.io.template import commit_template
+
+    if decoded is None:
+        return None
+    kind, got = decoded
+    if kind == "blank":
+        return EventBlock.from_events([])
+    if kind == "template":
+        cols = commit_template(got, p)
+        if cols is None:
+            return None
+        STATS["template"] = STATS.get("template", 0) + 1
+        return EventBlock(*cols)
+    tb, kt, _rows = got
+    if kt != key_types[0]:
+        key_types.reverse()  # try this key type first next time
+    if p.ended:
+        return None
+    try:
+        return _check_table(tb, p, absent_is_null=True)
+    except _Doubt:
+        return None
+
+
+def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
+                threads: bool = True) -> EventBlock | None:
+    """The fast path on one chunk, decoded and checked on this thread; None for the per-line reader."""
+    return _commit_jsonl(_decode_jsonl(chunk, lines, p.q, list(key_types), threads), p, key_types)
 
 
 _SPACE = np.zeros(256, np.bool_)

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from oij.io.jsonl import EventParser
-from spec.model import TS_LIMIT
+from spec.model import TS_LIMIT, Query
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -194,23 +194,45 @@ def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
     is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
     ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""
-    if not _probe(chunk, p):
+    if p.ended:
+        return None
+    return commit_template(decode_template(chunk, p.q), p)
+
+
+def decode_template(chunk: bytes, q: Query) -> tuple[Columns, I64] | None:
+    """The part of :func:`parse_template` that needs no state of the stream (a pure function of the chunk and
+    the query, so it may run on another thread, ahead of the stream's order): the columns and the tuples'
+    ids, or None.  :func:`commit_template` then checks the ids and the end in the stream's order."""
+    if not _probe(chunk, q):
         return None
     try:
-        return _parse(chunk, p)
+        return _parse(chunk, q)
     except _Doubt:
         return None
+
+
+def commit_template(decoded: tuple[Columns, I64] | None, p: EventParser) -> Columns | None:
+    """:func:`decode_template`'s columns once the stream's state accepts them: nothing after the end line, ids
+    new (added to ``p``'s, atomically); sets ``p.ended`` at an end line.  None otherwise (``p`` unchanged)."""
+    if decoded is None or p.ended:
+        return None
+    cols, ids = decoded
+    if not p.ids.add_many(ids):
+        return None
+    if cols[-1]:
+        p.ended = True
+    return cols
 
 
 PROBE_LINES = 32
 """A chunk of more lines than this is first tried on its first ``PROBE_LINES`` lines (:func:`_probe`)."""
 
 
-def _probe(chunk: bytes, p: EventParser) -> bool:
+def _probe(chunk: bytes, q: Query) -> bool:
     """Whether the first :data:`PROBE_LINES` lines of ``chunk`` are in the writer's shape (a chunk of fewer lines:
     True, the whole parse decides).  A file in another shape fails here, on a few hundred bytes, instead of
-    after a pass over the whole chunk; the probe reads with its own id set and changes nothing in ``p``.  It
-    decides nothing for the chunk (a probe that passes is followed by the whole parse, which decides).  O(1)."""
+    after a pass over the whole chunk.  It decides nothing for the chunk (a probe that passes is followed by
+    the whole parse, which decides).  O(1)."""
     at = -1
     for _ in range(PROBE_LINES):
         at = chunk.find(b"\n", at + 1)
@@ -218,18 +240,17 @@ def _probe(chunk: bytes, p: EventParser) -> bool:
             return True
     if at + 1 == len(chunk):
         return True
-    head = chunk[: at + 1]
     try:
-        _parse(head, EventParser(p.q, p.path, p.int64_ids), probe=True)
+        _parse(chunk[: at + 1], q, probe=True)
     except _Doubt:
         return False
     return True
 
 
-def _parse(chunk: bytes, p: EventParser, probe: bool = False) -> Columns:
-    """The columns of ``chunk`` or doubt; ``probe``: the first lines of a longer chunk, whose end follows."""
-    q = p.q
-    if p.ended or q.cond or not chunk.endswith(b"\n"):
+def _parse(chunk: bytes, q: Query, probe: bool = False) -> tuple[Columns, I64]:
+    """The columns of ``chunk`` and its tuples' ids, or doubt; ``probe``: the first lines of a longer chunk,
+    whose end follows."""
+    if q.cond or not chunk.endswith(b"\n"):
         raise _Doubt
     # padded: a gather past a malformed last line reads zeros (a mismatch), never past the array
     buf = chunk + bytes(_PAD)
@@ -247,9 +268,8 @@ def _parse(chunk: bytes, p: EventParser, probe: bool = False) -> Columns:
     if not len(starts):
         if not end_line:
             raise _Doubt
-        p.ended = True
         z = np.zeros(0, np.int64)
-        return np.zeros(0, np.int8), np.zeros(0, np.int8), z, z, z, np.zeros(0), z, True
+        return (np.zeros(0, np.int8), np.zeros(0, np.int8), z, z, z, np.zeros(0), z, True), z
     _fixed(w8, starts, _W_HEAD)
     kind_ch = a[starts + 9]
     is_t = kind_ch == 116  # t
@@ -313,8 +333,4 @@ def _parse(chunk: bytes, p: EventParser, probe: bool = False) -> Columns:
         raise _Doubt
     if not bool(((channel >= 0) & (channel < q.channels)).all()):
         raise _Doubt
-    if not p.ids.add_many(ids[t]):
-        raise _Doubt
-    if end_line:
-        p.ended = True
-    return np.where(is_t, 0, 1).astype(np.int8), side, ids, ts, key, value, channel, end_line
+    return (np.where(is_t, 0, 1).astype(np.int8), side, ids, ts, key, value, channel, end_line), ids[t]

@@ -239,9 +239,9 @@ def test_the_template_fails_on_the_first_lines_of_a_foreign_chunk(monkeypatch: p
     seen: list[int] = []
     real = template_mod._parse
 
-    def spy(chunk: bytes, p: Any, probe: bool = False) -> Any:
+    def spy(chunk: bytes, q: Any, probe: bool = False) -> Any:
         seen.append(len(chunk))
-        return real(chunk, p, probe)
+        return real(chunk, q, probe)
 
     monkeypatch.setattr(template_mod, "_parse", spy)
     if not probe:
