@@ -544,7 +544,7 @@ def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Itera
     def gen() -> Iterator[EventBlock]:
         p = EventParser(query, path)
         row = 0
-        for batch in pf.iter_batches(batch_size=1 << 18):
+        for batch in _ahead(pf.iter_batches(batch_size=1 << 18)):
             tb = pa.Table.from_batches([batch])
             try:
                 blk = _check_table(tb, p, absent_is_null=False)
@@ -559,6 +559,25 @@ def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Itera
             raise InputError(path, row + 1, "type", "missing the last row of type 'end'")
 
     return query, gen()
+
+
+_DONE = object()
+
+
+def _ahead(items: Iterator[Any]) -> Iterator[Any]:
+    """``items``, each taken one step ahead on a helper thread (a Parquet file's next batch is read and decoded
+    while the caller works on this one: pyarrow releases the GIL).  The helper is stopped when this generator
+    ends or is closed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="oij-read") as ex:
+        fut = ex.submit(next, items, _DONE)
+        while True:
+            item = fut.result()
+            if item is _DONE:
+                return
+            fut = ex.submit(next, items, _DONE)
+            yield item
 
 
 def blocks_to_events(blocks: Iterator[EventBlock]) -> Iterator[Event]:

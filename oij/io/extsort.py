@@ -65,6 +65,7 @@ RUN_ROWS = 1 << 20  # rows per run: 24 MiB of buffered pair columns, about 80 Mi
 BLOCK_ROWS = 1 << 16  # rows read from each run per refill, at most (fewer when there are many runs)
 MERGE_ROWS = 1 << 19  # rows held in all the runs' blocks together during the merge: flat in the number of runs
 SMALL_ROWS = 1 << 12  # rows kept as Python tuples (no numpy) before the first column is made
+FAN_IN = 64  # runs merged at once, at most: more runs are first merged in groups into longer runs
 
 
 @dataclass
@@ -106,8 +107,10 @@ class CanonicalSorter:
     k runs (numpy sorts per batch).  Memory: O(run_rows + k * block_rows), whatever N is."""
 
     def __init__(self, tmp_dir: str | None = None, run_rows: int | None = None, block_rows: int = BLOCK_ROWS,
-                 small_rows: int = SMALL_ROWS) -> None:
+                 small_rows: int = SMALL_ROWS, fan_in: int = FAN_IN) -> None:
         self.tmp_dir = tmp_dir
+        self.fan_in = max(2, fan_in)
+        self.merges = 0  # runs written by merging other runs (more than fan_in runs)
         # OIJ_SORT_RUN_ROWS: a developer's knob (the tests make tiny runs through the CLI with it)
         self.run_rows = run_rows if run_rows is not None else int(os.environ.get("OIJ_SORT_RUN_ROWS", RUN_ROWS))
         self.block_rows = block_rows
@@ -224,6 +227,38 @@ class CanonicalSorter:
         part.buf, part.buf_lines, part.buffered = [], [], 0
         self.spills += 1
 
+    def _merge_runs(self, part: _Part, group: list[tuple[str, int]]) -> None:
+        """Merge the runs ``group`` of ``part`` into one new run (appended to its runs) and remove their files."""
+        import numpy as np
+
+        assert self.dir is not None
+        stem = os.path.join(self.dir, f"{part.name}-m{self.merges}")
+        block = max(1, min(self.block_rows, MERGE_ROWS // max(1, len(group))))
+        sources = [_read_run(part.name, st, 0, rows, block) for st, rows in group]
+        rows = 0
+        with naming(self.dir), contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(f"{stem}.{i}", "wb")) for i in range(part.cols)]
+            text = stack.enter_context(open(f"{stem}.lines", "wb")) if part.lines else None
+            offsets = stack.enter_context(open(f"{stem}.offsets", "wb")) if part.lines else None
+            at = 0
+            if offsets is not None:
+                offsets.write(np.zeros(1, np.int64).data)
+            for cols, lines in _merge(part.name, sources):
+                for f, c in zip(files, cols, strict=True):
+                    f.write(np.ascontiguousarray(c, np.int64).data)
+                if text is not None and offsets is not None:
+                    text.write(b"".join(lines))
+                    ends = at + np.cumsum([len(x) for x in lines], dtype=np.int64)
+                    offsets.write(ends.data)
+                    at = int(ends[-1]) if len(ends) else at
+                rows += len(cols[0])
+        for st, _rows in group:
+            for suffix in [*(str(i) for i in range(part.cols)), *(("lines", "offsets") if part.lines else ())]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{st}.{suffix}")
+        part.runs.append((stem, rows))
+        self.merges += 1
+
     def _to_memory(self) -> None:
         """An id beyond int64: read every run and buffer back into memory (sorted there at the end)."""
         mem = _Memory()
@@ -279,7 +314,14 @@ class CanonicalSorter:
             yield self._sorted_buffer(part)
 
     def _merged(self, part: _Part) -> Iterator[tuple[list[Any], list[bytes]]]:
-        """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring)."""
+        """The rows of ``part`` in order, batch by batch (the block-wise k-way merge of the module docstring).
+        More than ``fan_in`` runs (with the buffer as one more) are first merged ``fan_in`` at a time into
+        longer runs, oldest first, until few enough are left: so the final merge, like every merge before it,
+        reads at most ``fan_in`` runs at once -- as many open files and blocks of at least
+        ``MERGE_ROWS / fan_in`` rows, whatever the number of runs.  O(N log_fan_in(runs)) bytes moved."""
+        while len(part.runs) + (1 if part.buffered else 0) > self.fan_in:
+            group, part.runs = part.runs[: self.fan_in], part.runs[self.fan_in:]
+            self._merge_runs(part, group)
         block = max(1, min(self.block_rows, MERGE_ROWS // max(1, len(part.runs))))
         sources: list[Iterator[tuple[list[Any], list[bytes]]]] = [
             _read_run(part.name, stem, 0, rows, block) for stem, rows in part.runs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -158,3 +159,51 @@ def test_the_runs_are_removed_when_writing_fails(tmp_path: Path) -> None:
         assert s.spills and os.listdir(tmp_path)
         s.write(Full())
     assert os.listdir(tmp_path) == []
+
+
+def _sorted_fan_in(chunks: list[Results], tmp: Path, run_rows: int, block_rows: int, fan_in: int) -> tuple[str, int]:
+    out = io.StringIO()
+    with CanonicalSorter(str(tmp), run_rows=run_rows, block_rows=block_rows, fan_in=fan_in) as s:
+        for c in chunks:
+            s.add(c)
+        s.write(out)
+        merges = s.merges
+    assert os.listdir(tmp) == []  # the runs, merged ones included, are gone
+    return out.getvalue(), merges
+
+
+@settings(max_examples=100, deadline=None)
+@given(results_in_chunks(), st.integers(1, 9), st.integers(1, 5), st.integers(2, 4))
+def test_a_merge_of_bounded_fan_in_writes_the_bytes_of_the_in_memory_sort(chunks: list[Results], run_rows: int,
+                                                                          block_rows: int, fan_in: int) -> None:
+    """More runs than the fan-in: merged in groups into longer runs first (aggregate lines too), same bytes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        got, _ = _sorted_fan_in(chunks, Path(d), run_rows, block_rows, fan_in)
+    assert got == _in_memory(chunks)
+
+
+@pytest.mark.parametrize("fan_in", [3, 1000])
+def test_the_fan_in_bounds_the_runs_read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fan_in: int) -> None:
+    """No merge reads more than ``fan_in`` runs at once (open files, blocks), however many runs were spilled;
+    negative control: with a fan-in above the number of runs, the one merge reads them all."""
+    import random
+
+    rng = random.Random(3)
+    chunks = [Results([(rng.randrange(500), rng.choice([None, rng.randrange(50)])) for _ in range(100)],
+                      [(rng.randrange(10**6), 1, 0.5)], []) for _ in range(30)]
+    widest: list[int] = []
+    real = extsort._merge
+
+    def counting(name: str, sources: list[Any]) -> Any:
+        widest.append(len(sources))
+        return real(name, sources)
+
+    monkeypatch.setattr(extsort, "_merge", counting)
+    got, merges = _sorted_fan_in(chunks, tmp_path, 100, 16, fan_in)
+    assert got == _in_memory(chunks)
+    if fan_in == 3:
+        assert merges > 0 and max(widest) <= 3, widest
+    else:
+        assert merges == 0 and max(widest) >= 30, widest
