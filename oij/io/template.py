@@ -6,9 +6,10 @@ r"""The fastest way into columns: oij-jsonl lines in the exact shape oij's write
     {"type":"watermark","ts":<int>,"channel":<int>}
     {"type":"end"}
 
-:func:`parse_template` reads a chunk of such lines with numpy: one pass for the line ends, then per line
-and field a few operations on 8-byte words read at computed offsets: every fixed part compared, the next
-``,`` (or ``.``) found by the zero-byte trick, the digits of a number turned into an int eight at a time
+each line ending with a newline, or a CR and a newline.  :func:`parse_template` reads a chunk of such
+lines with numpy: one pass for the line ends, then per line and field a few operations on 8-byte words read
+at computed offsets: every fixed part compared, the next ``,`` (or ``.``) found by the zero-byte trick, the
+digits of a number turned into an int eight at a time
 (SWAR).  It accepts the chunk only when it can *prove* that every byte of every line is in its place:
 
 * each line is ``[fixed text][field][fixed text][field]...}`` with every fixed part compared byte by byte,
@@ -260,9 +261,12 @@ def _parse(chunk: bytes, q: Query, probe: bool = False) -> tuple[Columns, I64]:
     starts = np.empty(len(nl), np.int64)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
-    ends = nl.astype(np.int64)  # each line is a[start:end]
+    ends = nl.astype(np.int64)  # each line is a[start:end]: without its newline and a CR before it
+    ends[1:] -= a[nl[1:] - 1] == 13
+    if len(nl) and nl[0] > 0 and a[nl[0] - 1] == 13:
+        ends[0] -= 1
     end_line = False
-    if not probe and (chunk.endswith(b"\n" + _END + b"\n") or chunk == _END + b"\n"):
+    if not probe and chunk[starts[-1]: ends[-1]] == _END:
         end_line = True
         starts, ends = starts[:-1], ends[:-1]
     if not len(starts):

@@ -290,7 +290,8 @@ def writer_lines(draw: st.DrawFn) -> bytes:
                       f'"value":{v},"channel":{f["channel"]}}}').encode())
     if draw(st.booleans()):
         lines.append(b'{"type":"end"}')
-    return b"\n".join(lines) + b"\n"
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))  # the template reads CRLF lines too
+    return eol.join(lines) + eol
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
