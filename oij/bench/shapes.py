@@ -17,7 +17,8 @@ Method:
   to a file and syncing it, as ``oij join``'s atomic output does;
 * repetitions are interleaved (every input's join and floor, then again); medians are reported, with the
   ratios the issue's targets are stated in (``oij join`` at most 2x the floor from oij-jsonl, 3x from
-  Parquet: benchmarks, never tests).
+  Parquet: benchmarks, never tests); beside them the CPU seconds of both (every thread), whose ratio moves
+  less on a machine others share.
 
 Starts one process per measurement (each ends before the next starts); writes its files atomically.
 """
@@ -153,7 +154,8 @@ def floor(path: str, result: str) -> dict[str, float]:
     """The I/O floor of joining ``path`` into ``result``'s bytes, in seconds: pyarrow's reader of the input
     (the oij-jsonl file's event lines with ``pyarrow.json.read_json``, every core; a ``.parquet`` file with
     ``pyarrow.parquet.read_table``) and writing ``result``'s bytes (read before the clock starts) to a new file
-    beside it, synced.  The imports are not timed.  O(input + output)."""
+    beside it, synced; wall seconds, and CPU seconds of every thread (``floor_cpu_s``).  The imports are not
+    timed.  O(input + output)."""
     import pyarrow as pa
 
     with open(result, "rb") as f:
@@ -161,7 +163,7 @@ def floor(path: str, result: str) -> dict[str, float]:
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         tb = pq.read_table(path)
     else:
         import pyarrow.json as pj
@@ -169,18 +171,19 @@ def floor(path: str, result: str) -> dict[str, float]:
         with open(path, "rb") as f:
             f.readline()  # the query line: another schema
             body = f.read()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         tb = pj.read_json(pa.BufferReader(body), read_options=pj.ReadOptions(block_size=1 << 20))
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     rows = tb.num_rows
     del tb
     target = os.path.join(os.path.dirname(os.path.abspath(result)), ".floor-" + os.path.basename(result))
-    t2 = time.perf_counter()
+    c2, t2 = time.process_time(), time.perf_counter()
     with atomic_binary(target) as f:
         f.write(out_bytes)
-    t3 = time.perf_counter()
+    c3, t3 = time.process_time(), time.perf_counter()
     os.unlink(target)
-    return {"read_s": t1 - t0, "write_s": t3 - t2, "floor_s": (t1 - t0) + (t3 - t2), "rows": float(rows)}
+    return {"read_s": t1 - t0, "write_s": t3 - t2, "floor_s": (t1 - t0) + (t3 - t2),
+            "floor_cpu_s": (c1 - c0) + (c3 - c2), "rows": float(rows)}
 
 
 # ---------------------------------------------------------------------- the benchmark
@@ -200,14 +203,19 @@ class ShapesOptions:
     quick: bool = False
 
 
-def _timed(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, str]:
-    """Run ``argv`` to its end; its wall seconds and its stdout (raises on failure)."""
+def _timed(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Run ``argv`` to its end; its wall seconds, its CPU seconds (user + system, threads included) and its
+    stdout (raises on failure)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode:
         raise RuntimeError(f"{' '.join(argv)} exited with {p.returncode}: {p.stderr.strip()[-300:]}")
-    return wall, p.stdout
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), p.stdout
 
 
 def _digest(path: str) -> str:
@@ -257,16 +265,19 @@ def shapes_bench(args: ShapesOptions) -> dict[str, Any]:
         _timed([*oij, "join", source, "-o", result_file, "--no-progress"], args.timeout)
         want = _digest(result_file)
         joins: dict[str, list[float]] = {k: [] for k in inputs}
+        cpus: dict[str, list[float]] = {k: [] for k in inputs}
         floors: dict[str, list[dict[str, float]]] = {k: [] for k in inputs}
         same: dict[str, bool] = dict.fromkeys(inputs, True)
         for r in range(repeat):
             for name, path in inputs.items():
                 got = os.path.join(tmp, f"got-{name}.jsonl")
-                wall, _ = _timed([*oij, "join", path, "-o", got, "--no-progress"], args.timeout)
+                wall, cpu, _ = _timed([*oij, "join", path, "-o", got, "--no-progress"], args.timeout)
                 joins[name].append(wall)
+                cpus[name].append(cpu)
                 same[name] = same[name] and _digest(got) == want
                 os.unlink(got)
-                _, text = _timed([sys.executable, "-m", "oij.bench.shapes", "floor", path, result_file], args.timeout)
+                _, _, text = _timed([sys.executable, "-m", "oij.bench.shapes", "floor", path, result_file],
+                                    args.timeout)
                 floors[name].append(json.loads(text))
                 print(f"shapes: round {r + 1}/{repeat} {name}: join {wall:.2f} s, floor "
                       f"{floors[name][-1]['floor_s']:.2f} s", file=sys.stderr)
@@ -281,6 +292,9 @@ def shapes_bench(args: ShapesOptions) -> dict[str, Any]:
                 "floor_read_s": [x["read_s"] for x in floors[name]],
                 "floor_write_s": [x["write_s"] for x in floors[name]],
                 "floor_median_s": f, "join_over_floor": j / f if f else None, "goal": goal,
+                "join_cpu_s": cpus[name], "floor_cpu_s": [x["floor_cpu_s"] for x in floors[name]],
+                "cpu_over_floor_cpu": statistics.median(cpus[name]) / fc if (fc := statistics.median(
+                    x["floor_cpu_s"] for x in floors[name])) else None,
                 "met": bool(f and j / f <= goal), "same_bytes": same[name]})
         result["output_bytes"] = os.path.getsize(result_file)
     write_text(out, json.dumps(result, indent=1) + "\n")
@@ -290,11 +304,12 @@ def shapes_bench(args: ShapesOptions) -> dict[str, Any]:
 def format_table(result: dict[str, Any]) -> str:
     """The result as the text ``oij bench shapes`` prints."""
     lines = [f"oij join vs the I/O floor, {result['events']:,} tuples, median of {result['repeat']}",
-             f"{'input':<14}{'join s':>9}{'floor s':>9}{'ratio':>8}{'goal':>6}  same bytes"]
+             f"{'input':<14}{'join s':>9}{'floor s':>9}{'ratio':>8}{'goal':>6}{'cpu ratio':>11}  same bytes"]
     for r in result["rows"]:
         ratio = f"{r['join_over_floor']:.2f}" if r["join_over_floor"] is not None else "-"
+        cpu = f"{r['cpu_over_floor_cpu']:.2f}" if r.get("cpu_over_floor_cpu") is not None else "-"
         lines.append(f"{r['input']:<14}{r['join_median_s']:>9.2f}{r['floor_median_s']:>9.2f}{ratio:>8}"
-                     f"{r['goal']:>6.1f}  {'yes' if r['same_bytes'] else 'NO'}")
+                     f"{r['goal']:>6.1f}{cpu:>11}  {'yes' if r['same_bytes'] else 'NO'}")
     return "\n".join(lines)
 
 
