@@ -129,8 +129,10 @@ class IdSet:
             for pg, a, b in zip(pages.tolist(), starts.tolist(), ends.tolist(), strict=True):
                 if pg in new:
                     views.append((np.frombuffer(self.pages[pg], dtype=np.uint8), s[a:b] & 0xFFFF))
-        for v, bits in views:
-            np.bitwise_or.at(v, bits >> 3, (1 << (bits & 7)).astype(np.uint8))
+        for v, bits in views:  # bits sorted and distinct: OR the masks of each byte together, then one store
+            byte = bits >> 3
+            first = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
+            v[byte[first]] |= np.bitwise_or.reduceat((1 << (bits & 7)).astype(np.uint8), first)
         self.count += n
         return True
 
