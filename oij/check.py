@@ -34,6 +34,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -198,6 +199,8 @@ class CheckReport:
     attribution: list[Any] = field(default_factory=list)  # oij.testing._attribute.Attribution
     profile_how: list[str] = field(default_factory=list)  # how the profile's result was computed
     checked_engines: bool = True  # an engine or a --got output was checked, not only the oracles
+    spark_steps: list[dict[str, Any]] = field(default_factory=list)  # oij.spark.metrics: where Spark's time went
+    spark_start_s: float | None = None  # starting the session (the JVM, unless the process had one)
 
     @property
     def all_agree(self) -> bool:
@@ -222,6 +225,8 @@ class CheckReport:
             "replays": self.replays,
             "profile": self.profile,
             "attribution": [a.__dict__ for a in self.attribution],
+            "spark_start_s": self.spark_start_s,
+            "spark_steps": self.spark_steps,
         }
 
     def text(self) -> str:
@@ -416,16 +421,32 @@ def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[
 
 
 def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
-               results_dir: str, rows: list[Row], mem: dict[str, Results], prog: Progress) -> None:
-    """The outputs of other systems (``--got``), validated as they are read into the results dataset."""
+               results_dir: str, rows: list[Row], mem: dict[str, Results], prog: Progress,
+               log: Any = None) -> None:
+    """The outputs of other systems (``--got``), validated as they are read into the results dataset: by Spark
+    when it runs (:func:`oij.spark.got.read_got_spark`), else (or when Spark declines a row) by
+    :func:`oij.testing._got.read_got`, which names the first bad row."""
     from oij.spark.compare import engine_dir
     from oij.testing._got import read_got, read_got_results
 
     for name, path in gots:
         prog.say(f"reading {name}: {path} ...")
         t = time.perf_counter()
-        n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
-        rows.append(Row(name, wall_s=time.perf_counter() - t, metrics={"rows": n_rows, "path": path}))
+        n_rows: int | None = None
+        how = "python"
+        with log.step(f"loading --got {name}") if log is not None else nullcontext():
+            if log is not None:
+                from oij.spark.got import read_got_spark
+
+                n_rows = read_got_spark(log.spark, path, got_columns[name], results_dir, name)
+                how = "spark"
+            if n_rows is None:
+                if how == "spark":
+                    prog.say(f"{name}: a row Spark cannot vouch for; reading {path} row by row")
+                    how = "python (declined by spark)"
+                n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+        rows.append(Row(name, wall_s=time.perf_counter() - t, metrics={"rows": n_rows, "path": path,
+                                                                       "read_by": how}))
         if not args.spark:
             mem[name] = read_got_results(engine_dir(results_dir, name))
         prog.say(f"{name}: {n_rows} rows")
@@ -441,30 +462,45 @@ class _Spark:
     comps: dict[str, Any]
 
 
+def _start_spark(args: CheckOptions, prog: Progress) -> Any:
+    """The Spark session and a :class:`oij.spark.metrics.StageLog` of the steps run on it."""
+    from oij.spark.metrics import StageLog
+    from oij.spark.session import spark_session
+
+    prog.say(f"starting Spark ({args.master}) ...")
+    t = time.perf_counter()
+    spark = spark_session(None if args.master == "submit" else args.master, driver_memory=args.driver_memory)
+    log = StageLog(spark)
+    log.started_s = round(time.perf_counter() - t, 3)
+    return log
+
+
 def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row], mem: dict[str, Results],
-              gots: list[tuple[str, str]], prog: Progress) -> _Spark:
+              gots: list[tuple[str, str]], prog: Progress, log: Any) -> _Spark:
     """Step 4, the Spark oracle (its row first), and step 5, every output compared with it in Spark."""
     from oij.spark.compare import compare_frames, write_frame
     from oij.spark.frames import read_parquet_events, validate_events
     from oij.spark.oracle import SparkOracleOptions, spark_oracle
     from oij.spark.profiles import spark_profile_oracle
-    from oij.spark.session import spark_session
     from spec.profiles import PROFILES
 
-    prog.say(f"starting Spark ({args.master}) ...")
-    spark = spark_session(None if args.master == "submit" else args.master, driver_memory=args.driver_memory)
+    spark = log.spark
     prog.say("Spark oracle ...")
     t = time.perf_counter()
-    _, frame = read_parquet_events(spark, w.spark_input, w.q)
+    with log.step("reading events"):
+        _, frame = read_parquet_events(spark, w.spark_input, w.q)
     if w.parquet_in and w.events is None:
         assert args.file is not None
-        validate_events(frame, w.q, args.file)
+        with log.step("validating events"):
+            validate_events(frame, w.q, args.file)
     sp_opts = SparkOracleOptions(method=cast(Any, args.method), theta=args.theta)
-    if args.profile != "canonical":  # the profile's result, decided per tuple and per candidate pair
-        res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts)
-    else:
-        res_sp = spark_oracle(spark, w.q, frame, sp_opts)
-    write_frame(res_sp.frame(), results_dir, SPARK_ORACLE)
+    with log.step("arrival watermarks and late marking"):
+        if args.profile != "canonical":  # the profile's result, decided per tuple and per candidate pair
+            res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts)
+        else:
+            res_sp = spark_oracle(spark, w.q, frame, sp_opts)
+    with log.step("range join, aggregation and writing results"):
+        write_frame(res_sp.frame(), results_dir, SPARK_ORACLE)
     res_sp.release()
     plan: dict[str, Any] = res_sp.plan
     r = Row(SPARK_ORACLE, wall_s=time.perf_counter() - t, agrees=True)
@@ -475,7 +511,8 @@ def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row
     prog.say(f"Spark oracle: {r.wall_s:.1f}s; plan {plan}")
     prog.say("comparing in Spark ...")
     compared = [x.engine for x in rows if x.engine != SPARK_ORACLE and (x.engine in mem or x.engine in dict(gots))]
-    comps = compare_frames(spark, results_dir, SPARK_ORACLE, compared, first=args.first)
+    with log.step("comparison"):
+        comps = compare_frames(spark, results_dir, SPARK_ORACLE, compared, first=args.first)
     return _Spark(spark, frame, plan, comps)
 
 
@@ -550,10 +587,11 @@ def check(args: CheckOptions) -> CheckReport:
     _run_engines(args, w, names, rows, mem, prog)
     for name, res in mem.items():
         write_results(results_dir, name, res)
-    _read_gots(args, gots, got_columns, results_dir, rows, mem, prog)
+    log = _start_spark(args, prog) if args.spark else None
+    _read_gots(args, gots, got_columns, results_dir, rows, mem, prog, log)
     sp: _Spark | None = None
-    if args.spark:
-        sp = _in_spark(args, w, results_dir, rows, mem, gots, prog)
+    if log is not None:
+        sp = _in_spark(args, w, results_dir, rows, mem, gots, prog, log)
         reference, comps = SPARK_ORACLE, sp.comps
     else:
         reference = SEQ_ORACLE
@@ -566,9 +604,11 @@ def check(args: CheckOptions) -> CheckReport:
             r.agrees = c.agrees
             r.missing, r.extra, r.wrong = c.missing, c.extra, c.wrong
             r.by_kind, r.differences = c.by_kind, c.differences
-    attribution = _attribution(w.q, w.events, w.n_events, rows, gots, canonical, results_dir, args, prog,
-                               *((sp.spark, sp.frame) if sp is not None else ()))
-    replays = _replay_cases(args, w, rows, gots, attribution, canonical, sp, prog)
+    with log.step("attribution to profiles") if log is not None else nullcontext():
+        attribution = _attribution(w.q, w.events, w.n_events, rows, gots, canonical, results_dir, args, prog,
+                                   *((sp.spark, sp.frame) if sp is not None else ()))
+    with log.step("replay cases") if log is not None else nullcontext():
+        replays = _replay_cases(args, w, rows, gots, attribution, canonical, sp, prog)
     prog.say("done")
     how = [x for x, on in (("computed by the Spark oracle", args.spark),
                            ("simulated in memory as the seq-oracle row", simulate)) if on]
@@ -576,7 +616,9 @@ def check(args: CheckOptions) -> CheckReport:
         workload={"source": w.source, "events": w.n_events, "tuples": w.tuples, "query": _query_dict(w.q)},
         reference=reference, results=os.path.abspath(results_dir), out=args.out, rows=rows,
         spark_plan=sp.plan if sp is not None else {}, replays=replays, profile=args.profile,
-        attribution=attribution, profile_how=how, checked_engines=bool(names or gots))
+        attribution=attribution, profile_how=how, checked_engines=bool(names or gots),
+        spark_steps=log.rows() if log is not None else [],
+        spark_start_s=log.started_s if log is not None else None)
     data = report.json()
     write_text(os.path.join(args.out, "report.json"), json.dumps(data, indent=2, default=str) + "\n")
     write_text(os.path.join(args.out, "report.md"), markdown(data, rows))
@@ -707,6 +749,13 @@ def markdown(report: dict[str, Any], rows: list[Row]) -> str:
                 lines.append(f"- {d['issue']} {what}{times}{extra}")
     if report.get("spark_plan"):
         lines += ["", f"Spark plan: `{json.dumps(report['spark_plan'])}`"]
+    if report.get("spark_steps"):
+        from oij.spark.metrics import steps_table
+
+        lines += ["", "## Where Spark's time went", "",
+                  f"Starting the session: {report['spark_start_s']:.1f} s. Per step, from Spark's task metrics "
+                  "(task s: the executors' run time, summed over parallel tasks):", "",
+                  *steps_table(report["spark_steps"])]
     return "\n".join(lines) + "\n"
 
 

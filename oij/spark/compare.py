@@ -162,48 +162,40 @@ def compare_results(ref: Results, got: Results, tol: float = TOLERANCE, first: i
 
 
 def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
-    """One row per difference: kind, issue, n, base, probe, id, expected_count, expected_value, got_count, got_value."""
+    """One row per difference: kind, issue, n, base, probe, id, expected_count, expected_value, got_count, got_value.
+
+    Two aggregations over the union of both outputs, each one shuffle: pairs and late ids grouped by the row
+    itself with +1 for the engine's copies and -1 for the reference's (a non-zero sum is that many extra or
+    missing rows), and aggregate rows grouped by base with each side's count and extreme values.
+    """
     from pyspark.sql import functions as F
 
     null_l = F.lit(None).cast("long")
     null_d = F.lit(None).cast("double")
-    parts = []
-    for kind, cols in (("pair", ["base", "probe"]), ("late", ["id"])):
-        r = ref.where(F.col("kind") == kind).groupBy(*cols).agg(F.count(F.lit(1)).alias("rn"))
-        e = eng.where(F.col("kind") == kind).groupBy(*cols).agg(F.count(F.lit(1)).alias("en"))
-        r = r.select(*[F.col(c).alias(f"r_{c}") for c in cols], "rn")
-        e = e.select(*[F.col(c).alias(f"e_{c}") for c in cols], "en")
-        cond = None
-        for c in cols:
-            t = F.col(f"r_{c}").eqNullSafe(F.col(f"e_{c}"))
-            cond = t if cond is None else cond & t
-        j = r.join(e, cond, "full")
-        d = F.coalesce(F.col("en"), F.lit(0)) - F.coalesce(F.col("rn"), F.lit(0))
-        j = j.select(*[F.coalesce(F.col(f"r_{c}"), F.col(f"e_{c}")).alias(c) for c in cols], d.alias("d"))
-        j = j.where(F.col("d") != 0)
-        parts.append(
-            j.select(
-                F.lit(kind).alias("kind"),
-                F.when(F.col("d") > 0, "extra").otherwise("missing").alias("issue"),
-                F.abs(F.col("d")).alias("n"),
-                (F.col("base") if kind == "pair" else null_l).alias("base"),
-                (F.col("probe") if kind == "pair" else null_l).alias("probe"),
-                (F.col("id") if kind == "late" else null_l).alias("id"),
-                null_l.alias("expected_count"), null_d.alias("expected_value"),
-                null_l.alias("got_count"), null_d.alias("got_value"),
-            )
-        )
-    r = ref.where(F.col("kind") == "aggregate").groupBy("base").agg(
-        F.count(F.lit(1)).alias("rn"), F.min("count").alias("rc"), F.min("value").alias("rv")
+    rows = ("base", "probe", "id")
+    signed = (ref.where(F.col("kind") != "aggregate").select("kind", *rows, F.lit(-1).alias("s"))
+              .unionByName(eng.where(F.col("kind") != "aggregate").select("kind", *rows, F.lit(1).alias("s"))))
+    d = F.col("d")
+    multi = (signed.groupBy("kind", *rows).agg(F.sum("s").alias("d")).where(d != 0)
+             .select("kind", F.when(d > 0, "extra").otherwise("missing").alias("issue"), F.abs(d).cast("long")
+                     .alias("n"), *rows, null_l.alias("expected_count"), null_d.alias("expected_value"),
+                     null_l.alias("got_count"), null_d.alias("got_value")))
+    side = F.col("side")
+    both = (ref.where(F.col("kind") == "aggregate").select("base", "count", "value", F.lit(0).alias("side"))
+            .unionByName(eng.where(F.col("kind") == "aggregate").select("base", "count", "value",
+                                                                         F.lit(1).alias("side"))))
+
+    def of(s: int, c: Any) -> Any:
+        return F.when(side == s, c)
+
+    j = both.groupBy("base").agg(
+        F.sum(of(0, F.lit(1))).alias("rn"), F.min(of(0, F.col("count"))).alias("rc"),
+        F.min(of(0, F.col("value"))).alias("rv"),
+        F.sum(of(1, F.lit(1))).alias("en"), F.min(of(1, F.col("count"))).alias("ec0"),
+        F.max(of(1, F.col("count"))).alias("ec1"), F.min(of(1, F.col("value"))).alias("ev0"),
+        F.max(of(1, F.col("value"))).alias("ev1"),
+        F.sum(of(1, F.col("value").isNull().cast("int"))).alias("enull"),
     )
-    e = eng.where(F.col("kind") == "aggregate").groupBy("base").agg(
-        F.count(F.lit(1)).alias("en"), F.min("count").alias("ec0"), F.max("count").alias("ec1"),
-        F.min("value").alias("ev0"), F.max("value").alias("ev1"),
-        F.sum(F.col("value").isNull().cast("int")).alias("enull"),
-    )
-    j = r.withColumnRenamed("base", "r_base").join(e.withColumnRenamed("base", "e_base"),
-                                                   F.col("r_base") == F.col("e_base"), "full")
-    j = j.select(F.coalesce("r_base", "e_base").alias("base"), "*")
 
     def near(x: Any, y: Any) -> Any:
         both_null = x.isNull() & y.isNull()
@@ -211,13 +203,14 @@ def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
         return both_null | F.coalesce(within, F.lit(False))
 
     rn, en = F.coalesce(F.col("rn"), F.lit(0)), F.coalesce(F.col("en"), F.lit(0))
-    both = F.col("rn").isNotNull() & F.col("en").isNotNull()
+    present = F.col("rn").isNotNull() & F.col("en").isNotNull()
     ref_null = F.col("rv").isNull()
     nulls_ok = F.when(ref_null, F.col("enull") == F.col("en")).otherwise(F.col("enull") == 0)
-    wrong = both & ~(
+    wrong = present & ~(
         (F.col("rc") == F.col("ec0")) & (F.col("rc") == F.col("ec1")) & nulls_ok
         & near(F.col("rv"), F.col("ev0")) & near(F.col("rv"), F.col("ev1"))
     )
+
     def agg_rows(issue: Any, n: Any) -> list[Any]:
         return [
             F.lit("aggregate").alias("kind"), issue.alias("issue"), n.cast("long").alias("n"), F.col("base"),
@@ -228,11 +221,7 @@ def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
 
     count_rows = j.where(rn != en).select(*agg_rows(F.when(en > rn, "extra").otherwise("missing"), F.abs(en - rn)))
     wrong_rows = j.where(wrong).select(*agg_rows(F.lit("wrong"), F.lit(1)))
-    parts += [count_rows, wrong_rows]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return multi.unionByName(count_rows).unionByName(wrong_rows)
 
 
 def compare_frames(
@@ -243,7 +232,9 @@ def compare_frames(
     from pyspark.sql import functions as F
 
     res = spark.read.parquet(os.path.abspath(results_dir))
-    ref = res.where(F.col("engine") == reference).persist(StorageLevel.MEMORY_AND_DISK)
+    ref = res.where(F.col("engine") == reference)
+    if len(engines) > 1:  # read once for every engine; with one, reading the Parquet again costs less than a cache
+        ref = ref.persist(StorageLevel.MEMORY_AND_DISK)
     out: dict[str, ResultComparison] = {}
     try:
         for name in engines:

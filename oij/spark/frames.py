@@ -225,6 +225,17 @@ class RowPlace:
         return self.files[i], pos - self.starts[i] + 1
 
 
+def fit_partitions(spark: Any) -> None:
+    """Let a file scan make about four partitions per core (each a run of row groups), unless the session was
+    given its own ``spark.sql.files.minPartitionNum``: Spark's defaults make one partition per core at most,
+    and none smaller than 4 MiB, so a 50 MB input is two tasks and a stage cannot balance its cores."""
+    conf = spark.conf
+    if conf.get("spark.sql.files.minPartitionNum", None) is None:
+        conf.set("spark.sql.files.minPartitionNum", str(4 * int(spark.sparkContext.defaultParallelism)))
+    if conf.get("spark.sql.files.openCostInBytes", "4194304") in ("4194304", "4m", "4MB"):
+        conf.set("spark.sql.files.openCostInBytes", str(1 << 20))
+
+
 def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[Query, Any]:
     """The query and the event frame of an oij Parquet file, read by Spark (no Python per row).
 
@@ -235,6 +246,7 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
 
     sch = check_schema(path)
     stored = parquet_query(path)
+    fit_partitions(spark)
     query = q if q is not None else stored
     if query is None:
         raise InputError(path, 0, "query", "no query in the file's metadata: give --lower and --upper")
@@ -274,13 +286,34 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
     return query, frame
 
 
+def _repeats(batches: Any) -> Any:
+    """mapInArrow: the ids of one hash partition that occur more than once (numpy's sort, no hash table)."""
+    import numpy as np
+    import pyarrow as pa
+
+    parts = [b.column("id").to_numpy() for b in batches if b.num_rows]
+    if parts:
+        ids = np.sort(np.concatenate(parts))
+        twice = np.unique(ids[1:][ids[1:] == ids[:-1]])
+        if len(twice):
+            yield pa.RecordBatch.from_arrays([pa.array(twice, pa.int64())], names=["id"])
+
+
+def _any_repeated(ids: Any) -> bool:
+    """Whether a frame of (non-null) ids holds one twice: one shuffle of the ids by hash, then each partition
+    sorted in numpy (Spark's groupBy would build a hash table of every id to find that none repeats)."""
+    parts = max(1, 2 * int(ids.sparkSession.sparkContext.defaultParallelism))
+    return bool(ids.repartition(parts, "id").mapInArrow(_repeats, "id long").limit(1).collect())
+
+
 def validate_events(frame: Any, q: Query, path: str) -> int:
     """Check every row of an event frame as the sequential readers do; return the number of events.
 
     One aggregation finds the first row breaking each rule (unknown type,
     side, missing id/ts/key, ts beyond 2^62, value not finite, channel out of
     range, a watermark in lateness mode, anything after the end row, a
-    missing end row) and one more the first duplicate id; the earliest is
+    missing end row) and one more whether any id is used twice (a shuffle of
+    the ids alone; only then a third finds the first duplicate); the earliest is
     raised as :class:`~oij.io.errors.InputError` naming the row (1-based, as the Parquet
     reader does) and the field.
     """
@@ -330,20 +363,12 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
         found.append((n, "type", "missing the last row of type 'end'"))
     elif int(end) != n - 1:
         found.append((int(end) + 1, "type", "nothing may follow the end row"))
-    counts = (
-        frame.where(is_tuple & F.col("id").isNotNull())
-        .groupBy("id")
-        .agg(F.count(F.lit(1)).alias("c"), F.min("pos").alias("first"))
-        .where(F.col("c") > 1)
-    )
-    dup = (
-        frame.join(counts, "id")
-        .where(F.col("pos") > F.col("first"))
-        .orderBy("pos")
-        .select("pos", "id")
-        .limit(1)
-        .collect()
-    )
+    ids = frame.where(is_tuple & F.col("id").isNotNull()).select("id", "pos")
+    dup: list[Any] = []
+    if _any_repeated(ids.select("id")):
+        # an error: only now find the first row whose id was used earlier (the ids seen twice are few)
+        twice = ids.groupBy("id").agg(F.count(F.lit(1)).alias("c"), F.min("pos").alias("first")).where("c > 1")
+        dup = (ids.join(twice, "id").where(F.col("pos") > F.col("first")).orderBy("pos").limit(1).collect())
     if dup:  # the first row whose id was already used earlier
         found.append((int(dup[0]["pos"]), "id", f"duplicate id {dup[0]['id']}"))
     if found:

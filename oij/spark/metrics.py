@@ -93,6 +93,7 @@ class StageLog:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.steps: list[StepMetrics] = []
+        self.started_s: float | None = None  # how long starting the session took, when the caller measured it
 
     @contextmanager
     def step(self, name: str) -> Iterator[StepMetrics]:
@@ -137,8 +138,8 @@ class StageLog:
             m.add_stage(sd)
 
     def rows(self) -> list[dict[str, Any]]:
-        """The steps as dicts (``report.json``'s ``spark_steps``)."""
-        return [asdict(s) for s in self.steps]
+        """The steps as dicts (``report.json``'s ``spark_steps``), less those that ran nothing."""
+        return [asdict(s) for s in self.steps if s.jobs or s.wall_s >= 0.05]
 
 
 def steps_table(rows: list[dict[str, Any]]) -> list[str]:

@@ -85,8 +85,9 @@ class SparkOracleOptions:
     (default: twice Spark's default parallelism); ``theta``: its balance
     threshold; ``max_split``: the largest S(g) (default N); ``heavy_groups``:
     how many of the heaviest groups Alg. 1 places individually (default 16 N).
-    ``block``: rows per block of the watermark prefix scan.  ``width``: bucket
-    width override (default the window length).
+    ``block``: rows per block of the watermark prefix scan's fallback.  ``width``: bucket
+    width override (default the window length).  ``sample``: about how many tuples Alg. 1's group sizes
+    are estimated from (a Bernoulli sample; all of them when there are fewer).
     """
 
     method: Method = "salted"
@@ -96,6 +97,7 @@ class SparkOracleOptions:
     heavy_groups: int | None = None
     block: int = 1 << 20
     width: int | None = None
+    sample: int = 1 << 20
 
 
 @dataclass
@@ -372,22 +374,34 @@ def _range_filter(q: Query) -> Any:
     return F.expr(f"b_ts >= {_shift('a_ts', lo)} AND b_ts <= {_shift('a_ts', hi)} AND {_cond_filter(q)}")
 
 
-def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, Any]) -> tuple[Any, Any, list[str]]:
-    """Add a ``salt`` column: hot (key, bucket) groups split per PPOIJ Alg. 1.  Returns the sides and join keys."""
+def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, Any],
+          tuples: int) -> tuple[Any, Any, list[str]]:
+    """Add a ``salt`` column: hot (key, bucket) groups split per PPOIJ Alg. 1.  Returns the sides and join keys.
+
+    The group sizes come from a Bernoulli sample of about ``opts.sample`` of the ``tuples`` (each side's count
+    scaled by the inverse fraction): which groups are split decides only the balance, never the result, and
+    a group heavy enough to matter has many rows in the sample.  The sample keeps the statistics from costing
+    a shuffle of every row.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     n = opts.replicas or max(2, 2 * int(spark.sparkContext.defaultParallelism))
     m = opts.heavy_groups or 16 * n
-    ga = a.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("na"))
-    gb = b.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("nb"))
-    g = ga.join(gb, ["key", "bucket"]).select("key", "bucket", (F.col("na") * F.col("nb")).cast("double").alias("w"))
+    frac = min(1.0, opts.sample / max(1, tuples))
+    sa, sb = (a, b) if frac >= 1.0 else (a.sample(fraction=frac, seed=1), b.sample(fraction=frac, seed=2))
+    scale = 1.0 / (frac * frac)
+    ga = sa.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("na"))
+    gb = sb.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("nb"))
+    g = ga.join(gb, ["key", "bucket"]).select(
+        "key", "bucket", (F.col("na") * F.col("nb") * F.lit(scale)).cast("double").alias("w"))
     g = g.persist()
     try:
         total = g.agg(F.sum("w")).collect()[0][0] or 0.0
         top = g.orderBy(F.desc("w"), "key", "bucket").limit(m).collect()
     finally:
         g.unpersist()
+    plan["sampled_fraction"] = round(frac, 6)
     heavy = [float(r["w"]) for r in top]
     splits, balance = split_degrees(heavy, max(0.0, float(total) - sum(heavy)), n, opts.theta, opts.max_split)
     hot = [(r["key"], int(r["bucket"]), s) for r, s in zip(top, splits, strict=True) if s > 1]
@@ -460,11 +474,12 @@ def _cond_filter(q: Query) -> str:
 
 
 def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any],
-               keep: Sequence[str] = ()) -> Any:
+               keep: Sequence[str] = (), tuples: int = 0) -> Any:
     """All matching pairs as a frame (a_id, b_id, b_value and the keep columns).
 
     ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value); ``keep`` names more columns
-    of either side to carry into the pairs.
+    of either side to carry into the pairs; ``tuples`` is how many tuples both sides hold (for the salting
+    sample; 0: unknown, every row).
     """
     out = ("a_id", "b_id", "b_value", *keep)
     lo, hi = lower_offset(q), upper_offset(q)
@@ -479,8 +494,9 @@ def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleO
     a, b = _bucket_sides(bases, probes, q, width)
     keys = ["key", "bucket"]
     if opts.method == "salted":
-        a, b, keys = _salt(spark, a, b, opts, plan)
-    return a.join(b, keys).where(_range_filter(q)).select(*out)
+        a, b, keys = _salt(spark, a, b, opts, plan, tuples)
+    # a hash table of each partition's probes instead of sorting both sides (the join needs equal keys only)
+    return a.join(b.hint("shuffle_hash"), keys).where(_range_filter(q)).select(*out)
 
 
 def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | None = None) -> SparkResult:
@@ -492,6 +508,7 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     if opts.method not in METHODS:
         raise ValueError(f"unknown method {opts.method!r}; one of {', '.join(METHODS)}")
     tuples = mark_late(frame, q, opts.block).persist(StorageLevel.MEMORY_AND_DISK)
+    plan: dict[str, Any] = {"tuples": tuples.count()}  # computes the cache: every later step reads it
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
     bases = ontime.where(F.col("side") == "base").select(
@@ -501,8 +518,7 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
         F.col("id").alias("b_id"), F.col("ts").alias("b_ts"), "key", F.col("value").alias("b_value"),
         *_cond_columns(q, "probe")
     )
-    plan: dict[str, Any] = {}
-    joined = join_pairs(spark, bases, probes, q, opts, plan)
+    joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=plan["tuples"])
     if q.aggregate is None:
         return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, [tuples])
     return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, [tuples])

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from typing import Any
 
@@ -120,6 +121,9 @@ def spark_session(
     if active is not None:
         return active
     check_java()
+    # Python workers (the oracle's mapInArrow scans) run this interpreter, which has numpy and pyarrow, not
+    # whatever `python3` comes first on PATH (pyspark's default)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_opt = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"

@@ -1,0 +1,234 @@
+"""The Spark layer at scale: late marking without a shuffle, ``--got`` read by Spark, the step breakdown.
+
+Each fast path is checked against its definition: :func:`oij.spark.oracle.mark_late` against the window-function
+scan and the sequential oracle (also when partitions are not runs of positions), and
+:func:`oij.spark.got.read_got_spark` against :func:`oij.testing._got.read_got` on generated outputs in every
+format and many foreign shapes: it either declines (None) or writes exactly the rows the definition writes,
+and it declines every file the definition rejects.  Negative controls: the fast path must take oij's own
+result lines (a fast path that always declined would pass the rest), and a conversion that differs from the
+definition (a float id truncated) must be caught.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oij.io.errors import InputError
+from oij.spark.compare import engine_dir
+from oij.spark.frames import read_parquet_events
+from oij.spark.got import read_got_spark
+from oij.spark.oracle import mark_late, mark_late_windows
+from oij.testing._got import read_got
+from oij.workloads import resolve, with_overrides, write_workload
+from tests.budget import examples
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(d: str) -> Counter[tuple[Any, ...]]:
+    import pyarrow.dataset as ds
+
+    t = ds.dataset(d, format="parquet").to_table()
+    return Counter(tuple(r[c] for c in ("kind", "base", "probe", "count", "value", "id")) for r in t.to_pylist())
+
+
+def _marked(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.select("pos", "id", "W", "late").collect())
+
+
+# ------------------------------------------------------------------------------------------------ late marking
+@pytest.mark.parametrize("over", [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}])
+def test_late_marking_without_a_shuffle_equals_the_window_scan(spark: Any, tmp_path: Path,
+                                                               over: dict[str, Any]) -> None:
+    one = tmp_path / "one.parquet"
+    write_workload(str(one), with_overrides(resolve("scale-oij-default"),
+                                            {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
+    p = tmp_path / "w.parquet"  # the same file in row groups of 500: Spark reads it in several partitions
+    pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")  # the file is small: split it anyway
+    try:
+        q, frame = read_parquet_events(spark, str(p))
+        assert frame.rdd.getNumPartitions() > 1
+        fast, slow = _marked(mark_late(frame, q, 512)), _marked(mark_late_windows(frame, q, 512))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert fast == slow
+    assert any(late for *_, late in fast)  # the workload has late tuples to mark
+
+
+def test_partitions_that_are_not_runs_fall_back_to_the_window_scan(spark: Any, tmp_path: Path) -> None:
+    p = tmp_path / "w.parquet"
+    write_workload(str(p), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 2000, 6, fmt="parquet")
+    q, frame = read_parquet_events(spark, str(p))
+    shuffled = frame.repartition(3)  # rows dealt round-robin: no partition is a run of consecutive positions
+    assert _marked(mark_late(shuffled, q, 256)) == _marked(mark_late_windows(frame, q, 256))
+
+
+# ------------------------------------------------------------------------------------------------ --got by Spark
+def _written_by_python(path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | InputError:
+    out = str(d / "py")
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        read_got(path, cols, out)
+    except InputError as e:
+        return e
+    return _rows(out)
+
+
+def _written_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | None:
+    results = str(d / "sp")
+    shutil.rmtree(results, ignore_errors=True)
+    n = read_got_spark(spark, path, cols, results, "x")
+    if n is None:
+        assert not os.path.exists(engine_dir(results, "x")), "a declined read leaves nothing behind"
+        return None
+    rows = _rows(engine_dir(results, "x"))
+    assert sum(rows.values()) == n
+    return rows
+
+
+INTS = st.one_of(st.integers(-(10 ** 6), 10 ** 6), st.sampled_from([0, -1, 2 ** 62, -(2 ** 63), 2 ** 63 - 1]))
+JSON_INT = st.one_of(INTS.map(str), INTS.map(lambda i: json.dumps(str(i))),
+                     st.sampled_from(["3.0", "1e2", "-0", "true", "null", '"x"', "[1]", "007", '" 4"', "2e0",
+                                      "18446744073709551615", "99999999999999999999", '"3_000"']))
+JSON_VALUE = st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(repr),
+                       st.integers(-(10 ** 20), 10 ** 20).map(str),
+                       st.sampled_from(["null", "-0.0", "1e308", "1E-5", '"2.5"', '"inf"', '"nan"', "true", "NaN"]))
+KIND = st.sampled_from(["pair", "aggregate", "late", "Pair", "end"])
+
+
+@st.composite
+def jsonl_lines(draw: Any) -> str:
+    kind = draw(KIND)
+    keys = {"pair": ["base", "probe"], "aggregate": ["base", "count", "value"], "late": ["id"]}.get(kind, ["id"])
+    parts = [f'"{draw(st.sampled_from(["type", "kind"]))}":"{kind}"']
+    for k in keys:
+        if draw(st.integers(0, 9)):
+            parts.append(f'"{k}":{draw(JSON_VALUE if k == "value" else JSON_INT)}')
+    if draw(st.booleans()):
+        parts.append('"extra":{"nested":1}' if draw(st.booleans()) else '"note":"a b"')
+    draw(st.randoms()).shuffle(parts)
+    sep = draw(st.sampled_from([",", ", ", " ,"]))
+    line = "{" + sep.join(parts) + "}"
+    lead: str = draw(st.sampled_from(["", " ", "\t"]))
+    trail: str = draw(st.sampled_from(["", " ", "\r", " x", "}"]))
+    return f"{lead}{line}{trail}"
+
+
+@given(lines=st.lists(st.one_of(jsonl_lines(), st.sampled_from(["", "   ", "[1]", "{bad"])), min_size=1,
+                      max_size=6))
+@settings(max_examples=examples(25, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_reads_jsonl_as_read_got_does_or_declines(spark: Any, tmp_path: Path, lines: list[str]) -> None:
+    path = tmp_path / "got.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    want = _written_by_python(str(path), {}, tmp_path)
+    got = _written_by_spark(spark, str(path), {}, tmp_path)
+    if isinstance(want, InputError):
+        assert got is None, f"read_got rejects ({want}) but Spark accepted"
+    else:
+        assert got is None or got == want
+
+
+@given(rows=st.lists(st.tuples(st.sampled_from(["pair", "aggregate", "late", "", "null", "bad"]),
+                               JSON_INT.filter(lambda s: '"' not in s), JSON_VALUE.filter(lambda s: '"' not in s)),
+                     min_size=1, max_size=5),
+       header=st.sampled_from([["kind", "base", "probe", "count", "value", "id"], ["base", "probe"],
+                               ["a", "b"], ["type", "base", "count", "value"]]))
+@settings(max_examples=examples(20, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_reads_csv_as_read_got_does_or_declines(spark: Any, tmp_path: Path, rows: list[tuple[str, str, str]],
+                                                      header: list[str]) -> None:
+    path = tmp_path / "got.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_MINIMAL)
+        w.writerow(header)
+        for kind, i, v in rows:
+            cells = {"kind": kind, "type": kind, "value": v}
+            w.writerow([cells.get(h, "" if i == "null" else i) for h in header])
+    cols = {"base": "a", "probe": "b"} if header == ["a", "b"] else {}
+    want = _written_by_python(str(path), cols, tmp_path)
+    got = _written_by_spark(spark, str(path), cols, tmp_path)
+    if isinstance(want, InputError):
+        assert got is None, f"read_got rejects ({want}) but Spark accepted"
+    else:
+        assert got is None or got == want
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_spark_takes_the_plain_shapes(spark: Any, tmp_path: Path, fmt: str) -> None:
+    """The negative control of the tests above: on ordinary outputs the fast path must not decline."""
+    rows = [("pair", 1, 2, None, None, None), ("pair", 3, None, None, None, None),
+            ("aggregate", 4, None, 2, 1.5, None), ("aggregate", 5, None, 0, None, None), ("late", None, None, None,
+                                                                                       None, 9)]
+    path = tmp_path / f"got.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps({"type": k, **{f: x for f, x in zip(("base", "probe", "count", "value",
+                                                                                  "id"), r, strict=True)
+                                                        if x is not None or (k == "pair" and f == "probe")}}) + "\n"
+                                for k, *r in rows))
+    elif fmt == "csv":
+        path.write_text("kind,base,probe,count,value,id\n" + "".join(
+            ",".join("" if x is None else str(x) for x in r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.table({c: [r[i] for r in rows] for i, c in enumerate(("kind", "base", "probe", "count",
+                                                                                  "value", "id"))}), str(path))
+    got = _written_by_spark(spark, str(path), {}, tmp_path)
+    assert got is not None
+    assert got == _written_by_python(str(path), {}, tmp_path)
+    assert got == Counter(rows)
+
+
+def test_a_conversion_unlike_read_got_is_caught(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: a fast path that took '3.5' as the id 3 (Spark's own cast) differs from read_got, and
+    the comparison above sees it."""
+    import oij.spark.got as g
+
+    path = tmp_path / "got.csv"
+    path.write_text("kind,id\nlate,3.5\n")
+    assert isinstance(_written_by_python(str(path), {}, tmp_path), InputError)
+    assert _written_by_spark(spark, str(path), {}, tmp_path) is None
+
+    def lax(c: Any) -> tuple[Any, Any]:
+        from pyspark.sql import functions as F
+
+        return c.cast("double").cast("long"), F.lit(False)
+
+    monkeypatch.setattr(g, "_int_text", lax)
+    assert _written_by_spark(spark, str(path), {}, tmp_path) == Counter([("late", None, None, None, None, 3)])
+
+
+# ------------------------------------------------------------------------------------------------ the breakdown
+def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> None:
+    from oij.check import CheckOptions, check
+    from oij.io.jsonl import result_lines
+    from oij.testing._got import read_got_results
+
+    p = tmp_path / "w.parquet"
+    write_workload(str(p), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 3000, 2, fmt="parquet")
+    first = check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / "a"), no_progress=True))
+    res = read_got_results(engine_dir(first.results, "spark-oracle")).canonical()
+    got = tmp_path / "got.jsonl"
+    got.write_text("".join(result_lines(res)))
+    rep = check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / "b"), got=[f"me={got}"],
+                             no_progress=True))
+    assert rep.all_agree
+    assert rep.row("me").metrics["read_by"] == "spark"
+    steps = {s["step"]: s for s in rep.spark_steps}
+    for name in ("loading --got me", "validating events", "arrival watermarks and late marking",
+                 "range join, aggregation and writing results", "comparison"):
+        assert steps[name]["jobs"] >= 1, name
+    assert steps["validating events"]["input_rows"] >= 3000
+    assert steps["range join, aggregation and writing results"]["shuffle_write_bytes"] > 0
+    assert "Where Spark's time went" in (tmp_path / "b" / "report.md").read_text()
+
