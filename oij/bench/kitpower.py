@@ -137,6 +137,7 @@ class KitPowerOptions:
     state_bound: bool = False
     state_events: int = 100_000
     no_shapes: bool = False
+    restarts: bool = False
 
 
 def keep_operator(name: str) -> bool:
@@ -729,6 +730,13 @@ def kit_power(args: KitPowerOptions) -> int:
     ``args.docs``); the exit code."""
     repo = Path(args.repo).resolve()
     mpath = Path(args.manifest) if args.manifest else repo / "tests" / "impls" / "mutants.toml"
+    if args.restarts:
+        from oij.bench.restartpower import restart_power
+
+        cmd = "oij bench kit-power " + " ".join(sys.argv[3:]) if sys.argv[1:3] == ["bench", "kit-power"] else ""
+        return restart_power(repo, args.jobs, args.timeout, args.out, args.docs,
+                             args.table if args.table != "kit-power-table.rst" else "kit-power-restarts-table.rst",
+                             cmd)
     if args.rescore:
         return write_result(rescore(args.rescore, load_manifest(mpath)), args)
     if args.exhaustive:

@@ -59,6 +59,11 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--state-events", type=int, default=100_000, help="events per long case (default 100000)")
     p.add_argument("--no-shapes", action="store_true",
                    help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after the mutants)")
+    p.add_argument("--restarts", action="store_true",
+                   help="measure the restart mode instead: every state-drop mutant of the oracle's checkpoint "
+                   "(tests/impls/state_drop.py) and every recovery bug of tests/impls/restart_bugs.py under "
+                   "oij conform --restarts 1 at its defaults; exit 1 unless each is killed or, with its "
+                   "argument, equivalent")
     p.set_defaults(func=run)
 
 

@@ -76,7 +76,7 @@ class Case:
     ``mixed:N``: each optional field at its default, line by line, left out or written explicitly (as drawn by
     the number N); ``explicit``: every optional field written, those the writer leaves out included.  The
     format allows them all, and an implementation must read them the same.  Any of these may be followed by
-    ``|``-separated features of the text (:func:`encode`): ``int`` (integral values and fields written as JSON
+    ``|``-separated features of the text (``encode`` in this module): ``int`` (integral values and fields written as
     integers), ``float`` (fields written as floats), ``order:N`` (keys in a drawn order on each line),
     ``space:N`` (whitespace the format allows, line by line)."""
     raw: str | None = field(default=None, compare=False, repr=False)

@@ -270,14 +270,143 @@ def run_plan(argv: Sequence[str], case: Case, plan: Sequence[KillPoint], profile
     return run
 
 
-def plans(clean: Incarnation, n_events: int, restarts: int) -> Iterator[tuple[KillPoint, ...]]:
+SMALL_CASE = 12
+"""A case of at most this many events is killed between every two events (a ``fed`` kill point at each)."""
+
+
+def state_moments(case: Case) -> dict[str, list[int]]:
+    """The events after which the oracle's state holds what a restart loses most easily, by kind: ``matched``
+    (a left join's base has matched and still awaits finality), ``channels-apart`` (every channel has a
+    watermark, and they differ), ``pending-aggregate`` (a base of an aggregate awaits finality), ``w-moved``
+    (the event moved W), ``cursor`` (an aggregate's running window holds probes and the next base of its key to
+    be final slides it; ``cursor-moved``: and the event moved it), ``stored`` (tuples are held), ``late`` (the
+    event was a late tuple).  The event numbers count from 1; the End is not an event here."""
+    from reference.oracle import Oracle
+    from spec.model import NO_WATERMARK, End
+
+    o = Oracle(case.query)
+    out: dict[str, list[int]] = {}
+    cursors: list[tuple[int | str, int, int, int]] = []
+    for n, e in enumerate((e for e in case.events if not isinstance(e, End)), 1):
+        w, late = o.w, len(o.late)
+        o.on_event(e)
+        pending = [ks for ks in o.keys.values() if ks.bid]
+        kinds = ["late"] if len(o.late) > late else []
+        if o.left and any(aid in o.matched for ks in pending for aid in ks.bid):
+            kinds.append("matched")
+        if len(set(o.channel_max)) > 1 and min(o.channel_max) != NO_WATERMARK:
+            kinds.append("channels-apart")  # every channel has spoken, and they differ
+        if o.agg is not None and pending:
+            kinds.append("pending-aggregate")
+            live = [(ks.key, ks.cur_lo, ks.cur_hi, ks.cur_n) for ks in pending if ks.cur_n > 0
+                    and ks.bts[0] + o.lo_off <= ks.cur_hi]  # the next row of the key slides the running aggregate
+            if live:
+                kinds.append("cursor")
+                if live != cursors:
+                    kinds.append("cursor-moved")
+            cursors = live
+        if o.w != w:
+            kinds.append("w-moved")
+        if o.stored:
+            kinds.append("stored")
+        for k in kinds:
+            out.setdefault(k, []).append(n)
+    return out
+
+
+POOL = 400
+"""Generated cases a restart search chooses its cases from (:func:`restart_cases`)."""
+
+
+def restart_tags(case: Case) -> frozenset[str]:
+    """What a restart can lose in ``case``: each kind of :func:`state_moments` that occurs, each such kind
+    followed later by a late tuple or a move of W (a restart that lost that state then shows it), W moved
+    twice, and the query's shape (join, aggregate, several channels, mode, exclusive bounds)."""
+    q = case.query
+    m = state_moments(case)
+    if "channels-apart" in m:  # which channel lags or leads matters: one tag per channel count
+        m[f"channels-apart-{q.channels}"] = m.pop("channels-apart")
+    tags = {f"moment:{k}" for k in m}
+    for k, at in m.items():
+        for after in ("late", "w-moved"):
+            if k != after and any(n > at[0] for n in m.get(after, [])):
+                tags.add(f"{k}-then-{after}")
+        moved = [n for n in m.get("w-moved", []) if n > at[0]]
+        if k not in ("late", "w-moved") and moved and any(n > moved[0] for n in m.get("late", [])):
+            tags.add(f"{k}-then-w-moved-then-late")  # W moves after the state is there, then judges a tuple
+    if len(m.get("w-moved", [])) > 1:
+        tags.add("w-moved-twice")
+    tags |= {f"join:{q.join}", f"aggregate:{q.aggregate}", f"channels:{q.channels}",
+             "lateness" if q.lateness is not None else "watermarks"}
+    if not (q.lower_inclusive and q.upper_inclusive):
+        tags.add("exclusive")
+    return frozenset(tags)
+
+
+def restart_cases(features: frozenset[str], n: int, seed: int = 0, pool: int = POOL) -> list[Case]:
+    """``n`` cases for the restart mode, chosen from the test vectors whose features are claimed and the first
+    ``pool`` generated cases (``seed``) so that together they cover every :func:`restart_tags` they have: each
+    next case the one that adds the most uncovered tags, a case small enough to be killed at every event
+    (:data:`SMALL_CASE`) before any longer one (the shorter on a tie, then the earlier); once every tag is
+    covered, they are covered again by other cases.  A restart bug shows only where the state it loses matters
+    after the kill, so the cases are chosen by their state, not taken as Hypothesis first draws them (small and
+    alike).  Deterministic; O(pool * events)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+
+    from oij.testing._cases import cases
+
+    drawn: list[Case] = []
+
+    @hyp_seed(seed)
+    @settings(max_examples=pool, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(cases(features))
+    def collect(case: Case) -> None:
+        if case not in drawn:
+            drawn.append(case)
+
+    collect()
+    from oij.testing._case import case_features
+    from oij.testing._vectors import interleaved
+
+    vectors = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding)
+               for v in interleaved() if case_features(v.case) <= features]
+    tagged = [(restart_tags(c), c) for c in [*vectors, *drawn]]
+    chosen: list[Case] = []
+    covered: set[str] = set()
+    while len(chosen) < n and tagged:
+        best = max(range(len(tagged)), key=lambda i: (len(tagged[i][0] - covered) + (
+            1000 if tagged[i][0] - covered and len(tagged[i][1]) <= SMALL_CASE else 0), -len(tagged[i][1]), -i))
+        if not tagged[best][0] - covered:
+            if not covered:
+                break
+            covered = set()  # every tag is covered: cover them again, with other cases
+            continue
+        tags, case = tagged.pop(best)
+        covered |= tags
+        chosen.append(case)
+    chosen += [c for _, c in tagged[:max(0, n - len(chosen))]]
+    return chosen
+
+
+def plans(clean: Incarnation, n_events: int, restarts: int,
+          case: Case | None = None) -> Iterator[tuple[KillPoint, ...]]:
     """Kill plans for a case whose clean run printed ``clean.output``: before, at and after each checkpoint,
     mid-output, and between events; each plan kills ``restarts`` incarnations in a row at points of the same
-    kind (counted in each incarnation's own output, or in absolute events for ``fed``)."""
+    kind (counted in each incarnation's own output, or in absolute events for ``fed``).  A case of at most
+    :data:`SMALL_CASE` events is killed between every two events; with ``case``, a longer one also at the first
+    and last moment of each kind of :func:`state_moments` (the state chooses where to kill)."""
     marks = [x.events for x in clean.output if isinstance(x, Checkpoint)]
     rows = sum(1 for x in clean.output if not isinstance(x, Checkpoint))
-    fed = sorted({1, max(1, n_events // 2), max(1, n_events - 1), *[m for m in marks[:3] if m >= 1]})
-    points = [KillPoint("fed", k) for k in fed if k <= n_events]  # deterministic first: their replays repeat
+    fed = {1, max(1, n_events // 2), max(1, n_events - 1), *[m for m in marks[:3] if m >= 1]}
+    if n_events <= SMALL_CASE:
+        fed |= set(range(1, n_events + 1))
+    elif case is not None:
+        for kind, at in state_moments(case).items():
+            if kind != "late":
+                fed |= {at[0], at[-1]}
+    points = [KillPoint("fed", k) for k in sorted(fed) if k <= n_events]  # deterministic first: replays repeat
     points.append(KillPoint("checkpoint", 1))
     if rows:
         points += [KillPoint("row", 1), KillPoint("row", max(1, (rows + 1) // 2))]
@@ -348,7 +477,7 @@ def check_restarts(argv: Sequence[str], case: Case, restarts: int = 1, profile: 
         run.problem = f"the run without a kill: {clean.problem}"
         return 0, RestartFailure(run)
     n = 0
-    for plan in plans(clean, len(case), restarts):
+    for plan in plans(clean, len(case), restarts, case):
         n += 1
         run = run_plan(argv, case, plan, profile, timeout, quiet)
         if not run.ok:
@@ -414,29 +543,18 @@ def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = Non
     """Run up to ``max_examples`` generated cases, each under every kill plan of :func:`plans` with
     ``restarts`` kills in a row; stop at the first case whose committed rows are not exactly the result and
     shrink it."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hyp_seed
-
-    from oij.testing._cases import DEFAULT_FEATURES, cases
+    from oij.testing._cases import DEFAULT_FEATURES
 
     feats = DEFAULT_FEATURES if features is None else features
     out = RestartSearchResult()
     t0 = time.monotonic()
-
-    @hyp_seed(seed)
-    @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), print_blob=False)
-    @given(cases(feats))
-    def prop(case: Case) -> None:
-        if out.failure is not None:
-            return
+    for case in restart_cases(feats, max_examples, seed):
         out.cases += 1
         n, f = check_restarts(argv, case, restarts, profile, timeout, quiet)
         out.plans += n
         if f is not None:
             out.failure = f
-
-    prop()
+            break
     if shrinking and out.failure is not None and out.failure.run.problem is None:
         out.failure = shrink(argv, out.failure, profile, timeout, quiet)
     out.seconds = time.monotonic() - t0

@@ -115,6 +115,11 @@ def vectors() -> Iterator[Vector]:
                  _case(qc, _t("b", 1, 5), Watermark(9, 0), _t("p", 2, 4, channel=1)))
     yield Vector("channels", "both-channels", "once both channels passed, a tuple below W is late",
                  _case(qc, _t("b", 1, 5), Watermark(9, 0), Watermark(9, 1), _t("p", 2, 4, channel=1)))
+    yield Vector("channels", "three-channels-catch-up", "three channels apart (12, 8, 5: W = 5); the lowest "
+                 "catches up (W = 8), then the middle one (W = 11): a probe at 7, then one at 10, each late by then",
+                 _case(Query(-2, 0, channels=3), _t("b", 1, 10), Watermark(12, 0), Watermark(8, 1), Watermark(5, 2),
+                       _t("p", 2, 9, channel=2), Watermark(11, 2), _t("p", 3, 7, channel=1), Watermark(12, 1),
+                       _t("p", 4, 10), _t("p", 5, 11)))
     # state edges: W one tick before, on and after a probe's purge edge (b.ts - lo') and a base's finality edge
     # (hi(a)), then a tuple of the same key at W
     for lower, upper in ((-2, 0), (0, 2), (-3, -1), (1, 3)):
@@ -168,6 +173,11 @@ def vectors() -> Iterator[Vector]:
                      "the base at 10 starts at 7) before the base at 10 is final",
                      _case(qa, _t("p", 1, 5, value=v5), _t("p", 2, 7, value=1.0), _t("p", 3, 8, value=2.0),
                            _t("b", 4, 7), _t("b", 5, 10), Watermark(9)))
+        yield Vector("aggregates", f"{kind}-sliding-step-by-step", f"{kind}, window [-3,0]: probes at 5 ({v5}) to 9, "
+                     "bases at 7, 8 and 9; W = 8, then 9, finalises the first two one at a time (the probe at 5 is "
+                     "let go between them), the last at the end: each window overlaps the one before",
+                     _case(qa, *(_t("p", i, 4 + i, value=v5 if i == 1 else float(i)) for i in range(1, 6)),
+                           _t("b", 6, 7), _t("b", 7, 8), _t("b", 8, 9), Watermark(8), Watermark(9)))
         yield Vector("aggregates", f"{kind}-disjoint", f"{kind}, window [-1,0]: probes at 5, 6 ({v5}) and 7, bases "
                      "at 5 and 8 final at the end: the two windows [4,5] and [7,8] do not meet, and the probe at 6 "
                      "between them is in neither",

@@ -13,6 +13,12 @@ Modes, each the negative control of one way recovery goes wrong:
   duplicates (at-least-once).
 * ``no-restore``: ignores the saved state and starts empty: everything the lost state would have produced
   is lost.
+* ``forget-matched``: restores everything but a left join's set of matched bases (an implementation that
+  checkpoints its stored tuples and not the flags beside them): a base that matched before the crash gets an
+  ``(a, null)`` row at finality as well.
+* ``min-watermark``: saves one watermark, W (the minimum over the channels), and restores every channel to it:
+  a channel that ran ahead is pulled back, so W moves later than it should and a tuple late by the channel's
+  real watermark is joined instead.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from reference.checkpoint import restore, snapshot
 from reference.oracle import Oracle
 from tests.impls.oracle_cmd import event_of, read_case, value_text
 
-MODES = ("correct", "checkpoint-before-emit", "reemit-after-restore", "no-restore")
+MODES = ("correct", "checkpoint-before-emit", "reemit-after-restore", "no-restore", "forget-matched", "min-watermark")
 
 
 def _lines(o: Oracle) -> list[str]:
@@ -51,6 +57,10 @@ def main(mode: str) -> int:
         n = int.from_bytes(blob[:8], "big")
         o = restore(blob[8:8 + n])
         printed = json.loads(blob[8 + n:]) if mode == "reemit-after-restore" else []
+        if mode == "forget-matched":
+            o.matched = set()
+        elif mode == "min-watermark":
+            o.channel_max = [o.w] * len(o.channel_max)
         for line in printed:
             print(line)
     else:

@@ -22,10 +22,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from oij.testing import _runner
 from oij.testing._case import DEFAULT_FEATURES
 from oij.testing._protocol import ProtocolError, parse_output
-from oij.testing._runner import Outcome, search
+from oij.testing._runner import Outcome, SearchResult, search
 from tests.impls.accum_bugs import BUGS, TEXT_BUGS
 from tests.impls.accum_oij import Join, main
 
@@ -52,10 +51,10 @@ def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
         return Outcome(None, f"protocol error: {e}")
 
 
-def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES) -> _runner.SearchResult:
+def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES) -> SearchResult:
     """``oij conform [--no-vectors] -- python accum_bugs.py BUG`` at its defaults, the command in this process."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_runner, "run_command", in_process)
+        mp.setattr("oij.testing._runner.run_command", in_process)
         return search(["python", "accum_bugs.py", bug], features=features, vectors=vectors)
 
 
@@ -63,6 +62,7 @@ def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEAT
 def test_a_default_run_still_catches_every_known_shape(bug: str) -> None:
     with_vectors = default_run(bug, True)
     assert with_vectors.failure is not None, f"{bug}: no longer caught by a default oij conform run"
+    assert len(with_vectors.failure.case) <= 6, with_vectors.failure.report
     search_only = default_run(bug, False)
     assert search_only.failure is not None, f"{bug}: no longer caught by the generated cases of a default run"
     assert search_only.found_by.startswith("search, case "), search_only.found_by

@@ -145,3 +145,80 @@ def test_conform_restarts_cli_reports_and_replays(tmp_path: Path) -> None:
     bad = subprocess.run(["oij", "conform", "--restarts", "1", "--session", "--", *_cmd("correct")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+# ------------------------------------------------------------------------- restarts that find lost state
+
+LEFT = Case(Query(-2, 0, join="left"), (StreamTuple("base", 1, 10, "k"), StreamTuple("probe", 2, 9, "k"),
+                                        Watermark(11), StreamTuple("base", 3, 12, "k"), Watermark(20), End()))
+APART = Case(Query(-2, 0, channels=2), (StreamTuple("base", 1, 10, "k"), Watermark(15, 0), Watermark(5, 1),
+                                        Watermark(15, 1), StreamTuple("probe", 2, 9, "k"), End()))
+
+
+def test_the_state_chooses_kill_points() -> None:
+    from oij.testing._restarts import state_moments
+
+    m = state_moments(LEFT)
+    assert m["matched"] == [2]  # base 1 matched probe 2 at event 2 and is final at event 3 (W = 11 > 10)
+    assert m["w-moved"] == [3, 5]
+    a = state_moments(APART)
+    # apart once both channels have spoken (15 and 5), together again at event 4; the probe at 9 is then late
+    assert a["channels-apart"] == [3] and a["late"] == [5]
+
+
+def test_a_small_case_is_killed_between_every_two_events() -> None:
+    from oij.testing._restarts import clean_run, plans
+
+    clean = clean_run(_cmd("correct"), LEFT)
+    fed = {p[0].n for p in plans(clean, len(LEFT), 1, LEFT) if p[0].kind == "fed"}
+    assert fed == {1, 2, 3, 4, 5}
+
+
+def test_restart_cases_cover_the_state_a_restart_can_lose() -> None:
+    from oij.testing._cases import DEFAULT_FEATURES
+    from oij.testing._restarts import restart_cases, restart_tags
+
+    chosen = restart_cases(DEFAULT_FEATURES, 20)
+    assert chosen == restart_cases(DEFAULT_FEATURES, 20)  # deterministic: a failure replays
+    tags = set().union(*(restart_tags(c) for c in chosen))
+    assert {"matched-then-w-moved-then-late", "channels-apart-2-then-w-moved-then-late",
+            "channels-apart-3-then-w-moved-then-late", "cursor-then-w-moved", "join:left", "channels:3",
+            "lateness"} <= tags, sorted(tags)
+
+
+@pytest.mark.parametrize(("mode", "kinds"), [("forget-matched", {"wrong"}), ("min-watermark", {"wrong", "lossy"})])
+def test_restart_bugs_of_lost_state_are_caught_at_the_defaults(mode: str, kinds: set[str]) -> None:
+    """Issue 46's negative controls: a restore that forgets a left join's matched set, and one that keeps only
+    the minimum watermark (every channel restored to W), each caught by ``oij conform --restarts 1`` at its
+    defaults (20 cases), with a short replay."""
+    r = restart_search(_cmd(mode))
+    assert r.failure is not None, f"{mode} passed the restart mode at its defaults"
+    run = r.failure.run
+    # min-watermark: a tuple late by the lost channel's watermark is joined (wrong) or its late row lost (lossy)
+    assert run.verdict is not None and run.verdict.kind in kinds, r.failure.report()
+    assert len(run.case) <= 8, r.failure.report()
+
+
+def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path: Path) -> None:
+    """``oij bench kit-power --restarts`` on two of its mutants, over the first 5 of the default run's cases (the
+    whole list at the defaults is the benchmark's): a dropped matched set is killed, a dropped wake-up heap
+    (which only delays finality) survives as equivalent with its argument; and a survivor that is not listed as
+    equivalent (the correct mode) fails the run (negative control)."""
+    import json
+
+    from oij.bench import restartpower
+    from oij.bench.restartpower import RESTART_BUGS, RestartMutant, restart_power
+
+    real = restartpower.list_mutants
+    few = ("--max-examples", "5")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(restartpower, "list_mutants",
+                   lambda repo: [m for m in real(repo) if m.name in ("matched:drop", "wakeups:drop")])
+        rc = restart_power(ROOT, 2, 300.0, str(tmp_path / "r.json"), None, extra=few)
+        res = json.loads((tmp_path / "r.json").read_text())
+        assert rc == 0, res
+        verdicts = {m["name"]: m["verdict"] for m in res["mutants"]}
+        assert verdicts == {"matched:drop": "killed", "wakeups:drop": "equivalent"}
+        mp.setattr(restartpower, "list_mutants", lambda repo: [RestartMutant("correct", RESTART_BUGS)])
+        assert restart_power(ROOT, 1, 300.0, str(tmp_path / "r2.json"), None, extra=few) == 1
+        assert json.loads((tmp_path / "r2.json").read_text())["counts"]["survived"] == 1
