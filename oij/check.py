@@ -464,12 +464,14 @@ class _Spark:
 
 def _start_spark(args: CheckOptions, prog: Progress) -> Any:
     """The Spark session and a :class:`oij.spark.metrics.StageLog` of the steps run on it."""
+    from oij.spark.frames import fit_partitions
     from oij.spark.metrics import StageLog
     from oij.spark.session import spark_session
 
     prog.say(f"starting Spark ({args.master}) ...")
     t = time.perf_counter()
     spark = spark_session(None if args.master == "submit" else args.master, driver_memory=args.driver_memory)
+    fit_partitions(spark)
     log = StageLog(spark)
     log.started_s = round(time.perf_counter() - t, 3)
     return log

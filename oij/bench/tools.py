@@ -4,17 +4,21 @@
 time and peak RSS of that process, from ``os.wait4``), to Parquet and to
 oij-jsonl, next to rows and bytes written (counted).
 
-``spark``: the Spark oracle (:mod:`oij.spark.oracle`) on Parquet workloads of
-growing size, its whole plan executed into Spark's ``noop`` sink (every row
-is computed, nothing is written), for each range-join method.  One
-SparkSession (``local[*]``) per run, stopped at the end; in a process that
-already has one (a test worker's), that one is used and left running.
+``spark``: judging an output at scale.  For each size (the peers workload as
+Parquet) and master (``local[1]``, ``local[2]``, a standalone cluster of two
+one-core workers started from pyspark's scripts, :mod:`oij.spark.cluster`):
+``oij join`` plus a one-machine comparison of its output (GNU sort of both
+outputs, then cmp), and ``oij check --got`` of that output on Spark, each a
+fresh process, with the per-step breakdown of its report (Spark's task
+metrics).  Sizes: 2x10^5, 2x10^6 and 10^7 tuples; ``--full`` adds 10^8 on the
+cluster.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,53 +71,137 @@ register(Experiment("generate", "workloads", "oij generate: rows/s, CPU and peak
 
 
 def _spark_cells(size: str) -> list[Cell]:
-    sizes = by_size(size, (1000,), (10_000, 100_000), (100_000, 1_000_000, 10_000_000))
-    methods = by_size(size, ("salted",), ("plain", "bucketed", "salted"), ("plain", "bucketed", "salted"))
-    return [{"preset": p, "per_side": n, "method": m} for p in ("scale-oij-default", "ppoij-skewed")
-            for n in sizes for m in methods]
+    sizes = by_size(size, (20_000,), (200_000, 2_000_000, 10_000_000), (200_000, 2_000_000, 10_000_000, 100_000_000))
+    masters = by_size(size, ("local[2]",), ("local[1]", "local[2]", "standalone-2"),
+                      ("local[1]", "local[2]", "standalone-2"))
+    # the standalone cells last: the cluster is started once, by the first of them, and its JVMs then stay up
+    return [{"tuples": n, "master": m} for m in masters for n in sizes
+            if not (n >= 100_000_000 and m != "standalone-2")]
+
+
+SPARK_WORKLOAD = {"rate": 100_000.0, "delay_max": 500, "lateness": 500, "lower": -1000, "upper": 0, "aggregate": None,
+                  "keys": 100, "key_dist": "uniform"}
+"""The peers workload (``oij bench peers``, issue 14): 100 uniform keys, window [-1000, 0], delays <= 500,
+lateness 500; about one pair per two tuples."""
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
+    """Run ``cmd``: (wall s, CPU s of it and the children it waited for, its peak RSS in MiB, stderr); raises
+    on a non-zero exit."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    assert p.stderr is not None
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    rc = os.waitstatus_to_exitcode(status)
+    if rc not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {err.strip()[-500:]}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, err
+
+
+def _one_machine(path: str, d: str) -> dict[str, Any]:
+    """``oij join`` of the workload, then the one-machine comparison of its output with the judged one (here
+    the same file): both sorted by GNU sort, then cmp.  Wall seconds of each part and the pairs counted."""
+    join = os.path.join(d, "join.jsonl")
+    env = {**os.environ, "LC_ALL": "C"}
+    j_wall, j_cpu, j_rss, _ = _timed([sys.executable, "-m", "oij.cli", "join", path, "-o", join])
+    t0 = time.perf_counter()
+    for src, dst in ((join, os.path.join(d, "a.sorted")), (join, os.path.join(d, "b.sorted"))):
+        subprocess.run(["sort", "-S", "25%", "-T", d, "-o", dst, src], check=True, env=env)
+    same = subprocess.run(["cmp", "-s", os.path.join(d, "a.sorted"), os.path.join(d, "b.sorted")]).returncode == 0
+    cmp_wall = time.perf_counter() - t0
+    for name in ("a.sorted", "b.sorted"):
+        os.remove(os.path.join(d, name))
+    with open(join, "rb") as fh:
+        rows = sum(1 for _ in fh)
+    return {"join_s": round(j_wall, 2), "join_cpu_s": round(j_cpu, 2), "join_peak_rss_mib": round(j_rss, 1),
+            "compare_s": round(cmp_wall, 2), "one_machine_s": round(j_wall + cmp_wall, 2), "pairs": rows,
+            "one_machine_same": same, "join_out": join}
+
+
+def _cluster(ctx: Context) -> str:
+    if "cluster" not in ctx.cache:
+        from oij.spark.cluster import standalone
+
+        cm = standalone(workers=2, cores=1, memory="6g")
+        ctx.cache["cluster"] = cm.__enter__()
+        def stop() -> None:
+            cm.__exit__(None, None, None)
+
+        ctx.closers.append(stop)
+    url: str = ctx.cache["cluster"]
+    return url
 
 
 def _spark(cell: Cell, ctx: Context) -> Row:
-    from oij.spark.frames import read_parquet_events
-    from oij.spark.oracle import SparkOracleOptions, spark_oracle
-    from oij.spark.session import spark_session
-    from oij.workloads import PRESETS, write_workload
+    """One size on one master: ``oij join`` plus a sorted diff on one machine (once per size), and ``oij check
+    --got`` of that output on Spark in a fresh process (its JVM start included), with the step breakdown of
+    its report."""
+    import json
 
-    if "spark" not in ctx.cache:
-        from pyspark.sql import SparkSession
+    from oij.workloads import resolve, with_overrides, write_workload
 
-        borrowed = SparkSession.getActiveSession() is not None  # the caller's (one JVM per process): reused
-        ctx.cache["spark"] = spark_session("local[*]", driver_memory="4g", app_name="oij-bench")
-        if not borrowed:  # stop only a session made here; a borrowed one stays the caller's to stop
-            ctx.closers.append(ctx.cache["spark"].stop)
-        ctx.cache["dir"] = tempfile.TemporaryDirectory()
+    if "dir" not in ctx.cache:
+        ctx.cache["dir"] = tempfile.TemporaryDirectory(prefix="oij-bench-spark-")
         ctx.closers.append(ctx.cache["dir"].cleanup)
-    spark = ctx.cache["spark"]
-    path = os.path.join(ctx.cache["dir"].name, f"{cell['preset']}-{cell['per_side']}.parquet")
+    d = ctx.cache["dir"].name
+    n = cell["tuples"]
+    path = os.path.join(d, f"w-{n}.parquet")
     if not os.path.exists(path):
-        write_workload(path, PRESETS[cell["preset"]], 2 * cell["per_side"], 1)
-    t = time.perf_counter()
-    q, frame = read_parquet_events(spark, path)
-    res = spark_oracle(spark, q, frame, SparkOracleOptions(method=cell["method"]))
-    res.frame().write.format("noop").mode("overwrite").save()
-    wall = time.perf_counter() - t
-    res.release()
-    n = 2 * cell["per_side"]
-    return {"wall_s": round(wall, 2), "tuples": n, "tuples_per_s": round(n / wall), "plan": res.plan}
+        write_workload(path, with_overrides(resolve("scale-oij-default"), SPARK_WORKLOAD), n, 1, fmt="parquet")
+    key = f"one-machine-{n}"
+    if key not in ctx.cache:
+        sub = os.path.join(d, f"one-{n}")
+        os.makedirs(sub, exist_ok=True)
+        ctx.cache[key] = _one_machine(path, sub)
+    one = ctx.cache[key]
+    master = _cluster(ctx) if cell["master"] == "standalone-2" else cell["master"]
+    out = os.path.join(d, "check")
+    cmd = [sys.executable, "-m", "oij.cli", "check", path, "--got", f"me={one['join_out']}", "--seq-limit", "0",
+           "--master", master, "--out", out, "--no-progress"]
+    if cell["master"] == "standalone-2":
+        cmd += ["--driver-memory", "2g"]
+    wall, _, rss, _ = _timed(cmd)
+    with open(os.path.join(out, "report.json")) as f:
+        rep = json.load(f)
+    steps = rep.get("spark_steps", [])
+    me = next(r for r in rep["engines"] if r["engine"] == "me")
+    by = {s["step"]: s for s in steps}
+    oracle_s = sum(by[k]["wall_s"] for k in ("reading events", "validating events",
+                                             "arrival watermarks and late marking",
+                                             "range join, aggregation and writing results") if k in by)
+    shutil.rmtree(out, ignore_errors=True)
+    return {
+        "check_s": round(wall, 2), "check_over_one_machine": round(wall / one["one_machine_s"], 2),
+        "agrees": bool(rep["all_agree"]), "spark_start_s": rep.get("spark_start_s"),
+        "oracle_s": round(oracle_s, 2), "oracle_tuples_per_s": round(n / oracle_s) if oracle_s else None,
+        "got_read_by": me["metrics"].get("read_by"), "got_rows": me["metrics"].get("rows"),
+        "driver_python_peak_rss_mib": round(rss, 1),
+        **{k: v for k, v in one.items() if k != "join_out"},
+        "plan": rep.get("spark_plan"),
+        "steps": [{k: s[k] for k in ("step", "wall_s", "task_s", "cpu_s", "tasks", "input_rows", "shuffle_read_bytes",
+                                     "shuffle_write_bytes", "spill_bytes", "output_rows")} for s in steps],
+    }
 
 
 def _plot_spark(result: dict[str, Any], fig: Any) -> None:
     from oij.bench.papers import _lines
 
     rows = result["rows"]
-    axs = fig.subplots(1, 2)
-    for ax, p in zip(axs, ("scale-oij-default", "ppoij-skewed"), strict=True):
-        _lines(ax, rows, "per_side", "wall_s", "method", {"preset": p})
-        ax.set_yscale("log")
-        ax.set_title(f"Spark oracle on {p}", fontsize=9)
+    a, b = fig.subplots(1, 2)
+    _lines(a, rows, "tuples", "check_s", "master", {}, label="oij check --got, ")
+    one = sorted({(r["tuples"], r["one_machine_s"]) for r in rows})
+    a.plot([x for x, _ in one], [y for _, y in one], "k--", label="oij join + sort + cmp (one machine)")
+    a.set_yscale("log")
+    a.legend(fontsize=6)
+    a.set_title("judging an output: wall time", fontsize=9)
+    _lines(b, rows, "tuples", "oracle_tuples_per_s", "master", {})
+    b.set_title("the Spark oracle alone: tuples/s", fontsize=9)
 
 
-register(Experiment("spark", "Spark oracle", "the Spark oracle's time against input size, per range-join method",
+register(Experiment("spark", "Spark at scale", "oij check --got on Spark against oij join plus a sorted diff, by "
+                    "input size and master (local[1], local[2], a standalone cluster of two workers)",
                     _spark_cells, _spark, _plot_spark))
 
 

@@ -226,14 +226,19 @@ class RowPlace:
 
 
 def fit_partitions(spark: Any) -> None:
-    """Let a file scan make about four partitions per core (each a run of row groups), unless the session was
-    given its own ``spark.sql.files.minPartitionNum``: Spark's defaults make one partition per core at most,
-    and none smaller than 4 MiB, so a 50 MB input is two tasks and a stage cannot balance its cores."""
+    """Partitions that fit the cluster: about four per core for a file scan (each a run of row groups) and for
+    a shuffle, unless the session was started with its own settings.  Spark's defaults make one scan partition
+    per core at most and none smaller than 4 MiB (a 50 MB input is two tasks, and a stage cannot balance its
+    cores), and 200 shuffle partitions whatever the cluster (hundreds of tiny tasks on two cores)."""
     conf = spark.conf
-    if conf.get("spark.sql.files.minPartitionNum", None) is None:
-        conf.set("spark.sql.files.minPartitionNum", str(4 * int(spark.sparkContext.defaultParallelism)))
-    if conf.get("spark.sql.files.openCostInBytes", "4194304") in ("4194304", "4m", "4MB"):
+    launched = spark.sparkContext.getConf()
+    per = str(4 * int(spark.sparkContext.defaultParallelism))
+    if not launched.contains("spark.sql.files.minPartitionNum"):
+        conf.set("spark.sql.files.minPartitionNum", per)
+    if not launched.contains("spark.sql.files.openCostInBytes"):
         conf.set("spark.sql.files.openCostInBytes", str(1 << 20))
+    if not launched.contains("spark.sql.shuffle.partitions"):
+        conf.set("spark.sql.shuffle.partitions", per)
 
 
 def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[Query, Any]:
@@ -383,6 +388,7 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
 __all__ = [
     "events_frame",
     "events_table",
+    "fit_partitions",
     "key_mode",
     "materialize",
     "read_parquet_events",

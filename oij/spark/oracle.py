@@ -13,12 +13,32 @@ the event at position p is
   (The spec takes the max over *non-late* tuples only; a late tuple has
   :math:`ts < W \le \max` so including it changes nothing.)
 
-Both are exclusive running maxima over the arrival order, computed with window
-functions as a two-level prefix scan so that no window runs over a single
-global partition: positions are cut into blocks of ``block`` rows; one
-aggregation gives each block's maxima, a window over the (few) blocks gives
-the carry into each block, and a window partitioned by block gives the running
-maxima inside it.  A tuple is late iff :math:`ts < W_p`.
+Both are exclusive running maxima over the arrival order.  A file scan's
+partitions are runs of consecutive positions (its row groups, in order), so
+:func:`mark_late` needs no shuffle: one aggregation per partition gives each
+run's first position and maxima (a few rows reach the driver), the driver
+computes the maxima before each run, and a second scan runs through each
+partition with numpy's running maximum over Arrow batches.  Where partitions
+are not runs (several files packed into one), :func:`mark_late_windows`
+computes the same with window functions as a two-level prefix scan over blocks
+of ``block`` positions.  A tuple is late iff :math:`ts < W_p`.
+
+**The shuffles the algorithm needs, and why** (``oij check``'s report counts
+each step's shuffled bytes from Spark's task metrics):
+
+* validating a file: one shuffle of the ids alone (each id used once is a
+  property of the whole stream); the per-row rules are one aggregation;
+* late marking: none (above);
+* the range join: one shuffle of each side by (key, bucket): equal keys must
+  meet, and the bucket bounds each meeting to a window's length;
+* a left join's unmatched bases, or the aggregates: one more, of the pairs by
+  base (a base's rows may come from every partition of the join);
+* Alg. 1's group sizes: an aggregation of a sample of both sides (a few
+  thousand rows shuffled), not of every row.
+
+Nothing else: the on-time tuples are cached once (the late ids, the bases and
+the probes are read from that cache), and no frame larger than the plan's
+statistics reaches the driver.
 
 **Range join without per-key cartesian products.**  With the closed window
 :math:`[a.ts + \ell', a.ts + u']` of length :math:`L = u' - \ell' + 1`, time is

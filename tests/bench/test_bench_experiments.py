@@ -7,7 +7,7 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -93,3 +93,13 @@ def test_plot_redraws_png_and_svg(results: Path, tmp_path: Path, capsys: pytest.
     empty.mkdir()
     assert main(["bench", "plot", str(empty)]) == 2
     assert "no experiment results" in capsys.readouterr().err
+
+
+def test_the_spark_scale_rows_judge_the_same_output(results: Path) -> None:
+    """``oij bench spark``: Spark's check agrees with oij join's output, read by Spark itself, every row counted
+    (the pairs of the one-machine run), and its report breaks the time down into Spark's steps."""
+    for r in _rows(results, "spark"):
+        assert r["agrees"] is True and r["one_machine_same"] is True
+        assert r["got_read_by"] == "spark" and r["got_rows"] == r["pairs"]
+        steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}
+        assert {"loading --got me", "arrival watermarks and late marking", "comparison"} <= steps
