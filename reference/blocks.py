@@ -231,7 +231,9 @@ class KeyCodes:
 
     def encode(self, keys: npt.NDArray[Any]) -> I64:
         """The codes of ``keys`` (int64, or object holding ints and strs).  O(n log n) for int64 keys (one
-        dictionary look-up per distinct key), O(n) look-ups for object keys."""
+        dictionary look-up per distinct key), O(n) look-ups for object keys (in C: the distinct keys by
+        ``dict.fromkeys``, new ones coded in the order they first occur -- the codes one look-up per key in
+        order would give -- then one ``map`` of the look-up)."""
         if len(keys) == 0:
             return np.empty(0, np.int64)
         if keys.dtype != object:
@@ -239,7 +241,13 @@ class KeyCodes:
             cu = np.fromiter((self._code(k) for k in u.tolist()), np.int64, len(u))
             out: I64 = cu[inv.reshape(-1)]
             return out
-        return np.fromiter((self._code(k) for k in keys.tolist()), np.int64, len(keys))
+        lst = keys.tolist()
+        codes = self.codes
+        for k in dict.fromkeys(lst):
+            if k not in codes:
+                codes[k] = self.next
+                self.next += 1
+        return np.fromiter(map(codes.__getitem__, lst), np.int64, len(lst))
 
     def _check(self) -> None:
         """Assert the invariant: the codes are exactly ``0 .. next-1``, one per key.  O(codes log codes)."""
