@@ -292,23 +292,25 @@ def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[
 
 
 def _repeats(batches: Any) -> Any:
-    """mapInArrow: the ids of one hash partition that occur more than once (numpy's sort, no hash table)."""
+    """mapInArrow: an id of one hash partition that occurs more than once, if any (numpy's sort, no hash
+    table)."""
     import numpy as np
     import pyarrow as pa
 
     parts = [b.column("id").to_numpy() for b in batches if b.num_rows]
     if parts:
         ids = np.sort(np.concatenate(parts))
-        twice = np.unique(ids[1:][ids[1:] == ids[:-1]])
-        if len(twice):
-            yield pa.RecordBatch.from_arrays([pa.array(twice, pa.int64())], names=["id"])
+        twice = ids[1:][ids[1:] == ids[:-1]]
+        if len(twice):  # one is enough: the caller then finds the first row in arrival order
+            yield pa.RecordBatch.from_arrays([pa.array(twice[:1], pa.int64())], names=["id"])
 
 
 def _any_repeated(ids: Any) -> bool:
     """Whether a frame of (non-null) ids holds one twice: one shuffle of the ids by hash, then each partition
     sorted in numpy (Spark's groupBy would build a hash table of every id to find that none repeats)."""
     parts = max(1, 2 * int(ids.sparkSession.sparkContext.defaultParallelism))
-    return bool(ids.repartition(parts, "id").mapInArrow(_repeats, "id long").limit(1).collect())
+    # collect, not limit(1): a limit runs the partitions in growing waves, each a job of its own
+    return bool(ids.repartition(parts, "id").mapInArrow(_repeats, "id long").collect())
 
 
 def validate_events(frame: Any, q: Query, path: str) -> int:

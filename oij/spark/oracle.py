@@ -527,7 +527,9 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     opts = opts or SparkOracleOptions()
     if opts.method not in METHODS:
         raise ValueError(f"unknown method {opts.method!r}; one of {', '.join(METHODS)}")
-    tuples = mark_late(frame, q, opts.block).persist(StorageLevel.MEMORY_AND_DISK)
+    marked = mark_late(frame, q, opts.block)
+    kept = [c for c in marked.columns if c not in ("pos", "W")]  # what the join and the late ids read
+    tuples = marked.select(*[F.col(f"`{c}`") for c in kept]).persist(StorageLevel.MEMORY_AND_DISK)
     plan: dict[str, Any] = {"tuples": tuples.count()}  # computes the cache: every later step reads it
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
