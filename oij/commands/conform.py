@@ -73,7 +73,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                    help="with --restarts and --adapter: a restart option of the adapter (e.g. sink=append)")
     p.add_argument("--kill-plan", metavar="FILE", help="with --replay and --restarts: the kill plan to replay")
-    p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating")
+    p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating: "
+                   "CMD is sent the file's own bytes, after the kit's reader has validated them")
     p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
                    help="where a failing case is written (default ./oij-conform-failure.jsonl)")
     p.set_defaults(func=run)
