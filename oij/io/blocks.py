@@ -2,12 +2,21 @@
 
 Data flow::
 
-    oij-jsonl file --16 MiB of whole lines--> pyarrow.json (C++, every core) --> vectorised checks --> EventBlock
+    oij-jsonl file --16 MiB of whole lines--> [helper thread, one chunk ahead] the template (oij.io.template:
+       oij's own shape, by position), else pyarrow.json (C++, every core) --> [this thread, in stream order]
+       ids and the end line, the vectorised checks on the Arrow buffers --> EventBlock
                                                    | any doubt                              | any violation
                                                    v                                        v
                                      the per-line reader (oij.io.jsonl) on that block's lines: the same events,
                                      or the same InputError (file, line, field) as it would raise
-    Parquet file --row group batch--> vectorised checks --> EventBlock   (any violation: the per-row reader)
+    Parquet file --row group batch (read one ahead)--> vectorised checks --> EventBlock   (any violation: the
+                                                                                          per-row reader)
+
+Any valid oij-jsonl takes the fast path: any field order, spaces after ``:`` and ``,``, absent optional
+fields, string keys, CRLF lines, values with exponents, blank lines, spaces before a line's end (a chunk
+that mixes int and str keys, or holds the text ``null`` anywhere, goes to the per-line reader).  The checks
+read the Arrow buffers with numpy -- strings compared byte by byte at their offsets, string keys packed into
+integers for numpy's unique -- and import neither pandas nor pyarrow.compute.
 
 The per-line readers (:func:`oij.io.jsonl.read_jsonl`, :func:`oij.io.parquet.read_parquet`)
 define what a file means; this module is only a faster way to the same
@@ -16,10 +25,11 @@ below *prove* that the per-line reader would accept every line of it and
 read the same values; otherwise the block goes through the per-line reader,
 which yields its events or raises its error.  The JSONL proof obligations:
 
-* every line ends with ``}`` (optionally ``}\\r``), so no line is blank and
-  no object spans two lines (our fields hold no nested values, so a ``}``
-  that ends a line ends the object);
-* pyarrow produced exactly one row per line (so no line holds two objects);
+* every line that is not blank ends with ``}`` (then only spaces, tabs or
+  CRs), so no object spans two lines (our fields hold no nested values, so
+  a ``}`` that ends a line ends the object); both readers skip blank lines;
+* pyarrow produced exactly one row per non-blank line (so no line holds two
+  objects);
 * the text holds no ``null`` (pyarrow reads an explicit null like an absent
   field; the per-line reader rejects it) and no unknown field (pyarrow
   raises), integers fit int64 (pyarrow raises), values are finite;
@@ -31,9 +41,12 @@ which yields its events or raises its error.  The JSONL proof obligations:
 
 ``tests/io/test_blocks.py`` checks the two readers against each other on
 mutated files (the per-line reader's fuzz corpus) and keeps a negative
-control: a fast path without the ``null`` check is caught.
+control: a fast path without the ``null`` check is caught;
+``tests/io/test_foreign_shapes.py`` on generated files in foreign shapes, with
+planted errors, and negative controls of the string checks.
 
-Creates no process and no shared memory.
+Creates no process and no shared memory; one helper thread per open stream
+(stopped when its blocks are exhausted or closed).
 """
 
 from __future__ import annotations
