@@ -11,7 +11,7 @@ bound.  Every definition below works with the closed integer window
 where :math:`[P]` is 1 if P holds and 0 otherwise.  Then
 :math:`b \text{ matches } a \iff a.key = b.key \land lo(a) \le b.ts \le hi(a)`.
 
-With a joining condition (PPOIJ's ``cond``, 002 Eq. 1) the predicate has a
+With a joining condition (PPOIJ's ``cond``, [PPOIJ]_ Eq. 1) the predicate has a
 third conjunct, :func:`is_cond_true`:
 :math:`b \text{ matches } a \iff a.key = b.key \land lo(a) \le b.ts \le hi(a) \land cond(a, b)`.
 

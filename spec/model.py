@@ -140,7 +140,7 @@ class Query:
     channels whose watermarks are combined.  ``lateness`` switches to the
     Scale-OIJ lateness mode: the watermark is ``max ts seen - lateness`` and
     watermark events are not allowed.  ``cond`` is PPOIJ's optional joining
-    condition (002, Eq. 1): a conjunction of :class:`Comparison` (empty: true).
+    condition ([PPOIJ]_, Eq. 1): a conjunction of :class:`Comparison` (empty: true).
     """
 
     lower: int

@@ -1,6 +1,6 @@
 r"""Watermarks and lateness: when a tuple is late, and the watermark at each arrival.
 
-Watermark mode (PPOIJ §2.4.3, Flink, WindFlow).  With N channels, let
+Watermark mode (PPOIJ [PPOIJ]_ §2.4.3, Flink, WindFlow).  With N channels, let
 :math:`m_c` be the largest watermark seen so far on channel c
 (:math:`-\infty` before any).  The effective watermark is
 
@@ -8,7 +8,7 @@ Watermark mode (PPOIJ §2.4.3, Flink, WindFlow).  With N channels, let
 
 A regression on a channel (a watermark below :math:`m_c`) changes nothing.
 
-Lateness mode (Scale-OIJ §II-B).  With a lateness bound l,
+Lateness mode (Scale-OIJ [Scale-OIJ]_ §II-B).  With a lateness bound l,
 :math:`W = \max\{x.ts \mid x \text{ arrived so far}\} - l` (:math:`-\infty`
 before any tuple).  Watermark events are not used.
 
