@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-examples", type=int, default=None,
                    help="cases to generate (default 200; 20 with --restarts)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
+    p.add_argument("--small-scope", type=int, default=None, metavar="K",
+                   help="after the vectors, every case of up to K events over a small alphabet, deduplicated by "
+                   "symmetry (K=1: 80 cases, K=2: 1,408, K=3: 18,480); default 2 with --session (a few seconds), "
+                   "else 0 (one process per case: K=2 would take minutes)")
     p.add_argument("--no-vectors", action="store_true",
                    help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
     p.add_argument("--timeout", type=float, default=None,
@@ -110,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         return _restarts(cmd, feats, profile, args)
     if args.max_examples is None:
         args.max_examples = 200
+    if args.small_scope is None:
+        args.small_scope = 2 if args.session else 0
+    if not 0 <= args.small_scope <= 3:
+        raise UsageError("--small-scope K: 0 (none) to 3 (18,480 cases)")
     if args.max_examples < (0 if args.state_bound else 1) or args.jobs < 1 or args.timeout <= 0:
         raise UsageError("--max-examples and --jobs must be >= 1 (--max-examples 0 only with --state-bound), "
                          "--timeout > 0")
@@ -139,10 +147,10 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs > 1 or args.session:
         res = search_parallel(cmd, features=feats, profile=profile, max_examples=args.max_examples,
                               seed=args.seed, timeout=args.timeout, jobs=args.jobs, vectors=not args.no_vectors,
-                              session=args.session)
+                              session=args.session, small_scope=args.small_scope)
     else:
         res = search(impl, features=feats, profile=profile, max_examples=args.max_examples, seed=args.seed,
-                     timeout=args.timeout, vectors=not args.no_vectors)
+                     timeout=args.timeout, vectors=not args.no_vectors, small_scope=args.small_scope)
     if res.failure is None:
         _print_pass(res, profile, feats)
         return _state_bound(cmd, feats, args) if args.state_bound else 0
@@ -189,8 +197,9 @@ def _state_bound(cmd: list[str], feats: frozenset[str], args: argparse.Namespace
 def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str]) -> None:
     from oij.testing._edges import EDGE_NEEDS, EDGES
 
+    scope = f", then {res.small_scope} small-scope cases" if res.small_scope else ""
     print(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference "
-          f"({res.vectors} test vectors, then {res.generated} generated cases)")
+          f"({res.vectors} test vectors{scope}, then {res.generated} generated cases)")
     print(f"features claimed: {', '.join(sorted(feats))}")
     print("situations exercised (generated cases):")
     for tag, n in sorted(res.tags.items(), key=lambda kv: (-kv[1], kv[0])):

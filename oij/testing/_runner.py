@@ -63,7 +63,8 @@ class SearchResult:
     vectors: int = 0  # test vectors run before the search
     edges: Counter[str] = field(default_factory=Counter)  # rule edges (oij.testing._edges) hit by generated cases
     generated: int = 0  # generated cases that ran (the search, not the vectors or shrinking)
-    found_by: str = ""  # "vector FEATURE/NAME" or "search, case N" when failure is set
+    found_by: str = ""  # "vector FEATURE/NAME", "small scope, case N" or "search, case N" when failure is set
+    small_scope: int = 0  # small-scope cases that ran (oij.testing._smallscope)
 
 
 def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
@@ -303,14 +304,38 @@ def _first_vector_failure(todo: list[Case], outcomes: Iterator[Outcome], feature
     return None
 
 
+def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Profile, timeout: float,
+                    result: SearchResult, k: int) -> Failure | None:
+    """Run every small-scope case of up to ``k`` events (:mod:`oij.testing._smallscope`) whose features ``impl``
+    claims; the first failure, shrunk, or None."""
+    from oij.testing._smallscope import small_scope_cases
+
+    for n, case in enumerate(small_scope_cases(features, k), 1):
+        outcome = run_impl(impl, case, timeout)
+        result.examples += 1
+        result.small_scope += 1
+        result.observations.append((case, outcome.got))
+        f = judge(case, outcome, profile, features)
+        if f is not None:
+            result.found_by = f"small scope, case {n}"
+            return minimize(impl, f, profile, features, timeout, result)
+    return None
+
+
 def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
-           max_examples: int = 200, seed: int = 0, timeout: float = 10.0, vectors: bool = True) -> SearchResult:
-    """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on up to
-    ``max_examples`` generated cases; on a failure, shrink it to a minimal case."""
+           max_examples: int = 200, seed: int = 0, timeout: float = 10.0, vectors: bool = True,
+           small_scope: int = 0) -> SearchResult:
+    """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on every small-scope
+    case of up to ``small_scope`` events, then on up to ``max_examples`` generated cases; on a failure, shrink it
+    to a minimal case."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     result = SearchResult()
     if vectors:
         result.failure = run_vectors(impl, feats, profile, timeout, result)
+        if result.failure is not None:
+            return result
+    if small_scope > 0:
+        result.failure = run_small_scope(impl, feats, profile, timeout, result, small_scope)
         if result.failure is not None:
             return result
     failures: list[Failure] = []
@@ -411,7 +436,7 @@ def _shard(args: tuple[Sequence[str], frozenset[str], Profile, int, int, float, 
 
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
                     max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1,
-                    vectors: bool = True, session: bool = False) -> SearchResult:
+                    vectors: bool = True, session: bool = False, small_scope: int = 0) -> SearchResult:
     """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins.
     ``session``: each process runs the command as one :class:`Session` (the vectors too, in this process)."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
@@ -419,9 +444,9 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
         if session:
             with Session(impl) as s:
                 return search(s, features=feats, profile=profile, max_examples=max_examples, seed=seed,
-                              timeout=timeout, vectors=vectors)
+                              timeout=timeout, vectors=vectors, small_scope=small_scope)
         return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout,
-                      vectors=vectors)
+                      vectors=vectors, small_scope=small_scope)
     out = SearchResult()
     if vectors:  # the fixed corpus first, in this process
         if session:
@@ -429,6 +454,12 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
                 out.failure = run_vectors(s, feats, profile, timeout, out)
         else:
             out.failure = run_vectors(impl, feats, profile, timeout, out, jobs=jobs)
+    if out.failure is None and small_scope > 0:  # the small-scope stage, in this process
+        if session:
+            with Session(impl) as s:
+                out.failure = run_small_scope(s, feats, profile, timeout, out, small_scope)
+        else:
+            out.failure = run_small_scope(impl, feats, profile, timeout, out, small_scope)
     if out.failure is not None:
         return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]

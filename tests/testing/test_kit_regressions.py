@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from oij.testing import Case
 from oij.testing._case import DEFAULT_FEATURES
 from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, SearchResult, search
@@ -87,3 +88,50 @@ def test_negative_control_a_generator_that_cannot_meet_a_shape_is_reported() -> 
     # without exclusive bounds the swapped flags cannot show: the same harness must then say "not caught"
     res = default_run("probe-path-flags-swapped", False, DEFAULT_FEATURES - {"exclusive"})
     assert res.failure is None and res.generated == 200
+
+
+SMALL_SCOPE_CATCHES = ("base-final-at-edge", "probe-dropped-at-edge", "probe-purge-sign-flipped",
+                       "ties-probe-first-twice", "upper0-exclusive-base-path")
+"""The shapes that the small-scope stage of up to 2 events meets alone (the others need exclusive bounds,
+channels, or values and keys outside its alphabet)."""
+
+
+def test_the_small_scope_stage_alone_catches_the_state_edge_shapes() -> None:
+    """``--small-scope 2`` (the default with ``--session``), without the vectors and with one generated case:
+    the shapes of the window's corners and the state edges are caught by it, the correct implementation passes
+    all 1,408 cases."""
+    def run(bug: str) -> SearchResult:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("oij.testing._runner.run_command", in_process)
+            return search(["python", "accum_bugs.py", bug], vectors=False, max_examples=1, small_scope=2)
+
+    for bug in SMALL_SCOPE_CATCHES:
+        res = run(bug)
+        assert res.failure is not None and res.found_by.startswith("small scope, case "), (bug, res.found_by)
+        assert len(res.failure.case) <= 2, res.failure.report
+    ok = run("correct")
+    assert ok.failure is None and ok.small_scope == 1408
+
+
+def test_small_scope_cases_are_one_per_symmetry_class() -> None:
+    from oij.testing._smallscope import canonical, small_scope_cases, small_scope_sizes
+    from spec.model import End, Query, StreamTuple, Watermark
+
+    q = Query(-2, 0)
+    a = Case(q, (StreamTuple("base", 1, 7, 2), Watermark(8), StreamTuple("probe", 2, 7, 2), End()))
+    b = Case(q, (StreamTuple("base", 1, 0, 1), Watermark(1), StreamTuple("probe", 2, 0, 1), End()))
+    assert (canonical(a).query, canonical(a).events) == (canonical(b).query, canonical(b).events)
+    assert canonical(a).encoding == "full|int"
+    assert small_scope_sizes(DEFAULT_FEATURES, 2) == [(288, 80), (2624, 1328)]
+    cases = small_scope_cases(DEFAULT_FEATURES, 2)
+    assert len(cases) == 1408 and len({(c.query, c.events) for c in cases}) == 1408
+    lateness_only = small_scope_cases(frozenset({"lateness", "late-report"}), 2)  # only what is claimed
+    assert lateness_only and all(c.query.lateness is not None for c in lateness_only)
+
+
+def test_small_scope_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from oij.cli import main as cli
+
+    assert cli(["conform", "--small-scope", "4", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--small-scope" in err, err
