@@ -20,14 +20,16 @@ Data flow::
 
     oij bench NAME --out F  --capture()-->  F {"provenance": {command, commit, date, machine}, ...}
     manifest.toml + F + git  --status()-->  StatusReport: fresh | stale (paths changed since commit) |
+                                            marked stale (stale, and the manifest says why) |
                                             unknown (no commit) | missing | unregistered
     manifest.toml + F        --render_tables()-->  docs/_generated/results/NAME.rst, README's table
 
 A result is *stale* when ``git diff <commit> -- <code>`` (the commit it measured against the working tree)
 is not empty: the measured code changed after the measurement.  Pages quote measured numbers only through
 the generated tables, so a stale number cannot hide in prose; ``oij bench status`` fails while any result is
-stale, and the tests run it.  Results in ``bench/results/archive/`` are history: they are not checked and
-no generated table quotes them.
+stale, and the tests run it, unless the manifest marks it (``stale = "why it was not measured again"``): then
+every table that quotes it says it is stale and why, and the mark must go once the result is fresh again.
+Results in ``bench/results/archive/`` are history: they are not checked and no generated table quotes them.
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ class Entry:
     cases: bool = False
     """The generated include also shows every run's minimal failing case (``runs[*].minimal_case``, as
     ``oij bench recovery`` writes them), so pages quote a counterexample only from the raw file."""
+    stale: str = ""
+    """Marked stale: why the result was not measured again after its code changed.  Its numbers are still
+    shown, each table saying *stale* with this reason; a mark on a result that is fresh is an error."""
 
     @property
     def name(self) -> str:
@@ -150,7 +155,7 @@ def load_manifest(repo: str | Path = ".") -> list[Entry]:
                       for h in r.get("headline", []))
         out.append(Entry(r["file"], tuple(r["code"]), r["command"], tuple(r.get("data", [])),
                          bool(r.get("readme", False)), bool(r.get("archived", False)), r.get("title", ""), heads,
-                         bool(r.get("cases", False))))
+                         bool(r.get("cases", False)), str(r.get("stale", ""))))
     return out
 
 
@@ -179,7 +184,8 @@ class StatusReport:
 
     @property
     def problems(self) -> list[Finding]:
-        return [f for f in self.findings if f.state != "fresh"]
+        """Every finding but ``fresh`` and ``marked stale`` (a stale result whose manifest entry says why)."""
+        return [f for f in self.findings if f.state not in ("fresh", "marked stale")]
 
     @property
     def ok(self) -> bool:
@@ -196,7 +202,11 @@ class StatusReport:
                 more += f" (changed since: {shown})"
             out.append(f"{f.state:12s} {f.file}{when}{more}")
         n = len(self.problems)
-        out.append(f"{len(self.findings)} results, {n} not fresh" if n else f"{len(self.findings)} results, all fresh")
+        marked = sum(1 for f in self.findings if f.state == "marked stale")
+        note = f" ({marked} marked stale)" if marked else ""
+        out.append(f"{len(self.findings)} results, {n} not fresh{note}" if n else
+                   f"{len(self.findings)} results, all fresh or marked stale{note}" if marked else
+                   f"{len(self.findings)} results, all fresh")
         return out
 
 
@@ -261,7 +271,13 @@ def status(repo: str | Path = ".") -> StatusReport:
                                                            for c in e.code))
         if changed or dirty:
             detail = "measured uncommitted changes" if dirty and not changed else ""
-            report.findings.append(Finding(e.file, "stale", commit, p.get("date"), changed or dirty, detail))
+            if e.stale:
+                detail = "; ".join(x for x in (detail, f"marked: {e.stale}") if x)
+            report.findings.append(Finding(e.file, "marked stale" if e.stale else "stale", commit, p.get("date"),
+                                           changed or dirty, detail))
+        elif e.stale:
+            report.findings.append(Finding(e.file, "bad", commit, p.get("date"),
+                                           detail="marked stale in the manifest but fresh: remove the mark"))
         else:
             report.findings.append(Finding(e.file, "fresh", commit, p.get("date")))
     base = root / RESULTS
@@ -396,6 +412,8 @@ def render_rst(repo: str | Path, entry: Entry) -> str:
     src = f"``bench/results/{entry.file}``, {_measured(root, entry)}"
     if entry.archived:
         src += " (archived: history, not measured again; the code has changed since)"
+    elif entry.stale:
+        src += f" (**stale**: the code it measured has changed since; {entry.stale})"
     out += ["", f"{src}; command: ``{cmd}``"]
     return "\n".join(out) + "\n"
 
@@ -408,6 +426,8 @@ def render_readme_table(repo: str | Path) -> str:
         if not e.readme:
             continue
         src = f"[`{e.file}`](bench/results/{e.file}), {_measured(root, e)}"
+        if e.stale:
+            src += " (stale: its code changed since)"
         for h, v in headline_values(root, e):
             if h.readme:
                 out.append(f"| {h.label} | {v} | {src} |")

@@ -166,6 +166,30 @@ def test_tables_are_generated_from_the_raw_file(tmp_path: Path) -> None:
     assert "3.0 s" in (repo / "docs" / "_generated" / "results" / "speed.rst").read_text()
 
 
+def test_a_result_marked_stale_says_so_everywhere(tmp_path: Path) -> None:
+    """``stale = "why"``: a stale result the manifest explains passes status, and every table that quotes it
+    says it is stale and why; the mark on a fresh result is an error (negative control), and an unmarked
+    stale result still fails."""
+    repo = _repo(tmp_path)
+    manifest = repo / "bench" / "results" / "manifest.toml"
+    manifest.write_text(MANIFEST.replace('readme = true\n', 'readme = true\nstale = "no time to re-run"\n', 1))
+    _git(repo, "commit", "-qam", "mark")
+    _measure(repo)
+    assert _states(repo) == {"speed.json": "bad"}  # marked, but fresh
+    (repo / "engine" / "join.py").write_text("X = 5\n")
+    _git(repo, "commit", "-qam", "engine")
+    report = pv.status(repo)
+    assert _states(repo) == {"speed.json": "marked stale"} and report.ok
+    assert "no time to re-run" in report.lines()[0] and "marked stale" in report.lines()[-1]
+    pv.write_tables(repo)
+    rst = (repo / "docs" / "_generated" / "results" / "speed.rst").read_text()
+    assert "**stale**" in rst and "no time to re-run" in rst
+    assert "(stale: its code changed since)" in (repo / "README.md").read_text()
+    manifest.write_text(MANIFEST)  # the mark removed: the same result fails again
+    _git(repo, "commit", "-qam", "unmark")
+    assert _states(repo) == {"speed.json": "stale"} and not pv.status(repo).ok
+
+
 @pytest.mark.parametrize(("path", "want"), [
     ("rows[name=a,size=3].s", 9.0), ("rows[1].name", "b"), ("rows[name=a].s", None),  # two rows match: refused
     ("rows[9].s", None), ("nope", None), ("rows[name=b,size=2].s / rows[name=a,size=3].s", 1 / 9),
