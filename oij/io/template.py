@@ -226,7 +226,7 @@ def commit_template(decoded: tuple[Columns, I64] | None, p: EventParser) -> Colu
 
 
 PROBE_LINES = 32
-"""A chunk of more lines than this is first tried on its first ``PROBE_LINES`` lines (:func:`_probe`)."""
+"""A chunk of more lines than this is first tried on its first ``PROBE_LINES`` lines (``_probe``)."""
 
 
 def _probe(chunk: bytes, q: Query) -> bool:
