@@ -84,18 +84,15 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "4g", timeout: fl
     procs: list[subprocess.Popen[bytes]] = []
     url = f"spark://127.0.0.1:{port}"
     try:
-        log = open(os.path.join(work, "master.log"), "wb")  # noqa: SIM115 - closed with the process below
-        procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                       "--port", str(port), "--webui-port", str(ui)], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-        log.close()
-        for i in range(workers):
-            wlog = open(os.path.join(work, f"worker-{i}.log"), "wb")  # noqa: SIM115
-            procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                           "--cores", str(cores), "--memory", memory, "--webui-port",
-                                           str(_free_port()), "--work-dir", os.path.join(work, f"w{i}")],
-                                          env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
-            wlog.close()
+        commands = [("master", [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                                str(port), "--webui-port", str(ui)])]
+        commands += [(f"worker-{i}", [cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                                      "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port()),
+                                      "--work-dir", os.path.join(work, f"w{i}")]) for i in range(workers)]
+        for name, argv in commands:
+            with open(os.path.join(work, f"{name}.log"), "wb") as log:  # the child keeps its own copy of the fd
+                procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True))
         deadline = time.monotonic() + timeout
         while _workers_alive(ui) < workers:
             dead = [p for p in procs if p.poll() is not None]

@@ -232,3 +232,26 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
     assert steps["range join, aggregation and writing results"]["shuffle_write_bytes"] > 0
     assert "Where Spark's time went" in (tmp_path / "b" / "report.md").read_text()
 
+
+
+# ------------------------------------------------------------------------------------------------ the cluster
+def test_a_standalone_cluster_starts_and_leaves_nothing_behind() -> None:
+    """oij.spark.cluster: two workers registered with the master, then every JVM gone on exit (also on error)."""
+    from oij.spark import cluster
+
+    def jvms() -> int:
+        n = 0
+        for d in Path("/proc").iterdir():
+            try:
+                n += d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes()
+            except OSError:  # a process that ended meanwhile
+                continue
+        return n
+
+    before = jvms()
+    with pytest.raises(RuntimeError, match="planted"), cluster.standalone(workers=2, cores=1, memory="512m") as url:
+        assert url.startswith("spark://127.0.0.1:")
+        port = int(url.rsplit(":", 1)[1])
+        assert port > 0 and jvms() == before + 3
+        raise RuntimeError("planted")
+    assert jvms() == before
