@@ -147,14 +147,21 @@ def _inferred_kind(present: set[str], cols: dict[str, str]) -> str | None:
     return None
 
 
-def _kind_of_columns(present: set[str], cols: dict[str, str]) -> Any:
+def _kind_of_columns(present: set[str], cols: dict[str, str], cell: Any = None) -> Any:
+    """read_got's kind where presence is per column (CSV, Parquet): the kind column if there is one, else
+    ``type`` (unless another field is read from it), and where that is null the kind inferred from the columns.
+    ``cell(name)`` reads a column (default: as a string)."""
     from pyspark.sql import functions as F
 
+    def as_string(name: str) -> Any:
+        return F.col(f"`{name}`").cast("string")
+
+    read = cell or as_string
     kind_src = _source(cols, "kind")
     if kind_src in present:
-        kind = F.col(f"`{kind_src}`").cast("string")
+        kind = read(kind_src)
     elif "type" in present and "type" not in cols.values():
-        kind = F.col("type").cast("string")
+        kind = read("type")
     else:
         kind = F.lit(None).cast("string")
     return F.coalesce(kind, F.lit(_inferred_kind(present, cols)))
@@ -189,12 +196,7 @@ def _csv(spark: Any, path: str, cols: dict[str, str]) -> Any | None:
         c = F.col(f"`{name}`")
         return F.when(c.isin("null", "NULL") | (c == ""), F.lit(None).cast("string")).otherwise(c)
 
-    kind = _kind_of_columns(present, cols)
-    kind_src = _source(cols, "kind")
-    if kind_src in present:
-        kind = F.coalesce(cell(kind_src), F.lit(_inferred_kind(present, cols)))
-    elif "type" in present and "type" not in cols.values():
-        kind = F.coalesce(cell("type"), F.lit(_inferred_kind(present, cols)))
+    kind = _kind_of_columns(present, cols, cell)
     fields = {f: (_value_text if f == "value" else _int_text)(cell(_source(cols, f)))
               for f in ("base", "probe", "count", "value", "id")}
     return df.select(*_convert(kind, fields, F.lit(False)))
