@@ -13,7 +13,6 @@ the template before it fails.
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
@@ -24,45 +23,9 @@ from hypothesis import strategies as st
 
 from oij.io import blocks as blocks_mod
 from oij.io import template as template_mod
-from oij.io.blocks import blocks_to_events, read_jsonl_blocks
-from oij.io.errors import InputError
-from oij.io.jsonl import read_jsonl
-from spec.model import Event
+from tests.io.test_blocks import _blocks, _per_line, _same  # the differential of the two readers
 
 pytestmark = pytest.mark.timeout(600)
-
-Outcome = tuple[list[Event], str | None]
-
-
-def _drain(it: Any) -> Outcome:
-    got: list[Event] = []
-    try:
-        for e in it:
-            got.append(e)
-    except InputError as e:
-        return got, str(e)
-    return got, None
-
-
-def _per_line(data: bytes) -> Outcome:
-    try:
-        _q, events = read_jsonl(io.BytesIO(data), "f")
-    except InputError as e:
-        return [], str(e)
-    return _drain(events)
-
-
-def _blocks(data: bytes, block_bytes: int) -> Outcome:
-    try:
-        _q, blocks = read_jsonl_blocks(io.BytesIO(data), "f", block_bytes)
-    except InputError as e:
-        return [], str(e)
-    return _drain(blocks_to_events(blocks))
-
-
-def _same(a: Outcome, b: Outcome) -> bool:
-    """Same error and the same events; repr also tells 1 from 1.0 and 1 from "1" (== would not)."""
-    return a[1] == b[1] and [repr(x) for x in a[0]] == [repr(y) for y in b[0]]
 
 
 def _number(draw: st.DrawFn, v: float) -> str:
