@@ -491,16 +491,16 @@ def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row
     t = time.perf_counter()
     with log.step("reading events"):
         _, frame = read_parquet_events(spark, w.spark_input, w.q)
-    if w.parquet_in and w.events is None:
-        assert args.file is not None
-        with log.step("validating events"):
-            validate_events(frame, w.q, args.file)
+    # the rows of a Parquet input no sequential reader has read yet: checked in the oracle's own scans
+    validate = args.file if w.parquet_in and w.events is None else None
     sp_opts = SparkOracleOptions(method=cast(Any, args.method), theta=args.theta)
-    with log.step("arrival watermarks and late marking"):
+    with log.step("validating events, watermarks and late marking"):
         if args.profile != "canonical":  # the profile's result, decided per tuple and per candidate pair
+            if validate is not None:
+                validate_events(frame, w.q, validate)
             res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts)
         else:
-            res_sp = spark_oracle(spark, w.q, frame, sp_opts)
+            res_sp = spark_oracle(spark, w.q, frame, sp_opts, validate=validate)
     with log.step("range join, aggregation and writing results"):
         write_frame(res_sp.frame(), results_dir, SPARK_ORACLE)
     res_sp.release()

@@ -170,6 +170,7 @@ def _spark(cell: Cell, ctx: Context) -> Row:
     by = {s["step"]: s for s in steps}
     oracle_s = sum(by[k]["wall_s"] for k in ("reading events", "validating events",
                                              "arrival watermarks and late marking",
+                                             "validating events, watermarks and late marking",
                                              "range join, aggregation and writing results") if k in by)
     shutil.rmtree(out, ignore_errors=True)
     return {

@@ -313,17 +313,12 @@ def _any_repeated(ids: Any) -> bool:
     return bool(ids.repartition(parts, "id").mapInArrow(_repeats, "id long").collect())
 
 
-def validate_events(frame: Any, q: Query, path: str) -> int:
-    """Check every row of an event frame as the sequential readers do; return the number of events.
-
-    One aggregation finds the first row breaking each rule (unknown type,
-    side, missing id/ts/key, ts beyond 2^62, value not finite, channel out of
-    range, a watermark in lateness mode, anything after the end row, a
-    missing end row) and one more whether any id is used twice (a shuffle of
-    the ids alone; only then a third finds the first duplicate); the earliest is
-    raised as :class:`~oij.io.errors.InputError` naming the row (1-based, as the Parquet
-    reader does) and the field.
-    """
+def event_rules(q: Query) -> list[tuple[str, str, Any]]:
+    """The per-row rules of a valid event stream under ``q`` as (field, message, Spark condition true on a row
+    breaking it): unknown type, side, missing id/ts/key, ts beyond 2^62, value not finite, channel out of
+    range, a watermark in lateness mode, and the fields the query's cond reads.  The rows after the end row and
+    a missing end row are judged from the end row's position (:func:`row_errors`); a repeated id is a property
+    of the whole stream (:func:`first_duplicate`)."""
     from pyspark.sql import functions as F
 
     t = F.col("type")
@@ -357,43 +352,89 @@ def validate_events(frame: Any, q: Query, path: str) -> int:
                 bad = v.isNull() | F.isnan(v) | (F.abs(v) == float("inf"))
                 rules.append((FIELD_PREFIX + name, "missing or not finite: the query's cond reads it",
                               is_tuple & (F.col("side") == side) & bad))
+    return rules
+
+
+def rule_aggregates(rules: Sequence[tuple[str, str, Any]]) -> list[Any]:
+    """Aggregates over event rows: ``r<i>`` the first position breaking rule i (null: none), ``n`` the rows,
+    ``end`` the first end row's position.  Per group they combine by min, sum and min."""
+    from pyspark.sql import functions as F
+
     aggs = [F.min(F.when(cond, F.col("pos"))).alias(f"r{i}") for i, (_, _, cond) in enumerate(rules)]
-    aggs += [F.count(F.lit(1)).alias("n"), F.min(F.when(t == "end", F.col("pos"))).alias("end")]
-    row = frame.agg(*aggs).collect()[0]
-    n = int(row["n"])
-    found: list[tuple[int, str, str]] = []
-    for i, (field, msg, _) in enumerate(rules):
-        if row[f"r{i}"] is not None:
-            found.append((int(row[f"r{i}"]), field, msg))
-    end = row["end"]
+    return [*aggs, F.count(F.lit(1)).alias("n"), F.min(F.when(F.col("type") == "end", F.col("pos"))).alias("end")]
+
+
+def row_errors(rules: Sequence[tuple[str, str, Any]], firsts: Sequence[int | None], n: int,
+               end: int | None) -> list[tuple[int, str, str]]:
+    """(position, field, message) of each rule's first breaking row (``firsts``, from :func:`rule_aggregates`),
+    and of a missing end row or a row after it, for a stream of ``n`` rows whose first end row is at ``end``."""
+    found = [(int(at), field, msg) for (field, msg, _), at in zip(rules, firsts, strict=True) if at is not None]
     if end is None:
         found.append((n, "type", "missing the last row of type 'end'"))
-    elif int(end) != n - 1:
-        found.append((int(end) + 1, "type", "nothing may follow the end row"))
-    ids = frame.where(is_tuple & F.col("id").isNotNull()).select("id", "pos")
-    dup: list[Any] = []
-    if _any_repeated(ids.select("id")):
-        # an error: only now find the first row whose id was used earlier (the ids seen twice are few)
-        twice = ids.groupBy("id").agg(F.count(F.lit(1)).alias("c"), F.min("pos").alias("first")).where("c > 1")
-        dup = (ids.join(twice, "id").where(F.col("pos") > F.col("first")).orderBy("pos").limit(1).collect())
-    if dup:  # the first row whose id was already used earlier
-        found.append((int(dup[0]["pos"]), "id", f"duplicate id {dup[0]['id']}"))
-    if found:
-        pos, field, msg = min(found)
-        if os.path.isdir(path):  # name the file of the dataset and its row
-            where, row = RowPlace(path).locate(pos)
-            raise InputError(where, row, field, msg)
-        raise InputError(path, pos + 1, field, msg)
+    elif end != n - 1:
+        found.append((end + 1, "type", "nothing may follow the end row"))
+    return found
+
+
+def first_duplicate(frame: Any) -> tuple[int, str, str] | None:
+    """(position, "id", message) of the first tuple whose id an earlier tuple of ``frame`` used, or None: an
+    aggregation of the ids seen twice, then a join back (only run when a repeat is known or suspected)."""
+    from pyspark.sql import functions as F
+
+    ids = frame.where((F.col("type") == "tuple") & F.col("id").isNotNull()).select("id", "pos")
+    twice = ids.groupBy("id").agg(F.count(F.lit(1)).alias("c"), F.min("pos").alias("first")).where("c > 1")
+    dup = ids.join(twice, "id").where(F.col("pos") > F.col("first")).orderBy("pos").limit(1).collect()
+    return (int(dup[0]["pos"]), "id", f"duplicate id {dup[0]['id']}") if dup else None
+
+
+def raise_first(found: Sequence[tuple[int, str, str]], path: str) -> None:
+    """Raise the earliest of ``found`` (position, field, message) as :class:`~oij.io.errors.InputError` naming
+    the file and its row (1-based, as the Parquet reader does); of a dataset, its file.  Nothing found: return."""
+    if not found:
+        return
+    pos, field, msg = min(found)
+    if os.path.isdir(path):  # name the file of the dataset and its row
+        where, row = RowPlace(path).locate(pos)
+        raise InputError(where, row, field, msg)
+    raise InputError(path, pos + 1, field, msg)
+
+
+def validate_events(frame: Any, q: Query, path: str) -> int:
+    """Check every row of an event frame as the sequential readers do; return the number of events.
+
+    One aggregation finds the first row breaking each rule (:func:`event_rules`, :func:`row_errors`) and one
+    more whether any id is used twice (a shuffle of the ids alone; only then :func:`first_duplicate` finds the
+    first duplicate); the earliest is raised (:func:`raise_first`).  :func:`oij.spark.oracle.scan_events` does
+    the same inside the oracle's own scans, without the shuffle when the ids allow.
+    """
+    from pyspark.sql import functions as F
+
+    rules = event_rules(q)
+    row = frame.agg(*rule_aggregates(rules)).collect()[0]
+    n = int(row["n"])
+    found = row_errors(rules, [row[f"r{i}"] for i in range(len(rules))], n,
+                       None if row["end"] is None else int(row["end"]))
+    ids = frame.where((F.col("type") == "tuple") & F.col("id").isNotNull()).select("id")
+    if _any_repeated(ids):
+        dup = first_duplicate(frame)
+        if dup is not None:
+            found.append(dup)
+    raise_first(found, path)
     return n
 
 
 __all__ = [
+    "event_rules",
     "events_frame",
     "events_table",
+    "first_duplicate",
     "fit_partitions",
     "key_mode",
     "materialize",
+    "raise_first",
     "read_parquet_events",
+    "row_errors",
+    "rule_aggregates",
     "tag_key",
     "validate_events",
 ]

@@ -98,9 +98,12 @@ def _convert(kind: Any, fields: dict[str, tuple[Any, Any]], extra_bad: Any) -> A
 
 
 def _jsonl(spark: Any, path: str, cols: dict[str, str]) -> Any | None:
-    """JSON lines: one scan of the text for the shape rules (and whether any line names the kind column), then
-    Spark's JSON reader with typed integer columns (a float, a string or an integer past 64 bits there is a
-    corrupt record: declined) and the value as text (its rule above)."""
+    """JSON lines in one scan of the text: each line's shape rules, then Spark's JSON parser (``from_json``)
+    with typed integer columns (a float, a string or an integer past 64 bits there is a corrupt record:
+    declined) and the value as text (its rule above).  Whether a line names the kind column is a property of
+    the file for ``read_got`` (it then reads every row's kind from it): a row that names it takes it, one that
+    does not takes ``type``, and the column ``_names_kind`` lets :func:`read_got_spark` decline a file whose
+    lines disagree (``read_got`` would find a row without its kind)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -115,28 +118,24 @@ def _jsonl(spark: Any, path: str, cols: dict[str, str]) -> Any | None:
     line = F.col("value")
     shape = (~line.rlike(_FLAT) | line.contains("\ufffd") | line.rlike(r"\\[uU][dD][89a-fA-F]"))
     text = spark.read.text(os.path.abspath(path), lineSep="\n").where(~line.rlike(_BLANK))
-    g = text.agg(F.max(shape.cast("int")).alias("bad"), F.max(line.contains(f'"{kind_src}"').cast("int"))
-                 .alias("kind")).collect()[0]
-    if g["bad"]:
-        return None
     schema = StructType([StructField(n, t) for n, t in types.items()] + [StructField("_corrupt", StringType())])
-    df = (spark.read.schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
-          .option("allowSingleQuotes", "false").option("allowNonNumericNumbers", "false")
-          .option("allowNumericLeadingZeros", "false").option("lineSep", "\n").json(os.path.abspath(path)))
-    col = {n: F.col(f"`{n}`") for n in types}
-    if g["kind"]:  # a line names the kind column: read_got takes it (null: inferred, which Spark declines)
-        kind = col[kind_src]
-    elif "type" in types and "type" not in cols.values():
-        kind = col["type"]
-    else:
-        kind = F.lit(None).cast("string")
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt", "allowSingleQuotes": "false",
+            "allowNonNumericNumbers": "false", "allowNumericLeadingZeros": "false"}
+    names_kind = line.contains(f'"{kind_src}"')
+    df = text.select(F.from_json(line, schema, opts).alias("_j"), shape.alias("_shape"),
+                     names_kind.alias("_names_kind"))
+    col = {n: F.col(f"_j.`{n}`") for n in types}
+    other = col["type"] if "type" in types and "type" not in cols.values() else F.lit(None).cast("string")
+    # a line naming the kind column takes it (null: inferred, which Spark declines)
+    kind = F.when(F.col("_names_kind"), col[kind_src]).otherwise(other)
 
     def typed(f: str) -> tuple[Any, Any]:
         c = col[_source(cols, f)]
         return _value_text(c) if f == "value" else (c, F.lit(False))
 
     fields = {f: typed(f) for f in ("base", "probe", "count", "value", "id")}
-    return df.select(*_convert(kind, fields, F.col("_corrupt").isNotNull()))
+    bad = F.col("_j._corrupt").isNotNull() | F.col("_shape")
+    return df.select(*_convert(kind, fields, bad), "_names_kind")
 
 
 def _inferred_kind(present: set[str], cols: dict[str, str]) -> str | None:
@@ -258,14 +257,17 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
     if rows is None:
         return None
     seen = Observation("got")
-    counted = rows.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.col("_bad").cast("long")).alias("bad"))
+    mixed = F.sum(F.col("_names_kind").cast("long")) if "_names_kind" in rows.columns else F.lit(0)
+    counted = rows.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.col("_bad").cast("long")).alias("bad"),
+                           mixed.alias("names_kind"))
     out = engine_dir(results_dir, name)
-    write_frame(counted, results_dir, name)
+    write_frame(counted.drop("_names_kind"), results_dir, name)
     got = seen.get
-    if int(got.get("bad") or 0) > 0:
+    n_rows, n_kind = int(got.get("rows") or 0), int(got.get("names_kind") or 0)
+    if int(got.get("bad") or 0) > 0 or 0 < n_kind < n_rows:
         shutil.rmtree(out, ignore_errors=True)
         return None
-    return int(got.get("rows") or 0)
+    return n_rows
 
 
 __all__ = ["read_got_spark"]

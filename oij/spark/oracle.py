@@ -376,6 +376,225 @@ def mark_late(frame: Any, q: Query, block: int = 1 << 20) -> Any:
     return g.select("pos", "side", "id", "ts", "key", "value", *back, "W", "late")
 
 
+_TAIL = 4096
+"""How many of a partition's smallest and largest ids :func:`scan_events` brings to the driver."""
+
+
+def _scan_runs(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None, tail: int) -> Any:
+    """The function :func:`scan_events` maps over each partition's Arrow batches (columns pos, _t, ts, id, _c<i>;
+    pickled by value: executors need only numpy and pyarrow).  It yields one row per late tuple (its position)
+    and then one summary row of the partition (pos null): its count of late tuples, its tuples' ids' minimum,
+    maximum and number, an id it holds twice (or null) and its ``tail`` smallest and largest ids (all of them
+    when it holds at most ``2 tail``)."""
+
+    def scan(batches: Any) -> Any:
+        import bisect
+
+        import numpy as np
+        import pyarrow as pa
+
+        schema = pa.schema([("pos", pa.int64()), ("nlate", pa.int64()), ("lo", pa.int64()), ("hi", pa.int64()),
+                            ("n", pa.int64()), ("dup", pa.int64()), ("tail", pa.list_(pa.int64()))])
+        run: Any = None
+        expect = 0
+        nlate = 0
+        ids = []
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            pos = b.column("pos").to_numpy()
+            if run is None:
+                i = bisect.bisect_left(firsts, int(pos[0]))
+                if i == len(firsts) or firsts[i] != int(pos[0]):
+                    raise RuntimeError(f"oij: a partition starts at position {int(pos[0])}, which the first scan "
+                                       "did not see start a partition (Spark changed the input's partitioning)")
+                run = np.array(carries[i], dtype=np.int64)
+                expect = int(pos[0])
+            if not np.array_equal(pos, np.arange(expect, expect + len(pos), dtype=np.int64)):
+                raise RuntimeError("oij: a partition's positions are not consecutive on the second scan")
+            expect += len(pos)
+            ms = []
+            for c in range(n):
+                v = b.column(f"_c{c}").to_numpy()
+                inc = np.maximum.accumulate(np.maximum(v, run[c]))
+                exc = np.empty_like(inc)
+                exc[0] = run[c]
+                exc[1:] = inc[:-1]
+                run[c] = inc[-1]
+                ms.append(exc)
+            if lateness is not None:
+                none = ms[0] == _NONE
+                w = np.where(none, 0, ms[0] - lateness)
+            else:
+                lo = np.minimum.reduce(ms) if n > 1 else ms[0]
+                none = lo == _NONE
+                w = np.where(none, 0, lo)
+            t = b.column("_t").to_numpy(zero_copy_only=False)
+            late = t & ~none & (b.column("ts").to_numpy() < w)
+            ids.append(b.column("id").to_numpy()[t])
+            k = int(np.count_nonzero(late))
+            if k:
+                nlate += k
+                nulls = [pa.nulls(k, f.type) for f in list(schema)[1:]]
+                yield pa.RecordBatch.from_arrays([pa.array(pos[late]), *nulls], schema=schema)
+        if run is None:
+            return
+        all_ids = np.sort(np.concatenate(ids))
+        twice = all_ids[1:][all_ids[1:] == all_ids[:-1]]
+        m = len(all_ids)
+        edge = all_ids if m <= 2 * tail else np.concatenate([all_ids[:tail], all_ids[-tail:]])
+        yield pa.RecordBatch.from_pydict({
+            "pos": [None], "nlate": [nlate], "lo": [int(all_ids[0]) if m else None],
+            "hi": [int(all_ids[-1]) if m else None], "n": [m], "dup": [int(twice[0]) if len(twice) else None],
+            "tail": [edge.tolist()]}, schema=schema)
+
+    return scan
+
+
+def _known_ids(p: Any, lo: int, hi: int, tail: int) -> set[int] | None:
+    """The ids a partition's summary row ``p`` (no id twice) holds in [lo, hi], or None when its tails do not
+    cover that range."""
+    edge = p["tail"]
+    if p["n"] <= 2 * tail:
+        return {x for x in edge if lo <= x <= hi}
+    small, large = edge[:tail], edge[tail:]
+    if hi <= small[-1]:
+        return {x for x in small if lo <= x}
+    if lo >= large[0]:
+        return {x for x in large if x <= hi}
+    return None
+
+
+def ids_verdict(parts: Sequence[Any], tail: int = _TAIL) -> bool | None:
+    """From the partitions' summary rows (:func:`scan_events`): False when some id is used twice, True when
+    none is, None when the summaries cannot tell (then a shuffle of the ids must).
+
+    Each partition's ids are unique (its ``dup`` is null); two partitions can share an id only inside the
+    intersection of their [lo, hi] ranges, and where that lies within the tails both brought, the driver
+    compares them.  Arrival order keeps near-sorted ids (any generator that numbers tuples as it makes them)
+    in runs whose ranges overlap their neighbours' only at the edges: no shuffle.  Partitions whose ranges
+    overlap widely (ids in random order) make more than ``4 P`` overlapping pairs or ranges past the tails:
+    None after at most that much work.
+    """
+    rows = [p for p in parts if p["n"]]
+    if any(p["dup"] is not None for p in rows):
+        return False
+    rows.sort(key=lambda p: p["lo"])
+    budget = 4 * len(rows)
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if b["lo"] > a["hi"]:
+                break
+            budget -= 1
+            if budget < 0:
+                return None
+            lo, hi = b["lo"], min(a["hi"], b["hi"])
+            ka, kb = _known_ids(a, lo, hi, tail), _known_ids(b, lo, hi, tail)
+            if ka is None or kb is None:
+                return None
+            if ka & kb:
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class EventScan:
+    """What :func:`scan_events` learned of an event frame: its events and tuples, and the late tuples'
+    positions (a frame of ``pos``, cached; None when no tuple is late) with their number."""
+
+    events: int
+    tuples: int
+    late: Any | None
+    late_count: int
+
+
+_BROADCAST_LATE = 1 << 22
+"""Up to this many late positions are broadcast to every task; more are joined by a shuffle."""
+
+
+def scan_events(frame: Any, q: Query, path: str | None = None) -> EventScan | None:
+    """Validate (when ``path`` names the input) and mark late the events of ``frame`` in two scans, no shuffle;
+    None when the frame's partitions are not runs of consecutive positions (then :func:`mark_late_windows`).
+
+    1. One aggregation per partition (JVM only): its first and last position, rows and tuples, the maxima of
+       each contribution to W (the module docstring), and the first row breaking each rule of
+       :func:`oij.spark.frames.event_rules`.  The driver raises the earliest error (with the exact duplicate
+       check of :func:`oij.spark.frames.validate_events`), else computes the maxima before each run.
+    2. ``mapInArrow`` over the few columns W needs (pos, is-tuple, ts, id, contributions): numpy's running
+       maximum per partition, yielding only the late tuples' positions, plus a summary row per partition
+       from which :func:`ids_verdict` decides that no id repeats.  Only when it cannot tell is a shuffle of
+       the ids run (:func:`oij.spark.frames._any_repeated`).
+
+    Requires ``frame`` in the event-frame layout.  Cost: two scans of the input (the second reads 4 + n
+    columns into Python as Arrow), O(P * 2 * tail) rows to the driver for P partitions.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+
+    from oij.spark.frames import _any_repeated, event_rules, first_duplicate, raise_first, row_errors, rule_aggregates
+
+    if not frame.inputFiles():  # rows from the driver: pinned so that both scans see the same partitions
+        frame = frame.localCheckpoint(eager=True)
+    contrib = _contributions(frame, q)
+    n = len(contrib)
+    rules = event_rules(q) if path is not None else []
+    is_tuple = F.coalesce(F.col("type") == "tuple", F.lit(False))
+    parts = (frame.groupBy(F.spark_partition_id().alias("_p"))
+             .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.count(F.lit(1)).alias("rows"),
+                  F.sum(is_tuple.cast("long")).alias("tuples"),
+                  *[F.max(F.coalesce(c, F.lit(_NONE))).alias(f"m{i}") for i, c in enumerate(contrib)],
+                  *rule_aggregates(rules))
+             .collect())
+    parts = [r for r in parts if r["rows"]]
+    events = sum(int(r["rows"]) for r in parts)
+    if path is not None:
+        ends = [int(r["end"]) for r in parts if r["end"] is not None]
+        firsts_bad = [min((r[f"r{i}"] for r in parts if r[f"r{i}"] is not None), default=None)
+                      for i in range(len(rules))]
+        found = row_errors(rules, firsts_bad, events, min(ends) if ends else None)
+        if found:  # an error: the earliest one, a repeated id included
+            if _any_repeated(frame.where(is_tuple & F.col("id").isNotNull()).select("id")):
+                dup = first_duplicate(frame)
+                if dup is not None:
+                    found.append(dup)
+            raise_first(found, path)
+    runs = sorted((int(r["first"]), int(r["last"]), int(r["rows"]), [int(r[f"m{i}"]) for i in range(n)])
+                  for r in parts)
+    if any(last - first + 1 != rows for first, last, rows, _ in runs):
+        return None
+    firsts, carries = [], []
+    carry = [_NONE] * n
+    for first, _, _, ms in runs:
+        firsts.append(first)
+        carries.append(list(carry))
+        carry = [max(a, b) for a, b in zip(carry, ms, strict=True)]
+    narrow = frame.select("pos", is_tuple.alias("_t"), F.coalesce(F.col("ts"), F.lit(0)).alias("ts"),
+                          F.when(is_tuple, F.coalesce(F.col("id"), F.lit(0))).otherwise(F.lit(0)).alias("id"),
+                          *[F.coalesce(c, F.lit(_NONE)).alias(f"_c{i}") for i, c in enumerate(contrib)])
+    schema = StructType([StructField("pos", LongType()), StructField("nlate", LongType()),
+                         StructField("lo", LongType()), StructField("hi", LongType()), StructField("n", LongType()),
+                         StructField("dup", LongType()), StructField("tail", ArrayType(LongType()))])
+    out = narrow.mapInArrow(_scan_runs(n, firsts, carries, q.lateness, _TAIL), schema)
+    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    summaries = out.where(F.col("pos").isNull()).drop("pos").collect()
+    if path is not None:
+        verdict = ids_verdict(summaries)
+        if verdict is None:
+            verdict = not _any_repeated(frame.where(is_tuple).select("id"))
+        if not verdict:
+            dup = first_duplicate(frame)
+            if dup is not None:
+                out.unpersist()
+                raise_first([dup], path)
+    late_count = sum(int(r["nlate"]) for r in summaries)
+    tuples = sum(int(r["tuples"]) for r in parts)
+    if late_count == 0:
+        out.unpersist()
+        return EventScan(events, tuples, None, 0)
+    return EventScan(events, tuples, out.where(F.col("pos").isNotNull()).select("pos"), late_count)
+
+
 def _bucket_sides(bases: Any, probes: Any, q: Query, width: int) -> tuple[Any, Any]:
     from pyspark.sql import functions as F
 
@@ -519,18 +738,44 @@ def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleO
     return a.join(b.hint("shuffle_hash"), keys).where(_range_filter(q)).select(*out)
 
 
-def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | None = None) -> SparkResult:
-    """The Spark oracle over an event frame: late ids, then pairs or per-base aggregates of the on-time tuples."""
+def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | None = None,
+                 validate: str | None = None) -> SparkResult:
+    """The Spark oracle over an event frame: late ids, then pairs or per-base aggregates of the on-time tuples.
+
+    ``validate``: the input's path, to check every row on the way (:func:`scan_events`) and raise the first
+    error as :func:`oij.spark.frames.validate_events` does.  The on-time tuples are read from the input again
+    (the late positions joined in, broadcast when few) and cached for the join.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from oij.spark.frames import validate_events
 
     opts = opts or SparkOracleOptions()
     if opts.method not in METHODS:
         raise ValueError(f"unknown method {opts.method!r}; one of {', '.join(METHODS)}")
-    marked = mark_late(frame, q, opts.block)
-    kept = [c for c in marked.columns if c not in ("pos", "W")]  # what the join and the late ids read
-    tuples = marked.select(*[F.col(f"`{c}`") for c in kept]).persist(StorageLevel.MEMORY_AND_DISK)
-    plan: dict[str, Any] = {"tuples": tuples.count()}  # computes the cache: every later step reads it
+    scan = scan_events(frame, q, validate)
+    plan: dict[str, Any] = {}
+    cached: list[Any] = []
+    if scan is None:  # partitions that are not runs: window functions over blocks of positions
+        if validate is not None:
+            validate_events(frame, q, validate)
+        marked = mark_late_windows(frame, q, opts.block)
+    else:
+        plan["late"] = scan.late_count
+        rows = frame.where(F.col("type") == "tuple")
+        if scan.late is None:
+            marked = rows.withColumn("late", F.lit(False))
+        else:
+            cached.append(scan.late)
+            flags = scan.late.withColumn("_late", F.lit(True))
+            if scan.late_count <= _BROADCAST_LATE:
+                flags = F.broadcast(flags)
+            marked = rows.join(flags, "pos", "left").withColumn("late", F.coalesce(F.col("_late"), F.lit(False)))
+    keep = ["side", "id", "ts", "key", "value", *(c for c in frame.columns if c.startswith(FIELD_PREFIX)), "late"]
+    tuples = marked.select(*[F.col(f"`{c}`") for c in keep]).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(tuples)
+    plan["tuples"] = tuples.count()  # computes the cache: every later step reads it
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
     bases = ontime.where(F.col("side") == "base").select(
@@ -542,8 +787,8 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     )
     joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=plan["tuples"])
     if q.aggregate is None:
-        return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, [tuples])
-    return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, [tuples])
+        return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, cached)
+    return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, cached)
 
 
 def pair_rows(bases: Any, joined: Any, q: Query) -> Any:

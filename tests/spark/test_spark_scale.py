@@ -12,6 +12,7 @@ definition (a float id truncated) must be caught.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import shutil
@@ -27,9 +28,9 @@ from hypothesis import strategies as st
 
 from oij.io.errors import InputError
 from oij.spark.compare import engine_dir
-from oij.spark.frames import read_parquet_events
+from oij.spark.frames import read_parquet_events, validate_events
 from oij.spark.got import read_got_spark
-from oij.spark.oracle import mark_late, mark_late_windows
+from oij.spark.oracle import ids_verdict, mark_late, mark_late_windows, scan_events
 from oij.testing._got import read_got
 from oij.workloads import resolve, with_overrides, write_workload
 from tests.budget import examples
@@ -74,6 +75,112 @@ def test_partitions_that_are_not_runs_fall_back_to_the_window_scan(spark: Any, t
     q, frame = read_parquet_events(spark, str(p))
     shuffled = frame.repartition(3)  # rows dealt round-robin: no partition is a run of consecutive positions
     assert _marked(mark_late(shuffled, q, 256)) == _marked(mark_late_windows(frame, q, 256))
+
+
+@pytest.mark.parametrize("over", [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}])
+def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_path: Path,
+                                                                over: dict[str, Any]) -> None:
+    """scan_events (the oracle's two scans: validation, W, late positions, the id verdict) against the window
+    scan, over a file Spark reads in several partitions; a valid file passes its validation."""
+    one = tmp_path / "one.parquet"
+    write_workload(str(one), with_overrides(resolve("scale-oij-default"),
+                                            {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
+    p = tmp_path / "w.parquet"
+    pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
+    try:
+        q, frame = read_parquet_events(spark, str(p))
+        assert frame.rdd.getNumPartitions() > 1
+        scan = scan_events(frame, q, str(p))
+        slow = _marked(mark_late_windows(frame, q, 512))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert scan is not None
+    want = sorted(pos for pos, _, _, late in slow if late)
+    assert want  # the workload has late tuples to mark
+    assert scan.late is not None and sorted(r["pos"] for r in scan.late.collect()) == want
+    assert scan.late_count == len(want) and scan.tuples == len(slow)
+    scan.late.unpersist()
+
+
+def _with_ids(src: Path, dst: Path, ids: list[int]) -> None:
+    t = pq.read_table(str(src))
+    is_tuple = [x == "tuple" for x in t.column("type").to_pylist()]
+    it = iter(ids)
+    col = pa.array([next(it) if k else None for k in is_tuple], pa.int64())
+    pq.write_table(t.set_column(t.schema.get_field_index("id"), "id", col), str(dst), row_group_size=300)
+
+
+@pytest.mark.parametrize("how", ["boundary", "inside", "shuffled", "shuffled-unique", "sorted-unique"])
+def test_the_oracle_scan_finds_the_duplicate_id_validate_events_finds(spark: Any, tmp_path: Path,
+                                                                       how: str) -> None:
+    """A repeated id across two partitions' edges, inside one partition, and among ids in random order (the
+    summaries cannot tell: the shuffle decides): the same first duplicate row as validate_events; no error
+    where ids are unique (a check that always raised would fail here)."""
+    import random
+
+    src = tmp_path / "src.parquet"
+    write_workload(str(src), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 3000, 3,
+                   fmt="parquet")
+    n = sum(1 for x in pq.read_table(str(src)).column("type").to_pylist() if x == "tuple")
+    ids = list(range(10, 10 + n))
+    if how.startswith("shuffled"):
+        random.Random(1).shuffle(ids)
+    if how == "boundary":
+        ids[305] = ids[295]  # a row in the second row group repeats one of the first's
+    elif how in ("inside", "shuffled"):
+        ids[2000] = ids[1900]
+    p = tmp_path / "w.parquet"
+    _with_ids(src, p, ids)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
+    try:
+        q, frame = read_parquet_events(spark, str(p))
+        assert frame.rdd.getNumPartitions() > 2
+        if how.endswith("unique"):
+            scan = scan_events(frame, q, str(p))
+            assert scan is not None and scan.tuples == n
+            return
+        with pytest.raises(InputError) as want:
+            validate_events(frame, q, str(p))
+        with pytest.raises(InputError) as got:
+            scan_events(frame, q, str(p))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert "duplicate id" in str(want.value) and str(got.value) == str(want.value)
+
+
+def _summary(ids: list[int], tail: int) -> dict[str, Any]:
+    s = sorted(ids)
+    twice = [a for a, b in itertools.pairwise(s) if a == b]
+    edge = s if len(s) <= 2 * tail else s[:tail] + s[-tail:]
+    return {"n": len(s), "lo": s[0] if s else None, "hi": s[-1] if s else None,
+            "dup": twice[0] if twice else None, "tail": edge}
+
+
+@settings(max_examples=examples(300, 3000), deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60), max_size=12), max_size=6), st.integers(1, 4))
+def test_ids_verdict_never_contradicts_the_ids(parts: list[list[int]], tail: int) -> None:
+    """True only when no id repeats, False only when one does (None: cannot tell, then Spark shuffles)."""
+    flat = [x for p in parts for x in p]
+    verdict = ids_verdict([_summary(p, tail) for p in parts], tail)
+    if verdict is not None:
+        assert verdict == (len(set(flat)) == len(flat))
+
+
+def test_ids_verdict_decides_near_sorted_ids_without_a_shuffle() -> None:
+    """Runs of near-sorted ids (each run's range overlapping its neighbours' at the edges) are decided from
+    the tails; a repeat in an overlap is found; a range past the tails is left to the shuffle."""
+    runs = [list(range(k * 100 - 3, k * 100 + 100)) for k in range(5)]
+    runs = [r[3:] if k % 2 else r for k, r in enumerate(runs)]  # even runs reach 3 ids into the previous run
+    assert ids_verdict([_summary(r, 8) for r in runs], 8) is False
+    runs = [list(range(k * 100, k * 100 + 100)) for k in range(5)]
+    runs[2] = [*range(195, 200), *runs[2]]  # overlaps run 1's last ids at its edge...
+    runs[1] = runs[1][:-5]  # ...which run 1 no longer holds: unique
+    assert ids_verdict([_summary(r, 8) for r in runs], 8) is True
+    runs[1].append(197)  # now 197 is in both, inside both tails
+    assert ids_verdict([_summary(r, 8) for r in runs], 8) is False
+    wide = [list(range(0, 1000, 2)), list(range(1, 1000, 2))]  # interleaved: every id in the overlap
+    assert ids_verdict([_summary(r, 8) for r in wide], 8) is None
 
 
 # ------------------------------------------------------------------------------------------------ --got by Spark
@@ -225,10 +332,10 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
     assert rep.all_agree
     assert rep.row("me").metrics["read_by"] == "spark"
     steps = {s["step"]: s for s in rep.spark_steps}
-    for name in ("loading --got me", "validating events", "arrival watermarks and late marking",
+    for name in ("loading --got me", "validating events, watermarks and late marking",
                  "range join, aggregation and writing results", "comparison"):
         assert steps[name]["jobs"] >= 1, name
-    assert steps["validating events"]["input_rows"] >= 3000
+    assert steps["validating events, watermarks and late marking"]["input_rows"] >= 3000
     assert steps["range join, aggregation and writing results"]["shuffle_write_bytes"] > 0
     assert "Where Spark's time went" in (tmp_path / "b" / "report.md").read_text()
 
