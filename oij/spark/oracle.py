@@ -15,7 +15,8 @@ the event at position p is
 
 Both are exclusive running maxima over the arrival order.  A file scan's
 partitions are runs of consecutive positions (its row groups, in order), so
-:func:`mark_late` needs no shuffle: one aggregation per partition gives each
+:func:`scan_events` (the oracle's; :func:`mark_late` gives every tuple its W,
+for replay cases) needs no shuffle: one aggregation per partition gives each
 run's first position and maxima (a few rows reach the driver), the driver
 computes the maxima before each run, and a second scan runs through each
 partition with numpy's running maximum over Arrow batches.  Where partitions
@@ -26,8 +27,11 @@ of ``block`` positions.  A tuple is late iff :math:`ts < W_p`.
 **The shuffles the algorithm needs, and why** (``oij check``'s report counts
 each step's shuffled bytes from Spark's task metrics):
 
-* validating a file: one shuffle of the ids alone (each id used once is a
-  property of the whole stream); the per-row rules are one aggregation;
+* validating a file: the per-row rules are part of the first scan's
+  aggregation; each id used once is a property of the whole stream, decided
+  from each partition's smallest and largest ids when ranges overlap only at
+  their edges (:func:`ids_verdict`: ids numbered near arrival order), else by
+  one shuffle of the ids alone;
 * late marking: none (above);
 * the range join: one shuffle of each side by (key, bucket): equal keys must
   meet, and the bucket bounds each meeting to a window's length;
@@ -36,9 +40,10 @@ each step's shuffled bytes from Spark's task metrics):
 * Alg. 1's group sizes: an aggregation of a sample of both sides (a few
   thousand rows shuffled), not of every row.
 
-Nothing else: the on-time tuples are cached once (the late ids, the bases and
-the probes are read from that cache), and no frame larger than the plan's
-statistics reaches the driver.
+Nothing else: the late positions are cached (few: broadcast to the scans of
+the late ids, the bases and the probes, each a columnar read of the input),
+and no frame larger than the plan's statistics and one summary row per
+partition reaches the driver.
 
 **Range join without per-key cartesian products.**  With the closed window
 :math:`[a.ts + \ell', a.ts + u']` of length :math:`L = u' - \ell' + 1`, time is
@@ -743,8 +748,9 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     """The Spark oracle over an event frame: late ids, then pairs or per-base aggregates of the on-time tuples.
 
     ``validate``: the input's path, to check every row on the way (:func:`scan_events`) and raise the first
-    error as :func:`oij.spark.frames.validate_events` does.  The on-time tuples are read from the input again
-    (the late positions joined in, broadcast when few) and cached for the join.
+    error as :func:`oij.spark.frames.validate_events` does.  The late ids, the bases and the probes are each
+    read from the input again (the late positions joined in, broadcast when few); only the window scan's
+    result (partitions that are not runs) is cached.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -773,9 +779,13 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
                 flags = F.broadcast(flags)
             marked = rows.join(flags, "pos", "left").withColumn("late", F.coalesce(F.col("_late"), F.lit(False)))
     keep = ["side", "id", "ts", "key", "value", *(c for c in frame.columns if c.startswith(FIELD_PREFIX)), "late"]
-    tuples = marked.select(*[F.col(f"`{c}`") for c in keep]).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(tuples)
-    plan["tuples"] = tuples.count()  # computes the cache: every later step reads it
+    tuples = marked.select(*[F.col(f"`{c}`") for c in keep])
+    if scan is None:  # the window scan's result: computed once, cached for the late ids, the bases and the probes
+        tuples = tuples.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(tuples)
+        plan["tuples"] = tuples.count()
+    else:  # each reads the input again (a columnar scan of a few columns costs less than building a cache)
+        plan["tuples"] = scan.tuples
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
     bases = ontime.where(F.col("side") == "base").select(
