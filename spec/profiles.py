@@ -68,13 +68,13 @@ A base's aggregate and its (a, null) row are emitted when it is dropped
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spec.aggregate import compute_aggregate
-from spec.batch import Results, compute_pairs
+from spec.batch import Results, compute_batch
 from spec.match import is_match, lower_offset, upper_offset
-from spec.model import BASE, NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
+from spec.model import BASE, NO_WATERMARK, PROBE, End, Event, Query, StreamTuple, Watermark
 
 
 @dataclass(frozen=True)
@@ -197,120 +197,174 @@ def is_droppable(t: StreamTuple, w: int, q: Query, p: Profile) -> bool:
     return w > edge if p.purge == "exact" else w >= edge
 
 
+@dataclass
+class ProfileState:
+    r"""The simulated operator of :func:`compute_profile_result` after some events.
+
+    ``channel_max[c]``: the largest watermark of channel c; ``side_max[X]``: the largest ts of input X;
+    ``history[k]``: W after the first k events (``history[0]`` is :math:`-\infty`); ``stored``: the tuples
+    held; ``met[a]``: the values of the probes stored base a has met; ``held``: what was stored when End
+    arrived (None before); ``res``: the rows emitted so far.
+    """
+
+    channel_max: list[int]
+    side_max: dict[str, int]
+    history: list[int] = field(default_factory=lambda: [NO_WATERMARK])
+    stored: list[StreamTuple] = field(default_factory=list)
+    met: dict[int, list[float]] = field(default_factory=dict)
+    held: list[StreamTuple] | None = None
+    res: Results = field(default_factory=Results)
+
+
+def initial_profile_state(q: Query) -> ProfileState:
+    r"""No event yet: every maximum and W are :math:`-\infty`, nothing stored or emitted."""
+    return ProfileState([NO_WATERMARK] * q.channels, {BASE: NO_WATERMARK, PROBE: NO_WATERMARK})
+
+
+def watermark_after(s: ProfileState, k: int) -> int:
+    r""":math:`W_k`, W after the first k events; :math:`-\infty` for :math:`k \le 0` (the ``lag`` reaches back
+    before the stream)."""
+    return s.history[k] if k > 0 else NO_WATERMARK
+
+
+def watermark_before(s: ProfileState, side: str, j: int, q: Query, p: Profile) -> int:
+    r"""The W that judges a tuple of input ``side`` arriving as event j: :math:`W_{j-1-lag}`, or under
+    ``side_combine="own"`` in lateness mode its own input's :math:`\max_{x \in X} x.ts - l - shift`."""
+    if p.side_combine != "own" or q.lateness is None:
+        return watermark_after(s, j - 1 - p.lag)
+    m = s.side_max[side]
+    return NO_WATERMARK if m == NO_WATERMARK else m - q.lateness - p.lateness_shift
+
+
+def emit_final_row(s: ProfileState, a: StreamTuple, q: Query) -> None:
+    """Base ``a`` is final: emit its aggregate over the values it met, or its (a, null) row of a left join if it
+    met none.  Requires: ``a`` in ``met``.  Changes: removes it from ``met``."""
+    values = s.met.pop(a.id)
+    if q.aggregate is not None:
+        s.res.aggregates.append((a.id, *compute_aggregate(values, q.aggregate)))
+    elif q.join == "left" and not values:
+        s.res.pairs.append((a.id, None))
+
+
+def probe_stored(s: ProfileState, e: StreamTuple, q: Query) -> None:
+    """Tuple ``e`` meets every stored tuple of the other input it matches: emits the pair (a, b) of a join, and
+    records b's value for base a while a awaits its final row."""
+    for x in s.stored:
+        if x.side != e.side:
+            a, b = (e, x) if e.side == BASE else (x, e)
+            if is_match(a, b, q):
+                if q.aggregate is None:
+                    s.res.pairs.append((a.id, b.id))
+                if a.id in s.met:
+                    s.met[a.id].append(b.value)
+
+
+def is_stored_under(e: StreamTuple, late: bool, s: ProfileState, j: int, q: Query, p: Profile) -> bool:
+    r"""Whether tuple ``e`` (event j, ``late`` or not) is stored: every tuple under ``"revise"``; under
+    ``"ignore"`` iff it can still meet a later tuple, :math:`W_{j-1-lag} <` :func:`state_edge`; else iff on time."""
+    if p.late_tuples == "ignore":
+        return watermark_after(s, j - 1 - p.lag) < state_edge(e, q)
+    return p.late_tuples == "revise" or not late
+
+
+def on_profile_tuple(s: ProfileState, e: StreamTuple, j: int, q: Query, p: Profile) -> None:
+    """Event j is tuple ``e``.  Judges it late against :func:`watermark_before` (``late_tuples`` decides what
+    that means: reported, dropped, joined only, or no notion), lets it probe the stored tuples
+    (:func:`probe_stored`), stores it (:func:`is_stored_under`) or else emits a base's final row now, and under
+    ``lazy-own`` forgets its input's old tuples.  Changes ``side_max``."""
+    w_before = watermark_before(s, e.side, j, q, p)
+    late = p.late_tuples not in ("ignore", "revise") and is_late_under(e, w_before, p)
+    if late and p.late_tuples == "report":
+        s.res.late.append(e.id)
+    s.side_max[e.side] = max(s.side_max[e.side], e.ts)
+    if late and p.late_tuples != "join":
+        return
+    if e.side == BASE:
+        s.met[e.id] = []
+    probe_stored(s, e, q)
+    if is_stored_under(e, late, s, j, q, p):
+        s.stored.append(e)
+    elif e.side == BASE:  # joined, never stored: its row (if any) is final now
+        emit_final_row(s, e, q)
+    if p.purge == "lazy-own" and not late:
+        for x in [x for x in s.stored if x.side == e.side and x is not e and x.ts <= w_before]:
+            s.stored.remove(x)
+            if x.side == BASE:
+                emit_final_row(s, x, q)
+
+
+def evict_after(s: ProfileState, j: int, q: Query, p: Profile) -> None:
+    """After event j, drop every stored tuple :func:`is_droppable` under :math:`W_{j-lag}`, emitting each
+    dropped base's final row.  Nothing is dropped by W under ``"revise"`` or ``"lazy-own"``."""
+    if p.late_tuples == "revise" or p.purge == "lazy-own":
+        return
+    w_evict = watermark_after(s, j - p.lag)
+    keep: list[StreamTuple] = []
+    for x in s.stored:
+        if is_droppable(x, w_evict, q, p):
+            if x.side == BASE:
+                emit_final_row(s, x, q)
+        else:
+            keep.append(x)
+    s.stored = keep
+
+
+def on_profile_end(s: ProfileState, q: Query, p: Profile) -> None:
+    """End: remember what is stored (``held``); with ``end_flush`` emit every stored base's final row; nothing
+    stays stored."""
+    s.held = list(s.stored)
+    if p.end_flush:
+        for a in s.stored:
+            if a.side == BASE:
+                emit_final_row(s, a, q)
+    s.stored = []
+
+
 def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANONICAL) -> Results:
-    """The result of a complete stream under profile ``p`` (canonical order).
+    """The result of a complete stream under profile ``p`` (canonical order): the operator simulated event by
+    event (:func:`on_profile_tuple`, a watermark raising its channel's maximum, :func:`on_profile_end`), W
+    recomputed after each (:func:`combine_watermark`) and state evicted (:func:`evict_after`).  With
+    ``retract_on_purge`` the rows of forgotten tuples are taken back: the result is the batch join
+    (:func:`spec.batch.compute_batch`) of the tuples still held.
 
     Requires: ``events`` valid for ``q`` (ids unique), ending with End or not.
     Quadratic and step by step on purpose: this is a definition.
     """
-    channel_max = [NO_WATERMARK] * q.channels
-    side_max = {"base": NO_WATERMARK, "probe": NO_WATERMARK}
-    history = [NO_WATERMARK]  # history[k] = W after the first k events
-    stored: list[StreamTuple] = []
-    met: dict[int, list[float]] = {}  # stored base id -> values of the probes it met
-    res = Results()
-
-    def w_at(k: int) -> int:
-        return history[k] if k > 0 else NO_WATERMARK
-
-    def final_row(a: StreamTuple) -> None:
-        values = met.pop(a.id)
-        if q.aggregate is not None:
-            res.aggregates.append((a.id, *compute_aggregate(values, q.aggregate)))
-        elif q.join == "left" and not values:
-            res.pairs.append((a.id, None))
-
-    def meet(a: StreamTuple, b: StreamTuple) -> None:
-        if q.aggregate is None:
-            res.pairs.append((a.id, b.id))
-        if a.id in met:
-            met[a.id].append(b.value)
-
-    held: list[StreamTuple] | None = None  # what is stored when End arrives
-
-    def own_w(side: str, j: int) -> int:  # W_X of input ``side`` before event j (side_combine="own")
-        if q.lateness is None:
-            return w_at(j - 1 - p.lag)
-        m = side_max[side]
-        return NO_WATERMARK if m == NO_WATERMARK else m - q.lateness - p.lateness_shift
-
+    s = initial_profile_state(q)
     for j, e in enumerate(events, 1):
         if isinstance(e, End):
-            held = list(stored)
-            if p.end_flush:
-                for a in stored:
-                    if a.side == BASE:
-                        final_row(a)
-            stored = []
+            on_profile_end(s, q, p)
             break
         if isinstance(e, Watermark):
-            channel_max[e.channel] = max(channel_max[e.channel], e.ts)
+            s.channel_max[e.channel] = max(s.channel_max[e.channel], e.ts)
         else:
-            w_before = own_w(e.side, j) if p.side_combine == "own" else w_at(j - 1 - p.lag)
-            late = p.late_tuples not in ("ignore", "revise") and is_late_under(e, w_before, p)
-            if late and p.late_tuples == "report":
-                res.late.append(e.id)
-            side_max[e.side] = max(side_max[e.side], e.ts)
-            if not late or p.late_tuples == "join":
-                if e.side == BASE:
-                    met[e.id] = []
-                for x in stored:
-                    if x.side != e.side:
-                        a, b = (e, x) if e.side == BASE else (x, e)
-                        if is_match(a, b, q):
-                            meet(a, b)
-                if p.late_tuples == "ignore":
-                    store_it = w_at(j - 1 - p.lag) < state_edge(e, q)
-                else:
-                    store_it = p.late_tuples == "revise" or not late
-                if store_it:
-                    stored.append(e)
-                elif e.side == BASE:  # joined, never stored: its row (if any) is final now
-                    final_row(e)
-                if p.purge == "lazy-own" and not late:  # forget the input's own tuples at or below W_X
-                    for x in [x for x in stored if x.side == e.side and x is not e and x.ts <= w_before]:
-                        stored.remove(x)
-                        if x.side == BASE:
-                            final_row(x)
-        history.append(combine_watermark(channel_max, side_max, q, p))
-        if p.late_tuples == "revise" or p.purge == "lazy-own":
-            continue  # nothing is dropped by W
-        w_evict = w_at(j - p.lag)
-        keep: list[StreamTuple] = []
-        for x in stored:
-            if is_droppable(x, w_evict, q, p):
-                if x.side == BASE:
-                    final_row(x)
-            else:
-                keep.append(x)
-        stored = keep
-    if p.retract_on_purge:  # the rows of forgotten tuples taken back: the join of the tuples still held
-        return compute_join_of(stored if held is None else held, q)
-    return res.canonical()
-
-
-def compute_join_of(tuples: Sequence[StreamTuple], q: Query) -> Results:
-    r"""The batch result of ``q`` over ``tuples`` (no W, nothing late): the pairs
-    :math:`\{(a, b) : match(a, b)\}`, (a, null) for an unmatched base of a left join, and the aggregate of
-    every base over the probes it matches."""
-    bases = [t for t in tuples if t.side == BASE]
-    probes = [t for t in tuples if t.side != BASE]
-    if q.aggregate is None:
-        return Results(compute_pairs(bases, probes, q))
-    return Results(aggregates=[(a.id, *compute_aggregate([b.value for b in probes if is_match(a, b, q)],
-                                                         q.aggregate)) for a in bases]).canonical()
+            on_profile_tuple(s, e, j, q, p)
+        s.history.append(combine_watermark(s.channel_max, s.side_max, q, p))
+        evict_after(s, j, q, p)
+    if p.retract_on_purge:
+        return compute_batch(s.stored if s.held is None else s.held, q).canonical()
+    return s.res.canonical()
 
 
 __all__ = [
     "CANONICAL",
     "PROFILES",
     "Profile",
+    "ProfileState",
     "combine_watermark",
-    "compute_join_of",
     "compute_profile_result",
     "custom_profile",
+    "emit_final_row",
+    "evict_after",
     "get_profile",
+    "initial_profile_state",
     "is_droppable",
     "is_late_under",
+    "is_stored_under",
+    "on_profile_end",
+    "on_profile_tuple",
+    "probe_stored",
     "state_edge",
+    "watermark_after",
+    "watermark_before",
 ]

@@ -58,7 +58,7 @@ drops it, or lazy-own forgets it; at the end if ``end_flush`` and the stream
 has an end event.  The row is over the pairs emitted with it.
 
 **Taken back** (``retract_on_purge``): the result is the batch join
-(:func:`spec.profiles.compute_join_of`) of the tuples stored and not dropped
+(:func:`spec.batch.compute_batch`) of the tuples stored and not dropped
 or forgotten by the end.
 
 Tested against :func:`spec.profiles.compute_profile_result` for every named
