@@ -1,10 +1,11 @@
 """The conformance kit against bugs it was not built around.
 
-* The eight bug shapes of tests/impls/accum_bugs.py (an implementation written
+* The bug shapes of tests/impls/accum_bugs.py (an implementation written
   from the docs, not from this repository's code) are each caught by
   ``oij conform`` at its defaults with a replay of at most 6 events, and by
   the generated cases alone (``--no-vectors``), so neither half of the kit
-  hides behind the other.
+  hides behind the other (two of the runs start the command per case, the
+  others run it in this process).
 * The correct implementation and the oracle run as a command conform.
 * A sample of cosmic-ray mutants, spread evenly over the list (not picked),
   is killed or listed as equivalent (the quick subset of ``oij bench
@@ -32,6 +33,7 @@ from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
 from oij.testing._edges import EDGES, compute_edges, do_keys_collide
 from tests.impls.accum_bugs import BUGS
+from tests.testing.test_kit_regressions import in_process
 
 IMPLS = Path(__file__).parent.parent / "impls"
 REPO = Path(__file__).parent.parent.parent
@@ -44,10 +46,18 @@ def conform(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return rc, capsys.readouterr().out
 
 
+AS_A_PROCESS = {("base-final-at-edge", "with-vectors"), ("ties-probe-first-twice", "search-only")}
+"""The runs whose command is a real process per case, one per half of the kit (the cheapest two); the others run
+the command in this process (:func:`tests.testing.test_kit_regressions.in_process`: the same text in, the same
+lines out), which turns thousands of process starts (about 150 CPU-seconds) into one each."""
+
+
 @pytest.mark.parametrize("vectors", ["with-vectors", "search-only"])
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
-        bug: str, vectors: str, capsys: pytest.CaptureFixture[str]) -> None:
+        bug: str, vectors: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    if (bug, vectors) not in AS_A_PROCESS:
+        monkeypatch.setattr("oij.testing._runner.run_command", in_process)
     extra = ["--no-vectors"] if vectors == "search-only" else []
     rc, out = conform(capsys, *extra, "--", sys.executable, str(IMPLS / "accum_bugs.py"), bug)
     assert rc == 1, out
