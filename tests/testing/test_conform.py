@@ -67,7 +67,31 @@ def test_every_wrong_implementation_is_caught_with_a_small_case(
     assert main(["conform", "--replay", str(replay), "--", *toy()]) == 0
 
 
-def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str]) -> None:
+def _toy_in_process(argv: list[str], stdin: str, timeout: float) -> Outcome:
+    """:func:`oij.testing._runner.run_command` for ``python toy_oij.py [BUG]``, run in this process (the same text
+    in, the same lines out): for the long passing runs, where a process per case (hundreds) adds only start-up
+    time; the failing runs above, the replays and the faults below start the command as a process."""
+    from tests.impls import toy_oij
+
+    del timeout
+    assert argv[:2] == toy()[:2], argv
+    out, old = io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out):
+            toy_oij.main(argv[2] if len(argv) > 2 else "")
+    except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
+        return Outcome(None, f"crash: {type(e).__name__}: {e}")
+    finally:
+        sys.stdin = old
+    try:
+        return Outcome(parse_output(out.getvalue().encode()))
+    except ProtocolError as e:
+        return Outcome(None, f"protocol error: {e}")
+
+
+def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("oij.testing._runner.run_command", _toy_in_process)
     rc, out = conform(capsys, "--", *toy())
     assert rc == 0, out
     assert re.search(r"conforms: \d+ cases .*\((\d+) test vectors, then 200 generated cases\)", out), out
@@ -145,7 +169,9 @@ def test_a_bug_is_not_passed_off_as_a_profile(capsys: pytest.CaptureFixture[str]
     assert rc == 1 and "no named profile explains" in out
 
 
-def test_an_implementation_that_follows_a_profile_conforms_to_it(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_implementation_that_follows_a_profile_conforms_to_it(capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("oij.testing._runner.run_command", _toy_in_process)
     rc, out = conform(capsys, "--profile", "late-le", "--max-examples", "60", "--", *toy("late-le"))
     assert rc == 0, out
 
