@@ -1,6 +1,6 @@
 """Shared by the test modules: one pool of replica processes per module, leak checks, the xdist groups that keep
-one Spark JVM, one PyFlink gateway and one kit-power recording per run (and a guard for the first two), and the
-tests' JVM options."""
+one Spark JVM, one PyFlink gateway, one kit-power recording, one bare install and one docs build per run (and a
+guard for the first two), and the tests' JVM options."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def _group(item: pytest.Item) -> str | None:
       process (test_flink_adapter.py): PyFlink's gateway JVM lives until the process exits, so one per run.
     * ``kit-power``: the two tests on the session-scoped accum recording (about a minute of process starts),
       recorded once instead of once per worker.
+    * ``bare-install`` and ``docs-build``: the tests on test_bare_install.py's ``bare`` environment (a fresh venv
+      and ``pip install .``: one to two minutes) and on test_docs_offline.py's ``built`` site (a Sphinx build:
+      half a minute), module-scoped fixtures that a module spread over both workers built once on each.
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
@@ -42,7 +45,14 @@ def _group(item: pytest.Item) -> str | None:
         return "flink-gateway"
     if "accum_recording" in names:
         return "kit-power"
+    for fixture, group in MODULE_BUILDS.items():
+        if fixture in names:
+            return group
     return None
+
+
+MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build"}
+"""Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)
