@@ -12,7 +12,7 @@ copyright = "2026, the oij developers"
 # it sets mathjax_path to that copy, so the formulas render with no network (tests/project/test_docs_offline.py checks).
 # It must come after sphinx.ext.mathjax, whose default mathjax_path is a CDN.
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline", "sphinx.ext.viewcode",
-              "archgraph", "provediagrams", "oijexec", "benchplots"]
+              "archgraph", "provediagrams", "oijexec", "oijlists", "benchplots"]
 html_static_path = ["_static"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING
 
 from oij.commands.common import UsageError
 from oij.io.atomic import write_text
+from oij.testing._features import FEATURES, OPT_IN
 from spec.profiles import CANONICAL, PROFILES, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when the command runs
     from oij.testing._case import Impl
     from oij.testing._runner import SearchResult, Session
 
-FEATURE_NAMES = ("left, aggregates, channels, exclusive, watermarks, lateness, late-report, regressions, mixed-keys, "
-                 "extreme-ts, negative-ts, representation; cond (opt-in)")
+FEATURE_NAMES = (", ".join(f for f in FEATURES if f not in OPT_IN) + "; "
+                 + ", ".join(f for f in FEATURES if f in OPT_IN) + " (opt-in)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

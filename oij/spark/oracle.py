@@ -528,7 +528,7 @@ def scan_events(frame: Any, q: Query, path: str | None = None) -> EventScan | No
     2. ``mapInArrow`` over the few columns W needs (pos, is-tuple, ts, id, contributions): numpy's running
        maximum per partition, yielding only the late tuples' positions, plus a summary row per partition
        from which :func:`ids_verdict` decides that no id repeats.  Only when it cannot tell is a shuffle of
-       the ids run (:func:`oij.spark.frames._any_repeated`).
+       the ids run (as :func:`oij.spark.frames.validate_events` does).
 
     Requires ``frame`` in the event-frame layout.  Cost: two scans of the input (the second reads 4 + n
     columns into Python as Arrow), O(P * 2 * tail) rows to the driver for P partitions.

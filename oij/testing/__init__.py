@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from oij.testing._case import DEFAULT_FEATURES, FEATURES, Case, Impl
+from oij.testing._case import Case, Impl
+from oij.testing._features import DEFAULT_FEATURES, FEATURES
 from oij.testing._protocol import expected_output as _expected
 from spec.batch import Results
 from spec.profiles import PROFILES, get_profile

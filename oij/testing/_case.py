@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from oij.io.jsonl import read_jsonl, write_events
+from oij.testing._features import DEFAULT_FEATURES, FEATURES
 from spec.model import (
     TS_LIMIT,
     AggregateKind,
@@ -28,33 +29,6 @@ from spec.model import (
 
 Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
 """An implementation under test: a command (argv) or a callable ``(query, events) -> Results | lines``."""
-
-FEATURES: dict[str, str] = {
-    "left": "left joins: (a, null) rows for bases that match nothing",
-    "aggregates": "per-base aggregates (count, sum, avg, min, max)",
-    "channels": "more than one upstream channel, W = min over channels",
-    "exclusive": "exclusive window bounds",
-    "watermarks": "watermark mode: watermark lines",
-    "lateness": "lateness mode: W = max ts - lateness, no watermark lines",
-    "late-report": "late tuples reported as late lines (absent: late lines are not compared)",
-    "regressions": "watermarks that go backwards on a channel",
-    "mixed-keys": "int and str keys that print alike (1 and \"1\")",
-    "extreme-ts": "timestamps near +/-2^62",
-    "negative-ts": "negative timestamps",
-    "representation": "values where other languages and systems change how they hold them: timestamps, ids and "
-                      "int keys at and across +/-2^31, 2^32, 2^53 and the int64 edge; string keys that differ only "
-                      "by case, Unicode normalization or a trailing space (with mixed-keys); values of 17 "
-                      "significant digits, -0.0, subnormals, the largest double",
-    "cond": "a joining condition: comparisons of named fields, ts and value (format 1.1; opt-in: all,cond)",
-}
-"""Every feature a case can exercise; ``oij conform --features`` restricts generation to a subset."""
-
-OPT_IN = frozenset({"cond"})
-"""Features that ``all`` and the default leave out: format 1.1 additions an implementation of format 1.0 cannot know.
-Claim them by name (``--features all,cond``)."""
-
-DEFAULT_FEATURES = frozenset(FEATURES) - OPT_IN
-"""The features of ``all``: every feature of format 1.0."""
 
 KINDS: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
 FIELD_VALUES = (0.0, 1.0, -1.0, 2.0, 0.5, 1e16, 1e16 + 2)

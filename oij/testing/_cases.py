@@ -20,17 +20,15 @@ from hypothesis import strategies as st
 
 from oij.testing._case import (
     COND_ADDS,
-    DEFAULT_FEATURES,
-    FEATURES,
     FIELD_VALUES,
     KINDS,
-    OPT_IN,
     REPR_EDGES,
     Case,
     case_features,
     minimal_jsonl,
     parse_features,
 )
+from oij.testing._features import DEFAULT_FEATURES, FEATURES, OPT_IN
 from oij.testing._scenarios import INT_KEYS, VALUES, build
 from spec.match import lower_offset, upper_offset
 from spec.model import (

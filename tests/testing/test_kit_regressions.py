@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import pytest
 
 from oij.testing import Case
-from oij.testing._case import DEFAULT_FEATURES
+from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, SearchResult, search
 from tests.impls.accum_bugs import BUGS, TEXT_BUGS

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 
 from oij.cli import main
 from oij.testing import Case
-from oij.testing._case import DEFAULT_FEATURES, case_features
+from oij.testing._case import case_features
 from oij.testing._cases import cases
 from oij.testing._edges import EDGES, compute_edges
+from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._runner import Session, judge
 from oij.testing._state import check_state
 from oij.testing._vectors import vectors
