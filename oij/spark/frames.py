@@ -241,6 +241,24 @@ def fit_partitions(spark: Any) -> None:
         conf.set("spark.sql.shuffle.partitions", per)
 
 
+ROWS_PER_SHUFFLE_PARTITION = 1 << 20
+"""About how many rows one shuffle partition of the oracle's join may hold: its hash table of probes must fit an
+executor's share of memory (Spark's default executor has 1 GiB)."""
+
+
+def fit_shuffle_to(spark: Any, rows: int) -> int:
+    """Raise the session's shuffle partitions so that ``rows`` rows make none larger than
+    :data:`ROWS_PER_SHUFFLE_PARTITION` (adaptive execution coalesces the small ones again); never lower them.
+    Four per core (:func:`fit_partitions`) is 8 partitions on two cores: at 10^8 tuples a join partition's hash
+    table would hold 6 million probes and fail to build.  Returns the partitions now set."""
+    cur = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    want = -(-rows // ROWS_PER_SHUFFLE_PARTITION)
+    if want > cur:
+        spark.conf.set("spark.sql.shuffle.partitions", str(want))
+        return want
+    return cur
+
+
 def read_parquet_events(spark: Any, path: str, q: Query | None = None) -> tuple[Query, Any]:
     """The query and the event frame of an oij Parquet file, read by Spark (no Python per row).
 
@@ -429,6 +447,7 @@ __all__ = [
     "events_table",
     "first_duplicate",
     "fit_partitions",
+    "fit_shuffle_to",
     "key_mode",
     "materialize",
     "raise_first",

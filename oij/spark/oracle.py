@@ -755,7 +755,7 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from oij.spark.frames import validate_events
+    from oij.spark.frames import fit_shuffle_to, validate_events
 
     opts = opts or SparkOracleOptions()
     if opts.method not in METHODS:
@@ -786,6 +786,7 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
         plan["tuples"] = tuples.count()
     else:  # each reads the input again (a columnar scan of a few columns costs less than building a cache)
         plan["tuples"] = scan.tuples
+    plan["shuffle_partitions"] = fit_shuffle_to(spark, plan["tuples"])
     late = tuples.where("late").select("id")
     ontime = tuples.where("NOT late")
     bases = ontime.where(F.col("side") == "base").select(
