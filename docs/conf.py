@@ -28,7 +28,8 @@ nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|p
                         (r"py:class", r"oij\.drivers\.files\.T"),  # the type variable of progress()
                         (r"py:class", r"Outcome"),  # oij.testing._runner's, imported for type checking only
                         (r"py:class", r"SearchStrategy"),  # hypothesis's, imported for type checking only
-                        (r"py:class", r"ProtocolError")]  # oij.testing._protocol's, a private module's name
+                        (r"py:class", r"ProtocolError"),  # oij.testing._protocol's, a private module's name
+                        (r"py:class", r"Impl")]  # oij.testing's alias of an implementation under test
 exclude_patterns = ["_build", "_generated/*.rst", "_generated/results/*.rst"]
 html_theme = "alabaster"
 suppress_warnings: list[str] = []

@@ -52,6 +52,7 @@ from oij.io.adapt import LATENESS_FEATURES
 from oij.io.errors import InputError
 from oij.io.recovery import RestartRequest
 from oij.pathway.join import Behavior
+from oij.testing import ConformAdapter
 from spec.batch import Results
 from spec.model import Event, Query
 
@@ -297,6 +298,14 @@ def restart_command(adapter: Adapter, options: Sequence[str] = ()) -> list[str]:
     return cmd
 
 
+def conform_adapter(name: str) -> ConformAdapter:
+    """The adapter called ``name`` as :func:`oij.testing.conform` runs it (``oij conform --adapter NAME``)."""
+
+    adapter = get_adapter(name)
+    return ConformAdapter(adapter.name, frozenset(adapter.features), adapter.profile,
+                          lambda: adapter.start(None), lambda options: restart_command(adapter, options))
+
+
 def parse_options(items: Sequence[str]) -> dict[str, str]:
     """``KEY=VALUE`` strings as a mapping; :class:`UsageError` for one without ``=``."""
     out: dict[str, str] = {}
@@ -308,5 +317,16 @@ def parse_options(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-__all__ = ["ADAPTERS", "END_LINE", "Adapter", "Runner", "get_adapter", "parse_options", "read_case", "restart_command",
-           "revisions", "session_cases"]
+__all__ = [
+    "ADAPTERS",
+    "END_LINE",
+    "Adapter",
+    "Runner",
+    "conform_adapter",
+    "get_adapter",
+    "parse_options",
+    "read_case",
+    "restart_command",
+    "revisions",
+    "session_cases",
+]

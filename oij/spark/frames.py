@@ -248,7 +248,7 @@ executor's share of memory (Spark's default executor has 1 GiB)."""
 
 def fit_shuffle_to(spark: Any, rows: int) -> int:
     """Raise the session's shuffle partitions so that ``rows`` rows make none larger than
-    :data:`ROWS_PER_SHUFFLE_PARTITION` (adaptive execution coalesces the small ones again); never lower them.
+    ``ROWS_PER_SHUFFLE_PARTITION`` (adaptive execution coalesces the small ones again); never lower them.
     Four per core (:func:`fit_partitions`) is 8 partitions on two cores: at 10^8 tuples a join partition's hash
     table would hold 6 million probes and fail to build.  Returns the partitions now set."""
     cur = int(spark.conf.get("spark.sql.shuffle.partitions"))

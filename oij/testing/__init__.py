@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from oij.testing._case import Case, Impl
+from oij.testing._conform import ConformAdapter, ConformOptions, conform
 from oij.testing._features import DEFAULT_FEATURES, FEATURES
 from oij.testing._protocol import expected_output as _expected
 from spec.batch import Results
@@ -39,7 +40,8 @@ from spec.profiles import PROFILES, get_profile
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["FEATURES", "PROFILES", "Case", "assert_conforms", "cases", "expected_output"]
+__all__ = ["FEATURES", "PROFILES", "Case", "ConformAdapter", "ConformOptions", "assert_conforms", "cases", "conform",
+           "expected_output"]
 
 
 def expected_output(case: Case, profile: str = "canonical") -> Results:

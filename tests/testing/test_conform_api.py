@@ -1,0 +1,47 @@
+"""``oij.testing.conform``: the library call behind ``oij conform`` (the command only parses its arguments).
+
+The same verdicts as the command: a correct implementation conforms (exit 0, its report written to ``out``),
+a planted bug does not (exit 1, the minimal case written to ``replay_out``); the mode-dependent defaults are
+the ones the command documents; options that do not go together are a UsageError.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from oij.errors import UsageError
+from oij.testing import ConformOptions, conform
+
+TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
+
+
+def test_conform_passes_a_correct_implementation_and_fails_a_planted_bug(tmp_path: Path) -> None:
+    good, bad = io.StringIO(), io.StringIO()
+    base = ConformOptions(max_examples=5, no_vectors=True, replay_out=str(tmp_path / "fail.jsonl"))
+    assert conform(ConformOptions(**{**base.__dict__, "cmd": (sys.executable, str(TOY))}), good) == 0
+    assert good.getvalue().startswith("conforms: ")
+    rc = conform(ConformOptions(**{**base.__dict__, "cmd": ("--", sys.executable, str(TOY), "upper-off-by-one"),
+                                   "max_examples": 200}), bad)
+    assert rc == 1 and "does NOT conform" in bad.getvalue()
+    assert (tmp_path / "fail.jsonl").read_text().startswith('{"type":"query"')
+
+
+def test_the_defaults_depend_on_the_mode() -> None:
+    plain = ConformOptions(cmd=("x",)).with_defaults()
+    assert (plain.timeout, plain.rest, plain.max_examples, plain.small_scope) == (10.0, 1.0, 200, 0)
+    assert ConformOptions(cmd=("x",), session=True).with_defaults().small_scope == 2
+    assert ConformOptions(cmd=("x",), restarts=2).with_defaults().max_examples == 20
+    slow = ConformOptions(adapter="flink-ds", restarts=2).with_defaults()
+    assert (slow.timeout, slow.rest) == (300.0, 30.0)
+    assert ConformOptions(cmd=("x",), timeout=3.0).with_defaults().timeout == 3.0  # a given value stays
+
+
+def test_options_that_do_not_go_together_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="no command under test"):
+        conform(ConformOptions(), io.StringIO())
+    with pytest.raises(UsageError, match="--max-examples"):
+        conform(ConformOptions(cmd=("x",), max_examples=0), io.StringIO())
