@@ -52,9 +52,9 @@ from oij.io.adapt import LATENESS_FEATURES
 from oij.io.errors import InputError
 from oij.io.recovery import RestartRequest
 from oij.pathway.join import Behavior
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
 from oij.testing import ConformAdapter
-from spec.batch import Results
-from spec.model import Event, Query
 
 Runner = Callable[[Query, Sequence[Event]], Results]
 """A started adapter: one case in, its results out."""

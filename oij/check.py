@@ -5,9 +5,9 @@ Steps (each announced on stderr with its time, unless ``no_progress``):
 
 1. the workload: ``file`` (oij-jsonl or Parquet), ``preset`` (:mod:`oij.workloads`), or with neither a small
    default workload;
-2. the sequential oracle (:func:`reference.oracle.run_events`) when the workload has at most ``seq_limit``
+2. the sequential oracle (:func:`oij.reference.oracle.run_events`) when the workload has at most ``seq_limit``
    events;
-3. every chosen engine of :mod:`parallel.registry` (default: all registered);
+3. every chosen engine of :mod:`oij.parallel.registry` (default: all registered);
 4. the Spark oracle (``spark``, the default; ``master`` for a cluster): the canonical result, or with
    ``profile`` that semantic profile's (``oij.spark.profiles``), at any size;
 5. every output is written to ``OUT/results/engine=<name>/`` (one Parquet dataset partitioned by engine) and
@@ -41,8 +41,8 @@ from typing import Any, cast
 from oij.drivers.files import QueryFlags, check_outputs, input_events, progress
 from oij.errors import UsageError
 from oij.io.atomic import write_text
-from spec.batch import Results
-from spec.model import Event, Query, StreamTuple
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query, StreamTuple
 
 SPARK_ORACLE = "spark-oracle"
 SEQ_ORACLE = "seq-oracle"
@@ -109,7 +109,7 @@ class Progress:
 
 
 def _engines(args: CheckOptions) -> list[str]:
-    from parallel.registry import engines
+    from oij.parallel.registry import engines
 
     known = engines()
     if args.patterns is None:
@@ -156,7 +156,7 @@ def _generated(args: CheckOptions) -> tuple[str, Query, Iterator[Event]]:
 
 def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: CheckOptions,
                 tuples: int, pool: Any = None) -> tuple[Row, Results | None]:
-    from parallel.registry import EngineOptions
+    from oij.parallel.registry import EngineOptions
 
     row = Row(name)
     t = time.perf_counter()
@@ -233,7 +233,7 @@ class CheckReport:
         """What ``oij check`` prints on stdout: the table, where the report is, the replay cases, the attribution."""
         lines: list[str] = []
         if self.profile != "canonical":
-            lines.append(f"reference: the {self.profile} profile (spec.profiles), {' and '.join(self.profile_how)}")
+            lines.append(f"reference: the {self.profile} profile (oij.spec.profiles), {' and '.join(self.profile_how)}")
         lines.append(table(self.rows, self.reference))
         lines.append(f"report: {os.path.join(self.out, 'report.md')}, {os.path.join(self.out, 'report.json')}; "
                      f"outputs: {os.path.join(self.out, 'results')}/engine=*")
@@ -271,7 +271,7 @@ class _Workload:
 
 def _check_options(args: CheckOptions) -> None:
     """Refuse bad options before any work."""
-    from spec.profiles import PROFILES
+    from oij.spec.profiles import PROFILES
 
     if args.file is not None and args.preset is not None:
         raise UsageError("give a FILE or --preset, not both")
@@ -372,8 +372,8 @@ def _sequential(args: CheckOptions, w: _Workload, rows: list[Row], mem: dict[str
                 prog: Progress) -> Results | None:
     """Step 2: the sequential oracle (the canonical result, returned) and, with a profile, its simulation as the
     seq-oracle row."""
-    from reference.oracle import run_events
-    from spec.profiles import PROFILES, compute_profile_result
+    from oij.reference.oracle import run_events
+    from oij.spec.profiles import PROFILES, compute_profile_result
 
     if w.events is None:
         return None
@@ -398,8 +398,8 @@ def _sequential(args: CheckOptions, w: _Workload, rows: list[Row], mem: dict[str
 def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[Row], mem: dict[str, Results],
                  prog: Progress) -> None:
     """Step 3: the engines, on one pool of replica processes (a new one after an engine that broke it)."""
-    from parallel.registry import get
-    from parallel.runtime.driver import Runtime
+    from oij.parallel.registry import get
+    from oij.parallel.runtime.driver import Runtime
 
     pool: Runtime | None = None
     try:
@@ -484,7 +484,7 @@ def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row
     from oij.spark.frames import read_parquet_events, validate_events
     from oij.spark.oracle import SparkOracleOptions, spark_oracle
     from oij.spark.profiles import spark_profile_oracle
-    from spec.profiles import PROFILES
+    from oij.spec.profiles import PROFILES
 
     spark = log.spark
     prog.say("Spark oracle ...")
@@ -523,7 +523,7 @@ def _replay_cases(args: CheckOptions, w: _Workload, rows: list[Row], gots: list[
                   prog: Progress) -> dict[str, list[dict[str, Any]]]:
     """A small replay case per listed difference of each ``--got`` output: from the events in memory (in the
     stream's own terms for an output that follows a profile), else from Spark."""
-    from spec.profiles import PROFILES
+    from oij.spec.profiles import PROFILES
 
     q, events = w.q, w.events
     if not gots:
@@ -533,8 +533,8 @@ def _replay_cases(args: CheckOptions, w: _Workload, rows: list[Row], gots: list[
                  "arrival, which other profiles do not follow")
         return {}
     if events is not None:
+        from oij.spec.profiles import compute_profile_result
         from oij.testing._got import replay_case, replay_case_as_is
-        from spec.profiles import compute_profile_result
 
         follows = {a.system: a.explained_by[0] for a in attribution if a.explained_by}
         wholes = {p: compute_profile_result(events, q, PROFILES[p]) for p in set(follows.values())}
@@ -634,8 +634,8 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
     (:mod:`oij.testing._attribute`): simulated in memory within --sim-limit, else by the Spark oracle for the
     profiles --attribute names."""
     from oij.spark.compare import engine_dir
+    from oij.spec.profiles import PROFILES
     from oij.testing._got import read_got_results
-    from spec.profiles import PROFILES
 
     if not gots or args.attribute == "none":
         return []

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.batch import Results
-from spec.model import Event, Query
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ _DESCRIPTIONS: dict[str, str] = {}
 
 # Modules that register engines when imported.
 ENGINE_MODULES: tuple[str, ...] = (
-    "parallel.engines",
+    "oij.parallel.engines",
 )
 
 

@@ -22,9 +22,9 @@ The checker explores every reachable state breadth-first with state hashing
 (the state graph is a :class:`networkx.DiGraph`) and checks
 
 * **safety** in every terminal state: the multiset of emitted pairs equals
-  :func:`spec.batch.compute_pairs` on the tuples (``unsafe: duplicate`` /
+  :func:`oij.spec.batch.compute_pairs` on the tuples (``unsafe: duplicate`` /
   ``unsafe: missing``), and the pattern's ordering predicate of
-  :mod:`spec.ordering` holds on the delivery orders (``unsafe: ordering``);
+  :mod:`oij.spec.ordering` holds on the delivery orders (``unsafe: ordering``);
 * **liveness**: no reachable state with something left to do and no step
   enabled (``deadlock``).
 
@@ -33,9 +33,9 @@ shortest counterexample; :func:`format_trace` prints it and
 :func:`draw_sequence` draws it as a sequence diagram.
 
 Shared with the engines, not copied: the routing
-(:class:`~parallel.runtime.emitter.Router`: destinations, owners, epochs,
+(:class:`~oij.parallel.runtime.emitter.Router`: destinations, owners, epochs,
 batches) and the collectors' decision functions (``deliver`` of the classes in
-:mod:`parallel.runtime.collector`, run on the model's queues).  Modelled:
+:mod:`oij.parallel.runtime.collector`, run on the model's queues).  Modelled:
 the channels (FIFO, as the rings are), the replica's join step (probe the
 stored opposite side of the key, then store iff owner; the engines' numpy
 store does the same on batches), and time (every tuple has ts 0 and the
@@ -52,23 +52,22 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
-
-from parallel.runtime.collector import (
+from oij.parallel.runtime.collector import (
     Collector,
     FixedRoundRobinCollector,
     Input,
     RoundRobinCollector,
     StandardCollector,
 )
-from parallel.runtime.emitter import Router, chunks_from_events
-from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, TUPLE, Batch, Ring
-from proofs.verdicts import Counterexample, Result, explore
-from spec.batch import compute_pairs
-from spec.model import BASE, PROBE, Query, Side, StreamTuple
-from spec.ordering import dp_rule, hp_rule, pairs_decided_once, stored_once
+from oij.parallel.runtime.emitter import Router, chunks_from_events
+from oij.parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, TUPLE, Batch, Ring
+from oij.proofs.verdicts import Counterexample, Result, explore
+from oij.spec.batch import compute_pairs
+from oij.spec.model import BASE, PROBE, Query, Side, StreamTuple
+from oij.spec.ordering import dp_rule, hp_rule, pairs_decided_once, stored_once
 
 if TYPE_CHECKING:
-    from proofs.shared import SharedDesign
+    from oij.proofs.shared import SharedDesign
 
 T = TypeVar("T")
 COLLECTORS = ("standard", "round-robin", "fixed-round-robin")
@@ -123,7 +122,7 @@ class Protocol:
 
 
 def build_protocol(d: Design) -> Protocol:
-    """Route the design's input with the engines' :class:`~parallel.runtime.emitter.Router` into per-emitter
+    """Route the design's input with the engines' :class:`~oij.parallel.runtime.emitter.Router` into per-emitter
     send lists."""
     q = Query(0, 0)
     tuples = [StreamTuple(cast(Side, side), i, 0, key, 0.0) for i, (side, key) in enumerate(d.tuples, 1)]
@@ -325,7 +324,7 @@ class Checker:
         else:
             ok = stored_once(orders, stored, ids)
         if not (ok and pairs_decided_once(orders, stored, pairs)):
-            return "unsafe: ordering", f"the {self.d.pattern.upper()} ordering predicate of spec.ordering fails"
+            return "unsafe: ordering", f"the {self.d.pattern.upper()} ordering predicate of oij.spec.ordering fails"
         return "safe", ""
 
     def violation(self, s: State) -> tuple[str, str] | None:
@@ -426,13 +425,13 @@ def design_from(entry: dict[str, Any], bounds: str) -> Design:
 
 # -- every model of the manifest, whichever checker it needs ------------------
 # ``pattern = "scale"`` entries are Scale-OIJ shared-processing models
-# (:mod:`proofs.shared`); the others are emitter/collector models (above).
+# (:mod:`oij.proofs.shared`); the others are emitter/collector models (above).
 
 
 def load_design(entry: dict[str, Any], bounds: str) -> Design | SharedDesign:
     """The design of a manifest ``[[model]]`` entry at its ``quick`` or ``full`` bounds."""
     if entry.get("pattern") == "scale":
-        from proofs import shared
+        from oij.proofs import shared
 
         return shared.design_from(entry, bounds)
     return design_from(entry, bounds)
@@ -442,7 +441,7 @@ def check_design(d: Design | SharedDesign) -> Result:
     """Explore every interleaving of ``d`` with the checker its kind needs."""
     if isinstance(d, Design):
         return check(d)
-    from proofs import shared
+    from oij.proofs import shared
 
     return shared.check(d)
 
@@ -451,7 +450,7 @@ def trace_text(d: Design | SharedDesign, cx: Counterexample) -> str:
     """The counterexample of ``d`` as numbered steps."""
     if isinstance(d, Design):
         return format_trace(d, cx)
-    from proofs import shared
+    from oij.proofs import shared
 
     return shared.format_trace(d, cx)
 
@@ -461,6 +460,6 @@ def draw_design(d: Design | SharedDesign, cx: Counterexample, out: str | IO[byte
     if isinstance(d, Design):
         draw_sequence(d, cx, out, fmt)
         return
-    from proofs import shared
+    from oij.proofs import shared
 
     shared.draw_sequence(d, cx, out, fmt)

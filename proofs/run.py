@@ -1,7 +1,7 @@
 """Every model and claim of ``proofs/manifest.toml`` checked, as ``oij prove`` reports it (:func:`check_manifest`).
 
 The models explore every interleaving within their bounds: of the emitter/collector protocols
-(:mod:`proofs.model`) and of Scale-OIJ's shared processing (:mod:`proofs.shared`); the claims (:mod:`proofs.smt`)
+(:mod:`oij.proofs.model`) and of Scale-OIJ's shared processing (:mod:`oij.proofs.shared`); the claims (:mod:`oij.proofs.smt`)
 are decided by z3.  The verdict table compares each with the manifest; every counterexample is written as a
 trace (``.txt``) and a sequence diagram (``.png`` and ``.svg``).
 """
@@ -44,7 +44,7 @@ def check_manifest(names: Sequence[str] = (), *, bounds: str = "quick", out: str
                    claims: bool = True) -> ProveReport:
     """Check every model (or those of ``names``) within ``bounds`` (quick or full) and decide every z3 claim
     (unless not ``claims``); write each counterexample as a trace and a sequence diagram into ``out``."""
-    from proofs import model, smt
+    from oij.proofs import model, smt
 
     models = model.manifest()
     todo = smt.manifest() if claims else []
@@ -80,9 +80,9 @@ def check_manifest(names: Sequence[str] = (), *, bounds: str = "quick", out: str
 
 
 def _write_counterexample(out: str, name: str, d: object, cx: object) -> list[str]:
-    from proofs.model import Design, draw_design, trace_text
-    from proofs.shared import SharedDesign
-    from proofs.verdicts import Counterexample
+    from oij.proofs.model import Design, draw_design, trace_text
+    from oij.proofs.shared import SharedDesign
+    from oij.proofs.verdicts import Counterexample
 
     assert isinstance(d, (Design, SharedDesign)) and isinstance(cx, Counterexample)
     os.makedirs(out, exist_ok=True)

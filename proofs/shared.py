@@ -19,25 +19,25 @@ sound for the engine's order of loads because progress, teams and indexes
 only grow between the loads, except by eviction, which the eval bound
 guards and which is its own step here.
 
-Checked, as in :mod:`proofs.model`: a duplicate the moment it is emitted; a
+Checked, as in :mod:`oij.proofs.model`: a duplicate the moment it is emitted; a
 pair lost the moment its base has been evaluated without it (each base is
 evaluated exactly once); in every terminal state the multiset of pairs
-equals :func:`spec.batch.compute_pairs` on the on-time tuples
-(:func:`spec.stream.on_time_tuples`); and no deadlock.
+equals :func:`oij.spec.batch.compute_pairs` on the on-time tuples
+(:func:`oij.spec.stream.on_time_tuples`); and no deadlock.
 
 Shared with the engine, not copied: the readiness rule
-(:func:`parallel.shared.scaleoij.ready_mask`, with the engine's negative
+(:func:`oij.parallel.shared.scaleoij.ready_mask`, with the engine's negative
 controls ``self`` and ``arrival``), the eviction bound
-(:func:`parallel.shared.scaleoij.eviction_bound`), the index's run layout
-(:func:`parallel.shared.swmr.build_run`) and its window lookup
-(:func:`parallel.shared.scaleoij.ranges`, :func:`parallel.runtime.store.expand`).
+(:func:`oij.parallel.shared.scaleoij.eviction_bound`), the index's run layout
+(:func:`oij.parallel.shared.swmr.build_run`) and its window lookup
+(:func:`oij.parallel.shared.scaleoij.ranges`, :func:`oij.parallel.runtime.store.expand`).
 Modelled: channels, the driver's routing choice (the engine picks a random
 member: here every member is a branch), the schedule (a design lists team
 changes at fixed points of the input; the engine's Alg. 3 decides them from
 statistics, but correctness may not depend on when or how: every point is a
 possible one) and the joiner loop.  Three controls exist only in the model,
 because the engine cannot express them: ``schedule = "move"`` (a schedule
-that takes a key away from a member: :class:`parallel.shared.teams.TeamMap`
+that takes a key away from a member: :class:`oij.parallel.shared.teams.TeamMap`
 refuses to shrink a team), ``evict = "own"`` (evict below the joiner's own
 eval bound instead of the team's minimum) and ``rule = "symmetric"`` (no
 time-travel bound at all: every tuple is inserted on arrival into its
@@ -52,18 +52,17 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
-
-from parallel.runtime.store import expand
-from parallel.shared import scaleoij
-from parallel.shared.scaleoij import I64MAX, NEG
-from parallel.shared.swmr import build_run
-from parallel.shared.teams import members
-from proofs.verdicts import Counterexample, Result, explore
-from spec.batch import compute_pairs
-from spec.match import is_match, lower_offset, upper_offset
-from spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
-from spec.stream import on_time_tuples
-from spec.watermark import arrival_watermarks
+from oij.parallel.runtime.store import expand
+from oij.parallel.shared import scaleoij
+from oij.parallel.shared.scaleoij import I64MAX, NEG
+from oij.parallel.shared.swmr import build_run
+from oij.parallel.shared.teams import members
+from oij.proofs.verdicts import Counterexample, Result, explore
+from oij.spec.batch import compute_pairs
+from oij.spec.match import is_match, lower_offset, upper_offset
+from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
+from oij.spec.stream import on_time_tuples
+from oij.spec.watermark import arrival_watermarks
 
 RULES = ("team", "self", "arrival", "symmetric")
 EVICTIONS = ("team", "own", "none")

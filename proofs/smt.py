@@ -18,7 +18,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _offsets() -> tuple[z3.ArithRef, z3.ArithRef, z3.BoolRef]:
-    """The inclusive offsets lower', upper' of spec.match, and the query's validity lower <= upper."""
+    """The inclusive offsets lower', upper' of oij.spec.match, and the query's validity lower <= upper."""
     lower, upper = z3.Ints("lower upper")
     li, ui = z3.Bools("lower_inclusive upper_inclusive")
     lo = z3.If(li, lower, lower + 1)

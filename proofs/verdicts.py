@@ -1,7 +1,7 @@
 """What a model check finds, and the search that finds it: breadth-first exploration of a state graph.
 
-Shared by the checkers of :mod:`proofs.model` (emitter/collector protocols)
-and :mod:`proofs.shared` (Scale-OIJ shared processing): each supplies its
+Shared by the checkers of :mod:`oij.proofs.model` (emitter/collector protocols)
+and :mod:`oij.proofs.shared` (Scale-OIJ shared processing): each supplies its
 states, steps and verdicts; :func:`explore` does the rest.
 """
 

@@ -1,5 +1,5 @@
-"""The reference oracle: a fast, sequential streaming OIJ operator that mirrors :mod:`spec`."""
+"""The reference oracle: a fast, sequential streaming OIJ operator that mirrors :mod:`oij.spec`."""
 
-from reference.oracle import Oracle, run_events
+from oij.reference.oracle import Oracle, run_events
 
 __all__ = ["Oracle", "run_events"]

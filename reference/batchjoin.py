@@ -1,11 +1,11 @@
-r"""The batch interval join in numpy: :func:`spec.batch.compute_pairs` for int64 columns, as fast as numpy goes.
+r"""The batch interval join in numpy: :func:`oij.spec.batch.compute_pairs` for int64 columns, as fast as numpy goes.
 
 .. math::
 
    \mathit{pairs}(A, B) = \{\!\{ (a.id, b.id) \mid a \in A, b \in B, a.key = b.key,
    a.ts + l' \le b.ts \le a.ts + u' \}\!\}
 
-with the inclusive offsets :math:`l', u'` of :mod:`spec.match`.  It knows nothing of arrival order,
+with the inclusive offsets :math:`l', u'` of :mod:`oij.spec.match`.  It knows nothing of arrival order,
 watermarks or lateness: on a stream where nothing is late it is the streaming result, and ``oij bench
 peers`` uses it as the *floor* every engine is compared with (sort, four ``searchsorted``, expand).
 

@@ -1,21 +1,21 @@
 r"""The block path of the reference oracle: whole blocks of events decided at once, in numpy.
 
-:class:`reference.oracle.Oracle` takes the arrival sequence one event at a
+:class:`oij.reference.oracle.Oracle` takes the arrival sequence one event at a
 time, about 2 µs of interpreter work per tuple.  :class:`BlockOracle` takes it
 in blocks of ``block`` consecutive events (default :data:`BLOCK`; any size
 from 1 gives the same output) and decides each block with a handful of numpy
 calls.  Its output, as a multiset, is the event-by-event oracle's; in the
-canonical order (:meth:`spec.batch.Results.canonical`, which ``oij join``
+canonical order (:meth:`oij.spec.batch.Results.canonical`, which ``oij join``
 writes by default) the bytes are the same.  It keeps the arrival order's
 meaning -- lateness, watermarks, finality, purging -- and streams: its state
-is what :mod:`spec.purge` needs at the last block end plus one block, bounded
+is what :mod:`oij.spec.purge` needs at the last block end plus one block, bounded
 by the live window, not by the input.
 
-Notation as in :mod:`spec`: a block is the events :math:`e_s \dots e_{t-1}`;
+Notation as in :mod:`oij.spec`: a block is the events :math:`e_s \dots e_{t-1}`;
 :math:`W_i` is the watermark in force at the arrival of :math:`e_i`, before
-it is applied (:func:`spec.watermark.arrival_watermarks`); :math:`W_t` is the
+it is applied (:func:`oij.spec.watermark.arrival_watermarks`); :math:`W_t` is the
 watermark after the block; :math:`\ell', u'` are the inclusive offsets
-(:func:`spec.match.lower_offset`, :func:`spec.match.upper_offset`), so
+(:func:`oij.spec.match.lower_offset`, :func:`oij.spec.match.upper_offset`), so
 :math:`lo(a) = a.ts + \ell'`, :math:`hi(a) = a.ts + u'`.
 
 **Why each step equals the event-by-event definition.**
@@ -26,7 +26,7 @@ of channel c at event i is
 .. math:: m_c(i) = \max\big(m_c(s),\ \max\{e_j.ts \mid s \le j < i,\ e_j
           \text{ a watermark of channel } c\}\big)
 
-(:func:`spec.watermark.on_watermark`; a regression changes no maximum), so
+(:func:`oij.spec.watermark.on_watermark`; a regression changes no maximum), so
 ``maximum.accumulate`` along the block's watermark events, with the carry
 :math:`m_c(s)` as the first element, gives :math:`m_c` after each watermark;
 :math:`W = \min_c m_c` after it; and :math:`W_i` is W after the last
@@ -40,7 +40,7 @@ the maximum; counting every tuple changes nothing, because a late x has
 :math:`x.ts < W = M - l \le M` and cannot raise it.
 
 **2. Late marks are one comparison.**  :math:`late_i \iff e_i \text{ is a
-tuple} \land e_i.ts < W_i` (:func:`spec.watermark.is_late`).
+tuple} \land e_i.ts < W_i` (:func:`oij.spec.watermark.is_late`).
 
 **3. Every pair is found exactly once, in the block of its second tuple.**
 For on-time a, b with b matching a, let the later of the two arrive in block
@@ -49,30 +49,30 @@ probes finds the pair; if a arrived earlier, the join of the *stored* bases
 with K's probes; if b arrived earlier, K's bases with the stored probes.
 These three joins are disjoint, so nothing is found twice.  Nothing is
 missed, because the earlier tuple is still stored: state is purged only at
-block ends, by the rules of :mod:`spec.purge` under :math:`W_t`, and those
+block ends, by the rules of :mod:`oij.spec.purge` under :math:`W_t`, and those
 rules keep every tuple a later on-time tuple can match (a later on-time probe
 b has :math:`b.ts \ge W_i \ge W_t`, so it can match a only if
 :math:`hi(a) \ge W_t`; a later on-time base a has :math:`a.ts \ge W_t`, so it
 can match b only if :math:`b.ts - \ell' \ge W_t`).  Nothing is spurious: the
 join tests key equality and :math:`lo(a) \le b.ts \le hi(a)` exactly, in
-integers.  So the pairs are :func:`spec.batch.compute_pairs` over the on-time
-tuples, which is :func:`spec.stream.compute_stream_result`, which the oracle
+integers.  So the pairs are :func:`oij.spec.batch.compute_pairs` over the on-time
+tuples, which is :func:`oij.spec.stream.compute_stream_result`, which the oracle
 emits.  Purging at block ends rather than at the event where W moves
 changes what is stored in between, never what is found: a stored tuple is an
 on-time tuple, so an extra one can only produce true pairs.
 
 **4. Rows when a base becomes final.**  :math:`a` is final iff :math:`W > hi(a)`
-(:func:`spec.stream.is_final`).  At the end of each block the stored bases
+(:func:`oij.spec.stream.is_final`).  At the end of each block the stored bases
 with :math:`hi(a) < W_t` get their aggregate or (a, null) row and are
 dropped; at End every base is final.  The row is the one the oracle emits,
 because by then every on-time probe in a's window has arrived (one arriving
 later would have :math:`b.ts \le hi(a) < W_t \le W` at its arrival: late) and
-is still stored (:mod:`spec.purge` keeps a probe a later on-time base can
+is still stored (:mod:`oij.spec.purge` keeps a probe a later on-time base can
 match, and in aggregate mode one inside a pending base's window); a base that
 is final on arrival gets the same row at its block's end, since a probe of its
 window arriving after it is late.  A left join's base carries a ``matched``
 flag set by every pair of step 3.  Hence after every block the output so far is
-:func:`spec.stream.compute_emitted` of the prefix read, exactly what the
+:func:`oij.spec.stream.compute_emitted` of the prefix read, exactly what the
 oracle has emitted after the same prefix: a stream cut short by an input
 error keeps the same results on either path.
 
@@ -81,14 +81,14 @@ composite :math:`c = key \cdot (n+1) + rank(ts)`, :math:`rank(t) = |\{j :
 ts_j < t\}|` over their n sorted timestamps; the tuples of key k with
 :math:`L \le ts \le H` are then the run of c in :math:`[k(n+1) + rank(L),\
 k(n+1) + |\{j : ts_j \le H\}|)`: two ``searchsorted`` per query tuple
-(the numpy floor's method, :mod:`reference.batchjoin`; when keys x span of the
+(the numpy floor's method, :mod:`oij.reference.batchjoin`; when keys x span of the
 timestamps fit in :data:`DIRECT_LIMIT`, :math:`ts - \min ts` serves as the
 rank, with the bounds clamped to the timestamps' range first).  A run gives a
 window's pairs (``repeat``), its count (:math:`e - s`), its exact sum
 (prefix sums of the exact integers :math:`v \cdot 2^{1074}` of
-:mod:`reference.exact`: :math:`C_e - C_s`, rounded once by
-:func:`reference.exact.to_float` -- the number
-:func:`spec.aggregate.compute_aggregate` defines, in any order) and its
+:mod:`oij.reference.exact`: :math:`C_e - C_s`, rounded once by
+:func:`oij.reference.exact.to_float` -- the number
+:func:`oij.spec.aggregate.compute_aggregate` defines, in any order) and its
 min/max (``reduceat`` over the runs, taken in order of s so that the gaps
 between runs add up to at most the stored probes; ``+ 0.0`` as the spec).
 
@@ -97,7 +97,7 @@ dictionary: ``1`` and ``"1"`` are different dictionary keys, as they are
 different join keys (the reader admits only ints and strs).  The dictionary
 is renumbered when it outgrows twice the stored tuples, so it stays bounded
 by the live state too.  Timestamps stay ``int64`` throughout, never floats:
-:math:`|ts|, |\ell'|, |u'| \le 2^{62}` (``spec.model.TS_LIMIT``), so
+:math:`|ts|, |\ell'|, |u'| \le 2^{62}` (``oij.spec.model.TS_LIMIT``), so
 :math:`ts + \ell'`, :math:`ts + u'` and :math:`ts - \ell'` fit; an offset is
 always applied to the tuple, never to W (:math:`W + \ell'` could overflow);
 :math:`-\infty` is :data:`NEG` :math:`= -2^{63}`, below every W and ts.
@@ -110,7 +110,7 @@ Data flow::
        block bases x (stored + block probes), stored bases x block probes --> pairs (columns)
                             |
                             v  store; at the block end, under W_t:
-       final bases --> aggregate rows / (a, null) rows;  purge by spec.purge (bounded state)
+       final bases --> aggregate rows / (a, null) rows;  purge by oij.spec.purge (bounded state)
 
 What it supports: every query without a joining condition (:func:`supports`);
 a query with ``cond`` goes to the event-by-event oracle (``oij join`` does so).
@@ -125,12 +125,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from reference.columns import EventBlock
-from reference.exact import scaled, to_float
-from spec.batch import AggregateRow, Pair, Results
-from spec.match import lower_offset, upper_offset
-from spec.model import End, Event, Key, Query, check_query
+from oij.reference.columns import EventBlock
+from oij.reference.exact import scaled, to_float
+from oij.spec.batch import AggregateRow, Pair, Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import End, Event, Key, Query, check_query
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -322,7 +321,7 @@ class BlockOutput:
             self.pairs.append((a, np.zeros_like(a), np.ones(len(a), np.bool_)))
 
     def results(self) -> Results:
-        """The output as a :class:`~spec.batch.Results` in canonical order.  O(rows log rows)."""
+        """The output as a :class:`~oij.spec.batch.Results` in canonical order.  O(rows log rows)."""
         pairs: list[Pair] = []
         for a, b, null in self.pairs:
             pairs += [(x, None if z else y) for x, y, z in zip(a.tolist(), b.tolist(), null.tolist(), strict=True)]
@@ -413,7 +412,7 @@ class BlockStore:
     def __init__(self, q: Query) -> None:
         self.q = check_query(q)
         if not supports(q):
-            raise ValueError("the block path has no joining condition (cond): use reference.oracle.Oracle")
+            raise ValueError("the block path has no joining condition (cond): use oij.reference.oracle.Oracle")
         self.lo = lower_offset(q)
         self.hi = upper_offset(q)
         self.empty = self.lo > self.hi
@@ -438,7 +437,7 @@ class BlockStore:
 
         Requires: not ended; every tuple on time (``ts >= W`` at its arrival); ``w`` the W after the block,
         never below the last one.  Changes: stores the tuples, drops the final bases and what
-        :mod:`spec.purge` lets go.  Emits (into ``self.out``): the block's pairs and the rows of the bases
+        :mod:`oij.spec.purge` lets go.  Emits (into ``self.out``): the block's pairs and the rows of the bases
         that became final.  O(n log(n + S) + S log S + p).
         """
         if self.ended:
@@ -507,7 +506,7 @@ class BlockStore:
         return self.agg is not None
 
     def _settle(self, final_all: bool) -> None:
-        """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`spec.purge`."""
+        """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`oij.spec.purge`."""
         w = self.w
         bases = self.bases
         final = np.ones(len(bases), np.bool_) if final_all else bases.ts + self.hi < w
@@ -632,7 +631,7 @@ class BlockOracle:
     def __init__(self, q: Query, block: int = BLOCK) -> None:
         self.q = check_query(q)
         if not supports(q):
-            raise ValueError("the block path has no joining condition (cond): use reference.oracle.Oracle")
+            raise ValueError("the block path has no joining condition (cond): use oij.reference.oracle.Oracle")
         if block < 1:
             raise ValueError(f"block must be >= 1, got {block}")
         self.block = block
@@ -660,7 +659,7 @@ class BlockOracle:
     def feed(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
              value: F64, channel: I64) -> None:
         """Process consecutive valid events, column-wise (``kind`` 0 tuple / 1 watermark, ``side`` 0 base /
-        1 probe; the columns of :class:`reference.columns.EventBlock`), in blocks of ``self.block``.
+        1 probe; the columns of :class:`oij.reference.columns.EventBlock`), in blocks of ``self.block``.
 
         Requires: not ended.  Emits (into the store's output): late ids, pairs, and the rows of the bases that
         became final.  O(n log(n + S) + S log S + p) per block.
@@ -741,14 +740,14 @@ class BlockOracle:
 def event_columns(events: Iterable[Event]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], Ids, I64,
                                                     npt.NDArray[Any], F64, I64]:
     """Tuples and watermarks (up to an End) as the columns :meth:`BlockOracle.feed` takes
-    (:meth:`reference.columns.EventBlock.columns`).  Keys are int64 when every key is an int that fits, else an
+    (:meth:`oij.reference.columns.EventBlock.columns`).  Keys are int64 when every key is an int that fits, else an
     object column; ids likewise.  O(n)."""
     return EventBlock.from_events(events).columns()
 
 
 def run_blocks(events: Iterable[Event], q: Query, block: int = BLOCK) -> Results:
     """Run the block path over a whole event sequence (up to End); the result in canonical order, as
-    :func:`reference.oracle.run_events`.  O(n log n + output)."""
+    :func:`oij.reference.oracle.run_events`.  O(n log n + output)."""
     evs: list[Event] = []
     ended = False
     for e in events:

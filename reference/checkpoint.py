@@ -1,5 +1,5 @@
-"""Checkpoints of the oracle: :func:`snapshot` saves a :class:`reference.oracle.Oracle`'s whole state, :func:`restore`
-brings it back (the restart protocol's ``oij join --state``; :mod:`spec.recovery` defines what a restored run
+"""Checkpoints of the oracle: :func:`snapshot` saves a :class:`oij.reference.oracle.Oracle`'s whole state, :func:`restore`
+brings it back (the restart protocol's ``oij join --state``; :mod:`oij.spec.recovery` defines what a restored run
 must commit).
 
 The state is everything the operator holds: W and every channel's watermark, the stored tuples of every key,
@@ -20,8 +20,8 @@ import itertools
 import pickle
 from typing import Any
 
-from reference.oracle import Oracle
-from spec.match import COMPARE
+from oij.reference.oracle import Oracle
+from oij.spec.match import COMPARE
 
 FORMAT = 1
 """The version of the snapshot format; :func:`restore` refuses another."""

@@ -4,13 +4,13 @@ Every part that handles events in numpy columns uses this type::
 
     oij-jsonl / Parquet --readers (oij.io.blocks)-------------------> EventBlock (keys as read)
     generator (oij.workloads.generator.Block.events) ---------------> EventBlock (key indexes, key_prefix)
-    EventBlock --BlockOracle.feed (reference.blocks)                  (the block path of the oracle)
-    EventBlock --chunks (parallel.runtime.emitter.Chunk.events) ------> EventBlock (dense key codes) + cond operands
-    EventBlock --pieces (parallel.blocks.driver) --> the block engine's replicas
+    EventBlock --BlockOracle.feed (oij.reference.blocks)                  (the block path of the oracle)
+    EventBlock --chunks (oij.parallel.runtime.emitter.Chunk.events) ------> EventBlock (dense key codes) + cond operands
+    EventBlock --pieces (oij.parallel.blocks.driver) --> the block engine's replicas
 
 A block is a run of consecutive, already validated events in arrival order, one numpy array per field.
 What is not an event column stays outside it: the generator's ``delay`` and ``on_time`` promise
-(:class:`oij.workloads.generator.Block`), the engines' cond operands (:class:`parallel.runtime.emitter.Chunk`).
+(:class:`oij.workloads.generator.Block`), the engines' cond operands (:class:`oij.parallel.runtime.emitter.Chunk`).
 
 Creates no process and no shared memory.
 """
@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from spec.model import End, Event, Key, Side, StreamTuple, Watermark
+from oij.spec.model import End, Event, Key, Side, StreamTuple, Watermark
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -57,9 +56,9 @@ class EventBlock:
     * ``end``: the stream's End follows the block's last event;
     * ``fields``: None when no tuple of the block has named fields, else one float64 column per field name
       (``StreamTuple.fields`` column-wise): NaN where a tuple lacks the field (a field's value is finite,
-      :func:`spec.model.check_tuple`), a watermark's cell unspecified.
+      :func:`oij.spec.model.check_tuple`), a watermark's cell unspecified.
 
-    The engines' views: ``key`` may also hold dense key codes (:class:`parallel.runtime.emitter.Chunk`),
+    The engines' views: ``key`` may also hold dense key codes (:class:`oij.parallel.runtime.emitter.Chunk`),
     which stand for the keys in equality, the only use the join makes of them.
     """
 
@@ -122,7 +121,7 @@ class EventBlock:
 
     def columns(self) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], npt.NDArray[Any], I64,
                                npt.NDArray[Any], F64, I64]:
-        """(kind, side, id, ts, key, value, channel): what :meth:`reference.blocks.BlockOracle.feed` takes."""
+        """(kind, side, id, ts, key, value, channel): what :meth:`oij.reference.blocks.BlockOracle.feed` takes."""
         return self.kind, self.side, self.id, self.ts, self.key, self.value, self.channel
 
     @staticmethod

@@ -1,4 +1,4 @@
-r"""The joining condition in doubles, exactly: :func:`spec.match.is_cond_true` without fractions.
+r"""The joining condition in doubles, exactly: :func:`oij.spec.match.is_cond_true` without fractions.
 
 A comparison :math:`a.x\ op\ b.y + c` needs the sum :math:`y + c`, which a
 double may round (``1e16 + 1 == 1e16``).  Knuth's TwoSum gives it without
@@ -12,7 +12,7 @@ loss as two doubles, :math:`y + c = s + e` exactly, with :math:`s = \mathrm{fl}(
 
 So :math:`x\ op\ y + c \iff (x, 0)\ op\ (s, e)` compared lexicographically
 (:func:`compare_split`), which is what Python does for tuples.  With
-:math:`|c| \le 2^{53}` (:data:`spec.model.FIELD_LIMIT`) the sum never
+:math:`|c| \le 2^{53}` (:data:`oij.spec.model.FIELD_LIMIT`) the sum never
 overflows to infinity, so TwoSum is exact for every finite y.
 
 A tuple's *operands* are computed once, when it arrives: for a base the x of
@@ -27,9 +27,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from spec.match import COMPARE
-from spec.model import BASE, Comparison, CondOp, End, Event, Query, StreamTuple, field_value
+from oij.spec.match import COMPARE
+from oij.spec.model import BASE, Comparison, CondOp, End, Event, Query, StreamTuple, field_value
 
 F64 = npt.NDArray[np.float64]
 
@@ -70,11 +69,11 @@ def operand(t: StreamTuple, c: Comparison) -> tuple[float, float]:
 
 
 def operands(t: StreamTuple, q: Query) -> list[Any]:
-    """The tuple's operand for every comparison of ``q.cond``, in the form :class:`reference.oracle.Oracle` keeps.
+    """The tuple's operand for every comparison of ``q.cond``, in the form :class:`oij.reference.oracle.Oracle` keeps.
 
     :func:`operand`, or its first element alone when the comparison adds nothing (then the second is 0).
     Comparing a base's and a probe's with the comparison's Python operator is
-    :func:`spec.match.is_comparison_true`.  O(len(cond)).
+    :func:`oij.spec.match.is_comparison_true`.  O(len(cond)).
     """
     return [operand(t, c) if c.add else operand(t, c)[0] for c in q.cond]
 

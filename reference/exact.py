@@ -4,7 +4,7 @@ Every finite double is :math:`m \cdot 2^{e}` with :math:`e \ge -1074`, so
 :math:`v \cdot 2^{1074}` is an integer.  Sums and differences of these scaled
 integers are exact, so adding a value and later subtracting it leaves no
 rounding residue, and :func:`to_float` rounds the exact result once -- the same
-number :func:`spec.aggregate.compute_aggregate` computes with fractions.
+number :func:`oij.spec.aggregate.compute_aggregate` computes with fractions.
 """
 
 from __future__ import annotations

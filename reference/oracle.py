@@ -1,22 +1,22 @@
 """The sequential streaming OIJ operator: the oracle every engine is checked against.
 
-It implements :mod:`spec.stream` event by event:
+It implements :mod:`oij.spec.stream` event by event:
 
 * per key, the stored base and probe tuples in timestamp order (parallel
   Python lists kept sorted with :mod:`bisect`; a window is two bisections and
   a slice, so a join visits only in-window entries);
 * eager symmetric emission: a pair is emitted when its second tuple arrives;
-* purging by the rules of :mod:`spec.purge`, driven by a heap of per-key
+* purging by the rules of :mod:`oij.spec.purge`, driven by a heap of per-key
   *wake times* (the smallest watermark at which something of that key can be
   purged or becomes final), so an idle key's state is dropped as soon as the
   watermark passes it, without waiting for another tuple of that key;
 * aggregates emitted on finality.  A key's pending bases become final in
   timestamp order, so their windows slide forward and a per-key cursor keeps
   a running aggregate: add the probes that enter, subtract those that leave
-  (subtract-on-evict), exactly (:mod:`reference.exact`); min/max use a
+  (subtract-on-evict), exactly (:mod:`oij.reference.exact`); min/max use a
   monotonic deque over the same sliding window;
 * a joining condition (``q.cond``) filters the window's candidates: each
-  stored tuple keeps its cond operands (:func:`reference.cond.operands`) in
+  stored tuple keeps its cond operands (:func:`oij.reference.cond.operands`) in
   one more parallel list per comparison, and a window slice is filtered with
   the comparison's operator mapped over that list (``map`` and
   ``itertools.compress``, at C speed).  With a cond, a base's aggregate is
@@ -47,10 +47,10 @@ from functools import reduce
 from itertools import compress, repeat
 from typing import Any
 
-from reference.exact import scaled, to_float
-from spec.batch import AggregateRow, Pair, Results
-from spec.match import COMPARE, lower_offset, upper_offset
-from spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
+from oij.reference.exact import scaled, to_float
+from oij.spec.batch import AggregateRow, Pair, Results
+from oij.spec.match import COMPARE, lower_offset, upper_offset
+from oij.spec.model import BASE, NO_WATERMARK, End, Event, Key, Query, StreamTuple, Watermark, check_query
 
 INF = 1 << 70  # above every timestamp + bound
 
@@ -157,7 +157,7 @@ class Oracle:
         """Process a tuple.
 
         Requires: not ended; ``t`` valid for the query.
-        Changes: stores ``t`` if :func:`spec.purge` says it is needed; in
+        Changes: stores ``t`` if :func:`oij.spec.purge` says it is needed; in
         lateness mode advances W (and purges).
         Emits: ``late`` if ``t.ts < W``; else every pair ``t`` completes; an
         aggregate or (a, null) row if ``t`` is a base that is final on arrival.
@@ -655,7 +655,7 @@ class Oracle:
 
     def _check(self) -> None:
         """Assert the structural invariants.  Tests call it after every event.  O(state)."""
-        from spec.aggregate import compute_aggregate
+        from oij.spec.aggregate import compute_aggregate
 
         if not self.ended:
             expect = min(self.channel_max) if self.lateness is None else (
@@ -687,9 +687,9 @@ class Oracle:
 
 
 def _operands(t: StreamTuple, q: Query) -> Any:
-    """:func:`reference.cond.operands`, imported on the first cond query only (it loads numpy, which a plain
+    """:func:`oij.reference.cond.operands`, imported on the first cond query only (it loads numpy, which a plain
     join does not need)."""
-    from reference.cond import operands
+    from oij.reference.cond import operands
 
     return operands(t, q)
 

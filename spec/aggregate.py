@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from spec.model import AggregateKind
+from oij.spec.model import AggregateKind
 
 AggregateValue = float | int | None
 

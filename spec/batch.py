@@ -7,10 +7,10 @@ r"""Batch semantics: the result of the join over two finite sets of tuples.
 For a left join, also :math:`(a.id, \mathrm{null})` for every :math:`a \in A`
 that matches no :math:`b \in B`.  With an aggregate, the result is instead one
 row per base tuple, :math:`(a.id, \mathit{count}, \mathit{value})` as in
-:mod:`spec.aggregate` (a left join then changes nothing: every base tuple
+:mod:`oij.spec.aggregate` (a left join then changes nothing: every base tuple
 already has its row).
 
-Results are compared as multisets; :class:`~spec.batch.Results` keeps each part sorted
+Results are compared as multisets; :class:`~oij.spec.batch.Results` keeps each part sorted
 (the *canonical order*) so that equal multisets compare equal as lists.
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from spec.aggregate import AggregateValue, compute_aggregate
-from spec.match import is_match
-from spec.model import BASE, PROBE, Query, StreamTuple
+from oij.spec.aggregate import AggregateValue, compute_aggregate
+from oij.spec.match import is_match
+from oij.spec.model import BASE, PROBE, Query, StreamTuple
 
 Pair = tuple[int, int | None]
 """(base id, probe id); probe id None marks an unmatched base tuple of a left join."""

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from spec.model import Comparison, CondOp, Query, StreamTuple, field_value
+from oij.spec.model import Comparison, CondOp, Query, StreamTuple, field_value
 
 COMPARE: dict[CondOp, Callable[[Any, Any], Any]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
 }
-"""The six comparison operators of a :class:`~spec.model.Comparison`, as functions."""
+"""The six comparison operators of a :class:`~oij.spec.model.Comparison`, as functions."""
 
 
 def lower_offset(q: Query) -> int:
@@ -77,7 +77,7 @@ def is_cond_true(a: StreamTuple, b: StreamTuple, q: Query) -> bool:
     r"""The joining condition: :math:`cond(a, b) = \bigwedge_{c \in q.cond} a.c.left\ c.op\ b.c.right + c.add`.
 
     True for an empty cond.  Requires every field the cond reads
-    (:func:`spec.model.check_tuple`).
+    (:func:`oij.spec.model.check_tuple`).
     """
     return all(is_comparison_true(a, b, c) for c in q.cond)
 

@@ -5,12 +5,12 @@ immutable named tuples (cheap to build: the reference oracle and the readers
 use the same classes, millions of times a second); the query is a frozen
 dataclass.
 
-Notation used in every docstring of :mod:`spec`:
+Notation used in every docstring of :mod:`oij.spec`:
 
 * ``a`` is a base tuple (stream A), ``b`` a probe tuple (stream B);
 * ``a.ts``, ``a.key``, ``a.id`` are its fields;
 * ``q`` is the query, with bounds ``q.lower <= q.upper``;
-* ``W`` is the effective watermark (see :mod:`spec.watermark`).
+* ``W`` is the effective watermark (see :mod:`oij.spec.watermark`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ FIELD_LIMIT: Final = 1 << 53
 r"""Bound on integer cond operands and on cond constants: :math:`|x| \le 2^{53}`.
 
 Within it every integer is exactly a double, so a field is one float64 in every
-engine, and a sum :math:`b.y + c` never overflows (see :func:`spec.match.is_cond_true`)."""
+engine, and a sum :math:`b.y + c` never overflows (see :func:`oij.spec.match.is_cond_true`)."""
 
 TS_LIMIT: Final = (1 << 62) - 1
 r"""Bound on every timestamp and query bound: :math:`|ts|, |lower|, |upper| < 2^{62}`.
@@ -98,7 +98,7 @@ class Watermark(NamedTuple):
     r"""A watermark of channel ``channel``: no later tuple of that channel has ``ts < self.ts``.
 
     Watermarks of one channel may regress; a regression is ignored because the
-    per-channel watermark is a running maximum (:func:`spec.watermark.on_watermark`).
+    per-channel watermark is a running maximum (:func:`oij.spec.watermark.on_watermark`).
     """
 
     ts: int
@@ -119,7 +119,7 @@ class Comparison(NamedTuple):
     ``left`` names a field of the base tuple, ``right`` a field of the probe
     tuple (a name of ``fields``, or ``ts`` or ``value``); ``op`` is one of
     ``< <= > >= == !=``; ``add`` is a constant with :math:`|add| \le 2^{53}`.
-    The comparison is exact, over the reals (:func:`spec.match.is_cond_true`).
+    The comparison is exact, over the reals (:func:`oij.spec.match.is_cond_true`).
     """
 
     left: str

@@ -1,13 +1,13 @@
 r"""Semantic profiles: the deliberate differences of real systems, as named parameters of the specification.
 
-The canonical semantics (:mod:`spec.stream`) is one point in a small space.
+The canonical semantics (:mod:`oij.spec.stream`) is one point in a small space.
 Real systems choose other points on purpose; a :class:`Profile` names one, and
 :func:`compute_profile_result` computes the result of a complete stream under
-it, by simulating an operator step by step.  Under :data:`spec.profiles.CANONICAL` it equals
-:func:`spec.stream.compute_stream_result` (tested against the oracle).
+it, by simulating an operator step by step.  Under :data:`oij.spec.profiles.CANONICAL` it equals
+:func:`oij.spec.stream.compute_stream_result` (tested against the oracle).
 
 The parameters, with E the arrival sequence, :math:`W_k` the watermark after
-the first k events (computed as in :mod:`spec.watermark`, with the combination
+the first k events (computed as in :mod:`oij.spec.watermark`, with the combination
 below), and event j (1-based) the current one:
 
 * ``late_rule``: a tuple x is late iff :math:`x.ts < W` (``"lt"``, canonical;
@@ -71,10 +71,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from spec.aggregate import compute_aggregate
-from spec.batch import Results, compute_batch
-from spec.match import is_match, lower_offset, upper_offset
-from spec.model import BASE, NO_WATERMARK, PROBE, End, Event, Query, StreamTuple, Watermark
+from oij.spec.aggregate import compute_aggregate
+from oij.spec.batch import Results, compute_batch
+from oij.spec.match import is_match, lower_offset, upper_offset
+from oij.spec.model import BASE, NO_WATERMARK, PROBE, End, Event, Query, StreamTuple, Watermark
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Profile:
     retract_on_purge: bool = False
 
     def differences(self) -> list[str]:
-        """The parameters where this profile differs from :data:`spec.profiles.CANONICAL`, as ``name=value`` strings."""
+        """The parameters where this profile differs from :data:`oij.spec.profiles.CANONICAL`, as ``name=value`` strings."""
         out = []
         for f in ("late_rule", "channel_combine", "side_combine", "lateness_shift", "lag", "late_tuples", "purge",
                   "end_flush", "retract_on_purge"):
@@ -165,7 +165,7 @@ def get_profile(name: str) -> Profile:
 
 
 def custom_profile(**params: Any) -> Profile:
-    """A profile with the given parameters on top of :data:`spec.profiles.CANONICAL` (name ``custom``)."""
+    """A profile with the given parameters on top of :data:`oij.spec.profiles.CANONICAL` (name ``custom``)."""
     return replace(CANONICAL, name="custom", system="custom", summary="custom", **params)
 
 
@@ -325,7 +325,7 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
     event (:func:`on_profile_tuple`, a watermark raising its channel's maximum, :func:`on_profile_end`), W
     recomputed after each (:func:`combine_watermark`) and state evicted (:func:`evict_after`).  With
     ``retract_on_purge`` the rows of forgotten tuples are taken back: the result is the batch join
-    (:func:`spec.batch.compute_batch`) of the tuples still held.
+    (:func:`oij.spec.batch.compute_batch`) of the tuples still held.
 
     Requires: ``events`` valid for ``q`` (ids unique), ending with End or not.
     Quadratic and step by step on purpose: this is a definition.

@@ -2,7 +2,7 @@ r"""Purge rules: which stored tuples an operator still needs.
 
 A non-late tuple is *needed* after a prefix of the stream iff dropping it
 could change what the operator emits later.  Let W be the watermark after
-the prefix, :math:`\ell', u'` the inclusive offsets of :mod:`spec.match`,
+the prefix, :math:`\ell', u'` the inclusive offsets of :mod:`oij.spec.match`,
 and :math:`\mathit{nonempty} \iff \ell' \le u'`.
 
 Every future non-late tuple y has :math:`y.ts \ge W`.
@@ -11,7 +11,7 @@ Every future non-late tuple y has :math:`y.ts \ge W`.
 :math:`b.ts \ge W` lies in :math:`[lo(a), hi(a)]`, i.e. iff
 :math:`\mathit{nonempty} \land hi(a) \ge W`.  With a left join or an
 aggregate, a is also needed until its final row is out, i.e. while
-:math:`hi(a) \ge W` (:func:`spec.stream.is_final` is false).
+:math:`hi(a) \ge W` (:func:`oij.spec.stream.is_final` is false).
 
 .. math::
 
@@ -35,7 +35,7 @@ with P the non-late, non-final base tuples.  In pairs mode a pending base
 needs no stored probe: its pairs were emitted when the later tuple arrived.
 
 **A joining condition changes nothing here**: "matches" above is
-:func:`spec.match.is_window_match`, key and time only.  Whether a future tuple
+:func:`oij.spec.match.is_window_match`, key and time only.  Whether a future tuple
 satisfies cond with a stored one depends on the future tuple's fields, which
 no operator can know, so the first disjunct of each rule is the same with a
 cond.  Only the aggregate rule could be sharpened (a probe that fails cond for
@@ -50,10 +50,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spec.match import is_window_empty, is_window_match, lower_offset, window_hi
-from spec.model import BASE, End, Event, Query, StreamTuple
-from spec.stream import is_final, on_time_tuples
-from spec.watermark import watermark_after
+from oij.spec.match import is_window_empty, is_window_match, lower_offset, window_hi
+from oij.spec.model import BASE, End, Event, Query, StreamTuple
+from oij.spec.stream import is_final, on_time_tuples
+from oij.spec.watermark import watermark_after
 
 
 def is_base_needed(a: StreamTuple, w: int, q: Query) -> bool:

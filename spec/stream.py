@@ -1,10 +1,10 @@
 r"""Streaming semantics over an arrival sequence of events.
 
 Let :math:`E = e_1 \dots e_n` be the arrival sequence and :math:`W_i` the
-watermark in force at the arrival of :math:`e_i` (:mod:`spec.watermark`).
+watermark in force at the arrival of :math:`e_i` (:mod:`oij.spec.watermark`).
 
 * :math:`\mathit{late}(E) = \{x.id \mid e_i = x \text{ a tuple}, x.ts < W_i\}`.
-* The result is the batch result (:mod:`spec.batch`) over the non-late
+* The result is the batch result (:mod:`oij.spec.batch`) over the non-late
   tuples, plus the late ids.
 
 *When* a result may be emitted (the contract every operator in this project,
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spec.batch import Pair, Results, compute_aggregates, compute_pairs, pair_order
-from spec.match import is_match, window_hi
-from spec.model import BASE, PROBE, End, Event, Query, StreamTuple
-from spec.watermark import arrival_watermarks, is_late, watermark_after
+from oij.spec.batch import Pair, Results, compute_aggregates, compute_pairs, pair_order
+from oij.spec.match import is_match, window_hi
+from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple
+from oij.spec.watermark import arrival_watermarks, is_late, watermark_after
 
 
 def is_final(a: StreamTuple, w: int, q: Query) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
 
 
 def initial_channel_watermarks(q: Query) -> tuple[int, ...]:
@@ -60,7 +60,7 @@ def is_late(t: StreamTuple, w: int) -> bool:
 def arrival_watermarks(events: Iterable[Event], q: Query) -> list[int]:
     """W in force at the arrival of each event, before the event itself is applied.
 
-    After an :class:`~spec.model.End` no event may follow; the list has one entry per event.
+    After an :class:`~oij.spec.model.End` no event may follow; the list has one entry per event.
     """
     ms = initial_channel_watermarks(q)
     max_ts = NO_WATERMARK

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from parallel.runtime.driver import Runtime
+from oij.parallel.runtime.driver import Runtime
 
 from .procs import alive, segments
 

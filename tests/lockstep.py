@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from reference.oracle import Oracle
-from spec.model import Event, Query
-from spec.purge import compute_needed
-from spec.stream import compute_emitted
+from oij.reference.oracle import Oracle
+from oij.spec.model import Event, Query
+from oij.spec.purge import compute_needed
+from oij.spec.stream import compute_emitted
 
 OracleFactory = Callable[[Query], Oracle]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from parallel.registry import EngineOptions
-from parallel.runtime.driver import Runtime
+from oij.parallel.registry import EngineOptions
+from oij.parallel.runtime.driver import Runtime
 
 
 def segments() -> set[str]:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import cast
 
 from hypothesis import strategies as st
-
-from spec.model import (
+from oij.spec.model import (
     BASE,
     COND_OPS,
     PROBE,

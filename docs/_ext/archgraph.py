@@ -35,7 +35,7 @@ def build_graph() -> Any:
     import grimp
     import networkx as nx
 
-    g = grimp.build_graph("spec", "reference", "parallel", "proofs", "oij")
+    g = grimp.build_graph("oij.spec", "oij.reference", "oij.parallel", "oij.proofs", "oij")
     dg = nx.DiGraph()
     for row in UNITS:
         dg.add_nodes_from(row)

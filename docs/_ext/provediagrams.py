@@ -1,6 +1,6 @@
 """Sphinx extension: draw the model checker's counterexamples (PPOIJ Examples 4.1-4.3) when the docs build.
 
-The checker (:mod:`proofs.model`) explores the manifest's must-fail models at
+The checker (:mod:`oij.proofs.model`) explores the manifest's must-fail models at
 their quick bounds and draws the shortest counterexample of each kind into
 ``_static/prove/`` (not committed): the pictures on the proofs page are what
 the checker finds, every time the docs are built.
@@ -17,7 +17,7 @@ DIAGRAMS = [("dp-standard", "unsafe: duplicate"), ("dp-standard", "unsafe: missi
 
 
 def draw(out_dir: str) -> None:
-    from proofs import model
+    from oij.proofs import model
 
     os.makedirs(out_dir, exist_ok=True)
     entries = {m["name"]: m for m in model.manifest()}

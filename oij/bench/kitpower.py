@@ -440,11 +440,11 @@ def judge_replay(m: Mutant, rec: Recording, diffs: Path, cmd: list[str], feature
     (``run_command``, the kit's own runner and timeout), so that no state the replay's one process carries
     between cases can decide a kill.  Sets ``m`` (killed, kind, found_by, decided="replay") and returns True;
     False when undecided (every differing answer passed): the real run decides."""
+    from oij.spec.profiles import CANONICAL
     from oij.testing._case import Case, case_features, parse_features
     from oij.testing._protocol import ProtocolError, parse_output
     from oij.testing._runner import Outcome, judge, run_command
     from oij.testing._vectors import interleaved
-    from spec.profiles import CANONICAL
 
     feats = parse_features(features)
     names = sorted(rec.dir.glob("*.in"))
@@ -587,8 +587,8 @@ def _rerun_all(result: dict[str, Any], again: list[int], one: Any, jobs: int,
 _EXHAUSTIVE_CHILD = """
 import pickle, sys
 sys.path.insert(0, sys.argv[1])
-from reference.oracle import run_events
-assert __import__("reference").__file__.startswith(sys.argv[1]), "the mutant's package was not imported"
+from oij.reference.oracle import run_events
+assert __import__("oij.reference").__file__.startswith(sys.argv[1]), "the mutant's package was not imported"
 with open(sys.argv[2], "rb") as f:
     corpus = pickle.load(f)
 for n, (q, events, want) in enumerate(corpus):
@@ -612,8 +612,8 @@ def exhaustive_check(path: str, repo: Path, jobs: int, out_dir: Path) -> dict[st
     import json
     import pickle
 
+    from oij.reference.oracle import run_events
     from oij.testing._exhaustive import small_cases
-    from reference.oracle import run_events
 
     result: dict[str, Any] = json.loads(Path(path).read_text())
     todo = [m for m in result["mutants"] if m["target"] == "oracle" and m["verdict"] in ("survived", "equivalent")]

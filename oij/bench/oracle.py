@@ -9,7 +9,7 @@ Method (docs/reference.rst has the write-up):
   emitted pairs drained every 2^16 events;
 * *end to end*: the workload is written to an oij-jsonl file, then
   ``oij join FILE -o /dev/null`` is timed in-process (in arrival order and in
-  the canonical order: the block path of :mod:`reference.blocks`, and the
+  the canonical order: the block path of :mod:`oij.reference.blocks`, and the
   event path again with ``OIJ_JOIN_PATH=event``), next to a bare loop that
   only decodes the lines (orjson, the decoder the reader uses, and the
   standard library's json, for scale);
@@ -69,9 +69,9 @@ def workload(preset: str) -> Any:
 
 def operator_alone(preset: str, events: int, seed: int, repeat: int) -> dict[str, Any]:
     """The oracle's ``on_*`` calls alone on a generated list of events: process CPU time of ``repeat`` runs."""
+    from oij.reference.oracle import Oracle
+    from oij.spec.model import StreamTuple, Watermark
     from oij.workloads import generate
-    from reference.oracle import Oracle
-    from spec.model import StreamTuple, Watermark
 
     q, it = generate(workload(preset), events, seed)
     evs = list(it)
@@ -180,9 +180,9 @@ def memory_probe(preset: str, events: int, seed: int) -> dict[str, Any]:
     across fork+exec.
     """
     from oij.proctree import self_peak_kib
+    from oij.reference.oracle import Oracle
+    from oij.spec.model import StreamTuple, Watermark
     from oij.workloads import generate
-    from reference.oracle import Oracle
-    from spec.model import StreamTuple, Watermark
 
     q, it = generate(workload(preset), events, seed)
     o = Oracle(q)

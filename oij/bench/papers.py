@@ -25,10 +25,10 @@ SEC = 1_000_000  # the presets' time unit is the microsecond
 # ------------------------------------------------------------------ PPOIJ: KP, DP, HP on the process engines
 
 def _ppoij(cell: Cell, ctx: Context, *, cdf: bool = False) -> Row:
+    from oij.parallel.patterns.engine import epoch_size, run_chunks
+    from oij.parallel.runtime.driver import JobOptions
+    from oij.parallel.runtime.emitter import chunks_from_blocks
     from oij.workloads import generate_blocks, resolve, with_overrides
-    from parallel.patterns.engine import epoch_size, run_chunks
-    from parallel.runtime.driver import JobOptions
-    from parallel.runtime.emitter import chunks_from_blocks
 
     preset = "ppoij-uniform" if cell["dist"] == "uniform" else "ppoij-skewed"
     over: dict[str, Any] = {"keys": cell["keys"], "lower": -cell["interval_s"] * SEC}
@@ -198,9 +198,9 @@ register(Experiment("ppoij-latency", "PPOIJ Fig. 16", "latency CDF of KP, DP, HP
 # ------------------------------------------------------------------ Scale-OIJ study: Key-OIJ and Scale-OIJ
 
 def _team(cell: Cell, ctx: Context) -> Row:
+    from oij.parallel.runtime.emitter import chunks_from_blocks
+    from oij.parallel.shared.teamrun import TeamOptions, epoch_size, run_chunks
     from oij.workloads import generate_blocks, resolve, with_overrides
-    from parallel.runtime.emitter import chunks_from_blocks
-    from parallel.shared.teamrun import TeamOptions, epoch_size, run_chunks
 
     params = with_overrides(resolve(cell.get("preset", "scale-oij-default")), cell.get("over", {}))
     n = cell["events"]

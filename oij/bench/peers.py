@@ -7,10 +7,10 @@ Method (docs/results.rst has the write-up and the table):
   late, so every system's exact result is the batch join) and written as oij-jsonl, Parquet and, for
   the JVM peers, a CSV of ``side,id,ts,key`` (oij's time units read as ms); writing them is not timed;
 * every system is one process, timed by wall clock from start to exit, reading a file and writing its
-  pairs to a file: ``oij join`` (its block path, :mod:`reference.blocks`; and, on oij-jsonl, its event path
+  pairs to a file: ``oij join`` (its block path, :mod:`oij.reference.blocks`; and, on oij-jsonl, its event path
   too, ``OIJ_JOIN_PATH=event``: the oracle event by event), ``oij run`` for every pattern at 1 and 2
   replicas, the numpy floor
-  (:mod:`reference.batchjoin`: columnar read, sort + searchsorted, column-wise write), Flink's
+  (:mod:`oij.reference.batchjoin`: columnar read, sort + searchsorted, column-wise write), Flink's
   DataStream intervalJoin (Java, ``oij.flink.peers``) at parallelism 1 and 2, Flink SQL's interval join
   (PyFlink) and Spark Structured Streaming's stream-stream join (pyspark, ``local[2]``);
 * repetitions are interleaved (every system once, then again), the median is reported;
@@ -476,12 +476,12 @@ def render_docs(result: dict[str, Any], d: Path) -> None:
 
 
 def floor(path: str, out: str) -> None:
-    """Read ``path`` column-wise, join with :func:`reference.batchjoin.compute_pair_columns`, write the pairs."""
+    """Read ``path`` column-wise, join with :func:`oij.reference.batchjoin.compute_pair_columns`, write the pairs."""
     from oij.io import open_blocks
     from oij.io.atomic import atomic_text
     from oij.io.jsonl import canonical_pair_order, write_pairs
-    from reference.batchjoin import compute_pair_columns
-    from spec.match import lower_offset, upper_offset
+    from oij.reference.batchjoin import compute_pair_columns
+    from oij.spec.match import lower_offset, upper_offset
 
     q, blocks, f = open_blocks(path)
     try:

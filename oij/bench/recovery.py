@@ -25,8 +25,8 @@ from typing import Any
 
 from oij.adapters import get_adapter, restart_command
 from oij.bench.results import capture
+from oij.spec.profiles import get_profile
 from oij.testing._restarts import RestartFailure, plan_json, restart_search, row_text
-from spec.profiles import get_profile
 
 
 @dataclass(frozen=True)

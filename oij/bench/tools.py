@@ -232,10 +232,10 @@ def _run_state(q: Any, events: list[Any], index: bool) -> tuple[float, int, int]
     (seconds, pairs, entries walked)."""
     import numpy as np
 
-    from parallel.runtime.emitter import chunks_from_events
-    from parallel.runtime.ring import tuple_dtype
-    from parallel.runtime.store import JoinState
-    from spec.match import lower_offset, upper_offset
+    from oij.parallel.runtime.emitter import chunks_from_events
+    from oij.parallel.runtime.ring import tuple_dtype
+    from oij.parallel.runtime.store import JoinState
+    from oij.spec.match import lower_offset, upper_offset
 
     recs_list = []
     for c in chunks_from_events(events, 256, q=q):
@@ -258,7 +258,7 @@ def _run_state(q: Any, events: list[Any], index: bool) -> tuple[float, int, int]
 
 
 def _cond(cell: Cell, ctx: Context) -> Row:
-    from reference.oracle import Oracle
+    from oij.reference.oracle import Oracle
 
     q, events = _cond_workload(cell)
     best = float("inf")

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="column names of a --got output written by another tool (of --got NAME, or of every --got): "
                    "fields kind, base, probe, count, value, id (e.g. flink:base=a_id,probe=b_id); repeatable")
     p.add_argument("--profile", default="canonical",
-                   help="judge against a semantic profile of spec.profiles (spark-ss, flink-sql, ...; default "
+                   help="judge against a semantic profile of oij.spec.profiles (spark-ss, flink-sql, ...; default "
                    "canonical): the Spark oracle computes its result at any size, and within --sim-limit it is "
                    "also simulated in memory as the seq-oracle row; the "
                    "comparison runs in Python")

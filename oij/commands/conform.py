@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from oij.spec.profiles import PROFILES
 from oij.testing._features import FEATURES, OPT_IN
-from spec.profiles import PROFILES
 
 FEATURE_NAMES = (", ".join(f for f in FEATURES if f not in OPT_IN) + "; "
                  + ", ".join(f for f in FEATURES if f in OPT_IN) + " (opt-in)")

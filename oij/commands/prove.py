@@ -1,11 +1,11 @@
 """``oij prove [--quick|--full] [NAME ...]``: check every model and claim of proofs/manifest.toml.
 
 The models explore every interleaving within their bounds: of the
-emitter/collector protocols (:mod:`proofs.model`) and of Scale-OIJ's shared
-processing (:mod:`proofs.shared`); the claims
-(:mod:`proofs.smt`) are decided by z3.  The verdict table compares each with
+emitter/collector protocols (:mod:`oij.proofs.model`) and of Scale-OIJ's shared
+processing (:mod:`oij.proofs.shared`); the claims
+(:mod:`oij.proofs.smt`) are decided by z3.  The verdict table compares each with
 the manifest; every counterexample is written as a trace (``.txt``) and a
-sequence diagram (``.png`` and ``.svg``) into ``--out`` (:func:`proofs.run.check_manifest`).  Exit 1
+sequence diagram (``.png`` and ``.svg``) into ``--out`` (:func:`oij.proofs.run.check_manifest`).  Exit 1
 when a verdict differs from the manifest.
 """
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from proofs.run import check_manifest
+    from oij.proofs.run import check_manifest
 
     report = check_manifest(args.names, bounds="full" if args.full else "quick", out=args.out,
                             claims=not args.no_claims)

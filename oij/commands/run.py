@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from oij.drivers.run import RunOptions, run_engine
-    from parallel.runtime.driver import EngineFailure
+    from oij.parallel.runtime.driver import EngineFailure
 
     try:
         report = run_engine(options(RunOptions, args))

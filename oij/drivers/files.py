@@ -20,7 +20,7 @@ from oij.errors import UsageError
 from oij.io import open_blocks, open_events
 from oij.io.atomic import atomic_text, check_writable
 from oij.io.errors import InputError
-from spec.model import Event, Query, SpecError, check_query
+from oij.spec.model import Event, Query, SpecError, check_query
 
 if TYPE_CHECKING:
     from oij.io.blocks import EventBlock

@@ -2,18 +2,18 @@
 
 Two paths to the same bytes:
 
-* **the block path** (:mod:`reference.blocks`), whenever its output is the event-by-event oracle's: the
+* **the block path** (:mod:`oij.reference.blocks`), whenever its output is the event-by-event oracle's: the
   canonical order (the default), no ``--stats``, the canonical profile, and a query it supports
-  (:func:`reference.blocks.supports`: every query without a joining condition).  A file is read in column
+  (:func:`oij.reference.blocks.supports`: every query without a joining condition).  A file is read in column
   blocks (:mod:`oij.io.blocks`: the per-line reader's events and errors); stdin, Parquet datasets and small
   files (``SMALL_FILE``) line by line, grouped into blocks; each block is decided with numpy and its
   pairs go to the external sort (:class:`oij.io.extsort.CanonicalSorter`) as columns;
-* **the event path** (:class:`reference.oracle.Oracle`, one event at a time) otherwise: ``--order arrival``
+* **the event path** (:class:`oij.reference.oracle.Oracle`, one event at a time) otherwise: ``--order arrival``
   (the order is the oracle's emission order), ``--stats`` (per-join counters), a ``cond`` query.
 
 On bad input both paths print the same one-line error and exit 2; a file output is left as it was, stdout
 gets the results of the events before the error (the same rows: after a prefix both emitted
-:func:`spec.stream.compute_emitted` of it).
+:func:`oij.spec.stream.compute_emitted` of it).
 
 Which path, by default (``auto``): the block path for Parquet input and for oij-jsonl files of
 ``SMALL_INPUT`` or more; the event path for smaller files and for stdin.  The block path's numpy costs
@@ -48,13 +48,13 @@ from oij.io.atomic import write_text
 from oij.io.errors import InputError
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
-from reference.oracle import Oracle
-from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.reference.oracle import Oracle
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 if TYPE_CHECKING:
     from oij.io.blocks import EventBlock
-    from reference.blocks import BlockOracle
+    from oij.reference.blocks import BlockOracle
 
 PATHS = ("auto", "block", "event")
 """Values of ``OIJ_JOIN_PATH`` (module docstring)."""
@@ -169,7 +169,7 @@ def _explain(err: InputError, output: str | None, n: int) -> None:
 # ---------------------------------------------------------------------- the block path
 
 Columns = tuple[Any, Any, Any, Any, Any, Any, Any]
-"""kind, side, id, ts, key, value, channel: the columns :meth:`reference.blocks.BlockOracle.feed` takes."""
+"""kind, side, id, ts, key, value, channel: the columns :meth:`oij.reference.blocks.BlockOracle.feed` takes."""
 
 
 @dataclass
@@ -183,7 +183,7 @@ class _Source:
 
 def _run_blocks(args: JoinOptions) -> int:
     """The block path (module docstring); a query it does not support goes to the event path, same reader."""
-    from reference.blocks import BlockOracle
+    from oij.reference.blocks import BlockOracle
 
     with open_input(args.file, args, _open_source) as (q, src):
         if src.blocks is None:
@@ -222,7 +222,7 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
     if the block path supports the query, else events.  Returns the query, the source, the stream to close."""
     from oij.io import DATASET_BLOCK, STDIN_BLOCK
     from oij.io.jsonl import read_jsonl
-    from reference.blocks import supports
+    from oij.reference.blocks import supports
 
     if os.path.isdir(path):  # a Parquet dataset: its files one after the other, row by row
         from oij.io.parquet import read_parquet
@@ -262,7 +262,7 @@ def _block_columns(blocks: Iterator[EventBlock]) -> Iterator[tuple[Columns, bool
 
 
 def _grouped(q: Query, events: Iterator[Event], size: int) -> _Source:
-    from reference.blocks import supports
+    from oij.reference.blocks import supports
 
     return _Source(blocks=_group(events, size)) if supports(q) else _Source(events=events)
 
@@ -270,7 +270,7 @@ def _grouped(q: Query, events: Iterator[Event], size: int) -> _Source:
 def _group(events: Iterator[Event], size: int) -> Iterator[tuple[Columns, bool]]:
     """Events as column blocks of at most ``size``; on an input error, the events before it as a last block,
     then the error (a stream keeps its valid prefix, as on the event path)."""
-    from reference.blocks import event_columns
+    from oij.reference.blocks import event_columns
 
     buf: list[Event] = []
     try:
@@ -344,7 +344,7 @@ def _finish(o: Oracle, out: IO[str], sink: IO[str] | CanonicalSorter) -> int:
 
 
 def _run_profile(args: JoinOptions) -> int:
-    from spec.profiles import PROFILES, compute_profile_result
+    from oij.spec.profiles import PROFILES, compute_profile_result
 
     if args.profile not in PROFILES:
         raise UsageError(f"--profile: unknown profile {args.profile!r}; known: {', '.join(PROFILES)}")

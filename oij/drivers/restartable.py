@@ -24,10 +24,10 @@ from typing import IO
 
 from oij.errors import UsageError
 from oij.io.jsonl import read_jsonl, result_lines
-from reference.checkpoint import restore, snapshot
-from reference.oracle import Oracle
-from spec.batch import Results
-from spec.model import End
+from oij.reference.checkpoint import restore, snapshot
+from oij.reference.oracle import Oracle
+from oij.spec.batch import Results
+from oij.spec.model import End
 
 SNAPSHOT = re.compile(r"snap-(\d+)")
 

@@ -24,8 +24,8 @@ from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
-from spec.batch import Results
-from spec.model import Query
+from oij.spec.batch import Results
+from oij.spec.model import Query
 
 
 @dataclass
@@ -122,9 +122,9 @@ def _check(args: RunOptions) -> None:
 
 def run_engine(args: RunOptions) -> RunReport:
     """Run the engine ``args`` choose on their input; the output and the JSON files written.  An engine that
-    fails raises :class:`parallel.runtime.driver.EngineFailure`."""
-    from parallel.patterns.engine import epoch_size
-    from parallel.runtime.driver import EngineFailure, JobOptions
+    fails raises :class:`oij.parallel.runtime.driver.EngineFailure`."""
+    from oij.parallel.patterns.engine import epoch_size
+    from oij.parallel.runtime.driver import EngineFailure, JobOptions
 
     if uses_blocks(args):
         m = _run_blocks(args)
@@ -176,8 +176,8 @@ def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
     (the event engine then runs) for a query with a joining condition, and -- unless ``--engine blocks`` --
     for stdin and Parquet datasets, which are read event by event anyway."""
     from oij.io.errors import InputError
-    from parallel.blocks.driver import BlockOptions, ColumnSource, file_source
-    from parallel.blocks.driver import run as run_blocks
+    from oij.parallel.blocks.driver import BlockOptions, ColumnSource, file_source
+    from oij.parallel.blocks.driver import run as run_blocks
     if (args.file is None) == (args.preset is None):
         raise UsageError("give a FILE or --preset, not both and not neither")
     if args.replicas < 1 or args.replicas > 64:
@@ -185,7 +185,7 @@ def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
     check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
     opt = BlockOptions(pattern=args.pattern, replicas=args.replicas, theta=args.theta, max_split=args.max_split,
                        partitions=args.partitions, delta=args.delta, output=not args.no_output)
-    from reference.blocks import supports
+    from oij.reference.blocks import supports
 
     source: Any
     if args.preset is not None:
@@ -309,7 +309,7 @@ class _SortedStream:
 def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], None] | None
              ) -> tuple[Query, Results, dict[str, Any]]:
     """Run the engine on the preset or the file: the query, the (canonical or empty) results, the metrics."""
-    from parallel.runtime.emitter import chunks_from_blocks, chunks_from_event_blocks
+    from oij.parallel.runtime.emitter import chunks_from_blocks, chunks_from_event_blocks
 
     cdf = 100 if args.cdf else 0
     if args.preset is not None:
@@ -342,12 +342,12 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
 
 
 def _runner(args: RunOptions, opt: Any) -> Any:
-    """kp/dp/hp run on :mod:`parallel.patterns.engine`; key/scale on :mod:`parallel.shared.teamrun` (same runtime)."""
+    """kp/dp/hp run on :mod:`oij.parallel.patterns.engine`; key/scale on :mod:`oij.parallel.shared.teamrun` (same runtime)."""
     if args.pattern in ("key", "scale"):
-        from parallel.shared.teamrun import run_chunks as team_run
+        from oij.parallel.shared.teamrun import run_chunks as team_run
 
         return team_run
-    from parallel.patterns.engine import run_chunks
+    from oij.parallel.patterns.engine import run_chunks
 
     return run_chunks
 
@@ -355,7 +355,7 @@ def _runner(args: RunOptions, opt: Any) -> Any:
 def _team(args: RunOptions, opt: Any) -> Any:
     if args.pattern not in ("key", "scale"):
         return opt
-    from parallel.shared.teamrun import TeamOptions
+    from oij.parallel.shared.teamrun import TeamOptions
 
     if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
             args.arena_mb < 1 or args.replicas > 63:

@@ -61,8 +61,8 @@ from types import TracebackType
 from typing import IO
 
 from oij.io.adapt import Unsupported
-from spec.batch import Results
-from spec.model import BASE, Event, Query, StreamTuple, Watermark
+from oij.spec.batch import Results
+from oij.spec.model import BASE, Event, Query, StreamTuple, Watermark
 
 JAVA_SOURCE = Path(__file__).with_name("java") / "OijDataStreamCase.java"
 PACE_MS = 30

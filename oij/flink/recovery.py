@@ -87,8 +87,8 @@ from oij.io.adapt import Unsupported
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, line_events, read_query_line, result_lines
 from oij.io.recovery import Ledger, ProtocolOut, Restart, RestartRequest, fsync_dir, write_once
-from spec.batch import Results
-from spec.model import BASE, End, Query, StreamTuple, Watermark
+from oij.spec.batch import Results
+from oij.spec.model import BASE, End, Query, StreamTuple, Watermark
 
 JAVA_SOURCE = Path(__file__).with_name("java") / "OijDataStreamRestart.java"
 OPTIONS = ("sink", "fail-after", "savepoint-every")

@@ -60,8 +60,8 @@ from typing import Any
 
 from oij.io.adapt import LATENESS_FEATURES, Unsupported, aggregate_row, check_lateness_case
 from oij.io.keys import tag_key
-from spec.batch import Results
-from spec.model import BASE, Event, Query, StreamTuple
+from oij.spec.batch import Results
+from oij.spec.model import BASE, Event, Query, StreamTuple
 
 SHIFT = 10**12
 """Added to every timestamp (ms): the row-time join treats watermarks <= 0 as 0."""

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING
 
 from oij.io.errors import InputError
-from spec.model import End, Event, Query
+from oij.spec.model import End, Event, Query
 
 if TYPE_CHECKING:
-    from reference.columns import EventBlock
+    from oij.reference.columns import EventBlock
 
 __all__ = ["InputError", "open_blocks", "open_events"]
 
@@ -64,7 +64,7 @@ def open_blocks(path: str, q: Query | None = None,
 
     from oij.io.blocks import read_jsonl_blocks, read_parquet_blocks
     from oij.io.jsonl import read_jsonl
-    from reference.columns import EventBlock as Block
+    from oij.reference.columns import EventBlock as Block
 
     if os.path.isdir(path):  # a Parquet dataset, read as one stream, grouped into blocks
         from oij.io.parquet import read_parquet
@@ -91,7 +91,7 @@ def _open_file(path: str) -> IO[bytes]:
 
 def group_events(events: Iterable[Event], size: int = STDIN_BLOCK) -> Iterator[EventBlock]:
     """Events in column blocks of at most ``size`` (an End closes its block).  O(n)."""
-    from reference.columns import EventBlock as Block
+    from oij.reference.columns import EventBlock as Block
 
     return _group(iter(events), Block, size)
 

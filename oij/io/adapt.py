@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spec.aggregate import AggregateValue
-from spec.model import Event, Query, StreamTuple, Watermark
+from oij.spec.aggregate import AggregateValue
+from oij.spec.model import Event, Query, StreamTuple, Watermark
 
 LATENESS_FEATURES = ("left", "exclusive", "lateness", "mixed-keys", "negative-ts")
 """The oij.testing features of a system that derives watermarks from event times and reports no late rows."""

@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, line_events, read_query_line
-from reference.columns import EventBlock as EventBlock  # re-exported: the type of the readers' blocks
-from spec.model import TS_LIMIT, Event, Query
+from oij.reference.columns import EventBlock as EventBlock  # re-exported: the type of the readers' blocks
+from oij.spec.model import TS_LIMIT, Event, Query
 
 BLOCK_BYTES = 16 << 20
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from oij.io.atomic import TMP_MARK, naming, settled, signals_deferred, temp_name
-from spec.batch import Results
+from oij.spec.batch import Results
 
 if TYPE_CHECKING:
     import numpy as np
@@ -282,7 +282,7 @@ class CanonicalSorter:
 
         m = self.memory if self.memory is not None else self.small
         if m is not None:
-            from spec.batch import pair_order
+            from oij.spec.batch import pair_order
 
             out.writelines(result_lines(Results(pairs=sorted(m.pairs, key=pair_order))))
             out.write(b"".join(x for _, x in sorted(m.aggregates, key=lambda r: r[0])).decode())

@@ -38,9 +38,9 @@ import msgspec
 import orjson
 
 from oij.io.errors import IdSet, InputError
-from spec.aggregate import AggregateValue
-from spec.batch import Results
-from spec.model import (
+from oij.spec.aggregate import AggregateValue
+from oij.spec.batch import Results
+from oij.spec.model import (
     AGGREGATES,
     COND_OPS,
     JOINS,
@@ -467,7 +467,7 @@ def result_lines(res: Results) -> Iterator[str]:
 
 
 def parse_result_lines(lines: Iterable[str | bytes]) -> Results:
-    """Read output lines back into a :class:`~spec.batch.Results` (used by tests and ``oij check``)."""
+    """Read output lines back into a :class:`~oij.spec.batch.Results` (used by tests and ``oij check``)."""
     res = Results()
     for raw in lines:
         if not raw.strip():
@@ -572,7 +572,7 @@ def _pair_text(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], null: npt.NDA
 
 def canonical_pair_order(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64],
                          null: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
-    """The permutation that sorts pairs canonically (:func:`spec.batch.pair_order`: base, null first, probe)."""
+    """The permutation that sorts pairs canonically (:func:`oij.spec.batch.pair_order`: base, null first, probe)."""
     import numpy as np
 
     order: npt.NDArray[np.intp] = np.lexsort((np.where(null, 0, b), ~null, a))

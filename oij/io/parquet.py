@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, format_query, parse_query
-from spec.model import BUILTIN_FIELDS, End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import BUILTIN_FIELDS, End, Event, Query, StreamTuple, Watermark
 
 META_KEY = b"oij.query"
 

@@ -2,11 +2,11 @@
 
 A *piece* is a byte range of whole lines of an oij-jsonl file (after its query line) or one row group of a
 Parquet file.  :func:`plan_pieces` cuts a file (the driver reads only the query and a few bytes around each
-cut); :func:`decode_piece` turns one piece into an :class:`~reference.columns.EventBlock` in whatever process holds
+cut); :func:`decode_piece` turns one piece into an :class:`~oij.reference.columns.EventBlock` in whatever process holds
 it, through the columnar fast path of :mod:`oij.io.blocks` or the per-line reader, with a parser of its own.
 
 What a piece cannot know by itself is decided by whoever reads the pieces in order (the parallel engines'
-driver, :mod:`parallel.blocks.driver`):
+driver, :mod:`oij.parallel.blocks.driver`):
 
 * the line numbers before it (a piece numbers its lines from 1; :func:`decode_piece` reports how many it has);
 * whether an id repeats one of an *earlier* piece (a piece checks its own ids only): the caller adds every
@@ -32,8 +32,8 @@ from typing import Any
 
 from oij.io.errors import InputError
 from oij.io.jsonl import EventParser, line_events, read_query_line
-from reference.columns import EventBlock
-from spec.model import Query
+from oij.reference.columns import EventBlock
+from oij.spec.model import Query
 
 PIECE_BYTES = 8 << 20
 """Bytes of oij-jsonl per piece by default (about 90,000 events of a generated stream)."""
@@ -175,7 +175,7 @@ def decode_piece(piece: Piece, q: Query, threads: bool = False,
 def reread_piece(piece: Piece, q: Query, p: EventParser, before: int) -> EventBlock:
     """``piece`` read again with the per-line (per-row) reader and the caller's parser ``p``, its first line
     (row) numbered ``before + 1``: the events the sequential reader yields there, or its error.  O(piece)."""
-    from reference.columns import EventBlock as Block
+    from oij.reference.columns import EventBlock as Block
 
     if piece.parquet:
         from oij.io.blocks import read_slow

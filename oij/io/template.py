@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from oij.io.jsonl import EventParser
-from spec.model import TS_LIMIT, Query
+from oij.spec.model import TS_LIMIT, Query
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -191,7 +191,7 @@ def _value_field(a: U8, w8: U64, s: I64, e: I64) -> npt.NDArray[np.float64]:
 
 def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
     """The events of ``chunk`` (whole lines, each ending with a newline) as the columns of an
-    :class:`~reference.columns.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
+    :class:`~oij.reference.columns.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
     is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
     ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""

@@ -52,9 +52,9 @@ from typing import Any, Literal
 
 from oij.io.adapt import Unsupported, aggregate_row
 from oij.io.keys import tag_key
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import BASE, Event, Query, StreamTuple
+from oij.spec.batch import Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import BASE, Event, Query, StreamTuple
 
 Behavior = Literal["none", "cutoff", "forget", "delay"]
 NO_KEY = "~none~"  # tagged case keys start with "i:" or "s:"

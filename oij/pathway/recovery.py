@@ -88,9 +88,9 @@ from oij.io.jsonl import format_query, read_jsonl, result_lines
 from oij.io.keys import tag_key
 from oij.io.recovery import RestartRequest, write_once
 from oij.pathway.join import NO_KEY, check_supported
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import BASE, End, Query, StreamTuple
+from oij.spec.batch import Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import BASE, End, Query, StreamTuple
 
 OPTIONS = {"persistence": ("on", "off"), "sink": ("per-run", "single")}
 """The restart options and their values, the default first."""

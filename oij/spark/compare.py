@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spec.aggregate import AggregateValue
-from spec.batch import Pair, Results
+from oij.spec.aggregate import AggregateValue
+from oij.spec.batch import Pair, Results
 
 TOLERANCE = 1e-9
 
@@ -83,7 +83,7 @@ def close(x: AggregateValue, y: AggregateValue, tol: float = TOLERANCE) -> bool:
 
 
 def results_table(res: Results) -> pa.Table:
-    """A :class:`~spec.batch.Results` as an Arrow table with ``RESULT_SCHEMA``."""
+    """A :class:`~oij.spec.batch.Results` as an Arrow table with ``RESULT_SCHEMA``."""
     rows: list[tuple[str, int | None, int | None, int | None, float | None, int | None]] = []
     rows += [("pair", a, b, None, None, None) for a, b in res.pairs]
     rows += [("aggregate", a, None, n, None if v is None else float(v) + 0.0, None) for a, n, v in res.aggregates]

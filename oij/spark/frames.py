@@ -38,7 +38,7 @@ from oij.io.errors import InputError
 from oij.io.jsonl import format_query
 from oij.io.keys import tag_key
 from oij.io.parquet import COLUMNS, FIELD_PREFIX, META_KEY, dataset_files, event_row, field_names, parquet_query
-from spec.model import TS_LIMIT, Event, Query, StreamTuple
+from oij.spec.model import TS_LIMIT, Event, Query, StreamTuple
 
 KEYS_META = b"oij.keys"
 

@@ -1,7 +1,7 @@
-r"""The Spark oracle: the streaming semantics of :mod:`spec` on DataFrames.
+r"""The Spark oracle: the streaming semantics of :mod:`oij.spec` on DataFrames.
 
 Input: an event frame (:mod:`oij.spark.frames`) and a query.  Output: the
-result of :func:`spec.stream.compute_stream_result` -- the batch join of
+result of :func:`oij.spec.stream.compute_stream_result` -- the batch join of
 the non-late tuples plus the late ids -- as DataFrames.
 
 **Watermark at arrival.**  The effective watermark in force at the arrival of
@@ -72,7 +72,7 @@ comparison :math:`a.x\ op\ b.y + c` becomes a Spark SQL predicate on doubles
 that is exact, with Knuth's TwoSum computed by Spark per probe,
 :math:`s = y + c`, :math:`e = (y - (s - c)) + (c - (s - (s - c)))`, and
 :math:`x\ op\ y + c \iff x\ op'\ s \lor (x = s \land 0\ op\ e)`
-(:mod:`reference.cond`).  IEEE doubles round the same in the JVM as in numpy,
+(:mod:`oij.reference.cond`).  IEEE doubles round the same in the JVM as in numpy,
 so the predicate is bit-for-bit the one the oracle and the engines evaluate.
 
 Arithmetic: ``ts + offset`` is computed in 64-bit integers when
@@ -88,9 +88,9 @@ from typing import Any, Literal
 
 from oij.io.parquet import FIELD_PREFIX
 from oij.spark.salting import split_degrees
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import Event, Query
+from oij.spec.batch import Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import Event, Query
 
 Method = Literal["plain", "bucketed", "salted"]
 METHODS: tuple[Method, ...] = ("plain", "bucketed", "salted")
@@ -180,7 +180,7 @@ class SparkResult:
 
 
 def frame_to_results(frame: Any, q: Query) -> Results:
-    """Collect a result frame (:data:`RESULT_COLUMNS`) into :class:`~spec.batch.Results`, canonical order."""
+    """Collect a result frame (:data:`RESULT_COLUMNS`) into :class:`~oij.spec.batch.Results`, canonical order."""
     res = Results()
     for r in frame.collect():
         k = r["kind"]
@@ -845,7 +845,7 @@ def aggregate_rows(bases: Any, joined: Any, q: Query) -> Any:
 def run_spark_oracle(
     spark: Any, q: Query, events: Sequence[Event], opts: SparkOracleOptions | None = None
 ) -> Results:
-    """The Spark oracle over in-memory events, collected: must equal :func:`reference.oracle.run_events`."""
+    """The Spark oracle over in-memory events, collected: must equal :func:`oij.reference.oracle.run_events`."""
     from oij.spark.frames import events_frame
 
     res = spark_oracle(spark, q, events_frame(spark, events, q), opts)

@@ -1,6 +1,6 @@
-r"""Every semantic profile of :mod:`spec.profiles` in the Spark oracle, decided per tuple and per candidate pair.
+r"""Every semantic profile of :mod:`oij.spec.profiles` in the Spark oracle, decided per tuple and per candidate pair.
 
-:func:`spec.profiles.compute_profile_result` simulates an operator event by
+:func:`oij.spec.profiles.compute_profile_result` simulates an operator event by
 event.  Here the same result is a set computation: each tuple gets the
 watermarks in force at its arrival from prefix maxima over the arrival
 positions, each candidate pair is kept or not from the two tuples' columns
@@ -13,7 +13,7 @@ stream.  Data flow::
         └─► kept iff the later tuple probes, the earlier was stored and is still held ──► pairs, aggregates
 
 **Watermarks at arrival.**  Let :math:`h(k)` be the history of
-:mod:`spec.profiles` (W after the first k events, :math:`-\infty` for
+:mod:`oij.spec.profiles` (W after the first k events, :math:`-\infty` for
 :math:`k \le 0`) and p the 0-based arrival position of a tuple (it is event
 :math:`j = p + 1`).
 
@@ -35,11 +35,11 @@ the events with :math:`q < p - lag`.
 under ``ignore`` and ``revise``); it *probes* iff it is not late or
 ``late_tuples`` is join, ignore or revise; it is *stored* iff it is not late
 (report, drop, join), always (revise), or iff :math:`H(p) <` its state edge
-(ignore: :func:`spec.profiles.state_edge`).
+(ignore: :func:`oij.spec.profiles.state_edge`).
 
 **Still held.**  W is nondecreasing, so a stored tuple y is still held at the
 arrival of a later x iff it was not dropped by the last eviction before x:
-:math:`\lnot dropped(y, H(pos(x)))` (:func:`spec.profiles.is_droppable`).
+:math:`\lnot dropped(y, H(pos(x)))` (:func:`oij.spec.profiles.is_droppable`).
 Under ``purge="lazy-own"`` y is forgotten at the first later on-time tuple z
 of its own input with :math:`y.ts \le W_l(z)`; :math:`W_l` is nondecreasing
 along one input, so y is held at x iff the last on-time tuple z* of y's input
@@ -58,10 +58,10 @@ drops it, or lazy-own forgets it; at the end if ``end_flush`` and the stream
 has an end event.  The row is over the pairs emitted with it.
 
 **Taken back** (``retract_on_purge``): the result is the batch join
-(:func:`spec.batch.compute_batch`) of the tuples stored and not dropped
+(:func:`oij.spec.batch.compute_batch`) of the tuples stored and not dropped
 or forgotten by the end.
 
-Tested against :func:`spec.profiles.compute_profile_result` for every named
+Tested against :func:`oij.spec.profiles.compute_profile_result` for every named
 profile on Hypothesis workloads, with one wrong variant per parameter as
 negative controls (tests/spark/test_spark_profiles.py).
 """
@@ -81,9 +81,9 @@ from oij.spark.oracle import (
     pair_rows,
     prefix_max,
 )
-from spec.match import lower_offset, upper_offset
-from spec.model import Query
-from spec.profiles import CANONICAL, Profile
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import Query
+from oij.spec.profiles import CANONICAL, Profile
 
 __all__ = ["STREAM", "spark_profile_oracle"]
 
@@ -98,7 +98,7 @@ def _hist_contributions(q: Query) -> list[tuple[str, str]]:
 
 
 def _combine(maxima: list[str], q: Query, p: Profile) -> str:
-    """SQL of :func:`spec.profiles.combine_watermark` over running-maximum columns (null is -inf)."""
+    """SQL of :func:`oij.spec.profiles.combine_watermark` over running-maximum columns (null is -inf)."""
     if q.lateness is None:
         if len(maxima) == 1:
             return maxima[0]
@@ -113,7 +113,7 @@ def _combine(maxima: list[str], q: Query, p: Profile) -> str:
 
 
 def _edge(side_ts: str, side: str, q: Query, timers: bool) -> str:
-    """SQL of a tuple's state edge (:func:`spec.profiles.state_edge`), or its Flink cleanup-timer edge."""
+    """SQL of a tuple's state edge (:func:`oij.spec.profiles.state_edge`), or its Flink cleanup-timer edge."""
     lo, hi = lower_offset(q), upper_offset(q)
     if timers:
         lo, hi = min(lo, 0), max(hi, 0)
@@ -121,7 +121,7 @@ def _edge(side_ts: str, side: str, q: Query, timers: bool) -> str:
 
 
 def _dropped(w: str, edge: str, p: Profile) -> str:
-    """SQL of :func:`spec.profiles.is_droppable` given the edge: false under W = -inf (null)."""
+    """SQL of :func:`oij.spec.profiles.is_droppable` given the edge: false under W = -inf (null)."""
     op = ">" if p.purge == "exact" else ">="
     return f"coalesce({w} {op} {edge}, false)"
 
@@ -219,7 +219,7 @@ def _stream_end(frame: Any, tuples: Any, q: Query, p: Profile) -> Any:
 def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICAL,
                          opts: SparkOracleOptions | None = None) -> SparkResult:
     """The result of the event frame under profile ``p``, as lazy frames: equals
-    :func:`spec.profiles.compute_profile_result` (collected in canonical order).
+    :func:`oij.spec.profiles.compute_profile_result` (collected in canonical order).
 
     Requires: the frame valid for ``q`` (:func:`oij.spark.frames.validate_events`), positions 0..n-1 (per
     :data:`STREAM` if the frame has that column).

@@ -45,7 +45,7 @@ from oij.io.errors import InputError
 from oij.io.jsonl import format_query, read_jsonl, result_lines
 from oij.io.recovery import Ledger, ProtocolOut, RestartRequest, fsync_dir, write_once
 from oij.spark.streaming import check_supported, output_frame, result_rows, spark_conf, tuple_json
-from spec.model import End, StreamTuple
+from oij.spec.model import End, StreamTuple
 
 SINKS = ("idempotent", "append")
 """``-o sink=``: the exactly-once sink keyed by batch id, or the at-least-once negative control."""

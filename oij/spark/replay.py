@@ -25,8 +25,8 @@ from typing import Any
 from oij.io.keys import untag_key
 from oij.io.parquet import FIELD_PREFIX
 from oij.spark.oracle import _shift, mark_late
-from spec.match import is_match, lower_offset, upper_offset
-from spec.model import BASE, NO_WATERMARK, Query, StreamTuple
+from oij.spec.match import is_match, lower_offset, upper_offset
+from oij.spec.model import BASE, NO_WATERMARK, Query, StreamTuple
 
 Picked = list[tuple[int, int, StreamTuple]]
 

@@ -28,7 +28,7 @@ What is mapped, and how:
   Spark emits a group once the watermark passes it): ``count(b_id)`` (the
   null row counts 0), ``sum(b_value)`` with null as 0.0, ``min``, ``max``, and
   avg as sum / count.  Spark adds doubles in float arithmetic, in the order the
-  rows reach the group, not exactly (see :mod:`spec.aggregate`);
+  rows reach the group, not exactly (see :mod:`oij.spec.aggregate`);
 * late rows are dropped silently by Spark: ``late-report`` is absent.
 
 ``spark.sql.streaming.noDataMicroBatches.enabled=false``: with it on, Spark
@@ -53,8 +53,8 @@ from typing import Any
 
 from oij.io.adapt import LATENESS_FEATURES, Unsupported, aggregate_row, check_lateness_case
 from oij.io.keys import tag_key
-from spec.batch import Results
-from spec.model import BASE, End, Event, Query, StreamTuple
+from oij.spec.batch import Results
+from oij.spec.model import BASE, End, Event, Query, StreamTuple
 
 SHIFT = 10**12
 """Added to every timestamp (ms), so Spark's watermark 0 is below every tuple (about year 2001)."""

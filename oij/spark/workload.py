@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 BUILTIN = "builtin-small"
 

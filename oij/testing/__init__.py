@@ -9,7 +9,7 @@ Five names, like ``hypothesis.strategies``:
   command) on a case and raise an ``AssertionError`` whose message is the
   readable timeline of the case, expected against got;
 * :func:`expected_output` -- what a case must produce under a semantic profile;
-* :data:`~oij.testing.FEATURES` and :data:`~spec.profiles.PROFILES` -- the names ``features`` and ``profile`` accept.
+* :data:`~oij.testing.FEATURES` and :data:`~oij.spec.profiles.PROFILES` -- the names ``features`` and ``profile`` accept.
 
 A pytest test of your own engine::
 
@@ -20,7 +20,7 @@ A pytest test of your own engine::
     def test_my_join(case):
         assert_conforms(my_join, case, features=["watermarks", "late-report"])
 
-where ``my_join(query, events)`` returns a :class:`spec.batch.Results` or the
+where ``my_join(query, events)`` returns a :class:`oij.spec.batch.Results` or the
 output lines of the oij-jsonl protocol.  Everything outside this module is
 private and may change.
 """
@@ -30,12 +30,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from oij.spec.batch import Results
+from oij.spec.profiles import PROFILES, get_profile
 from oij.testing._case import Case, Impl
 from oij.testing._conform import ConformAdapter, ConformOptions, conform
 from oij.testing._features import DEFAULT_FEATURES, FEATURES
 from oij.testing._protocol import expected_output as _expected
-from spec.batch import Results
-from spec.profiles import PROFILES, get_profile
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy

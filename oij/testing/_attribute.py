@@ -3,8 +3,8 @@ fingerprint (``oij.testing._runner.fingerprint``, over the cases of a run) and `
 attribution (:func:`attribute`, over one whole stream).
 
 For a system S observed on some inputs (an :class:`Observation` each: a case or a whole stream, its canonical
-result and S's output), and a named profile P of :mod:`spec.profiles` (its result on each input computed by
-:func:`spec.profiles.compute_profile_result`, a step-by-step simulation in memory), let :math:`D_C` be the
+result and S's output), and a named profile P of :mod:`oij.spec.profiles` (its result on each input computed by
+:func:`oij.spec.profiles.compute_profile_result`, a step-by-step simulation in memory), let :math:`D_C` be the
 differences of S from the canonical results and :math:`D_P` those from P's results, each difference an item
 tagged with its input (a missing or extra pair, aggregate row or late id, or a wrong aggregate: the
 ``differences`` function decides what an item is).  P *explains* a difference d of :math:`D_C` iff
@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.batch import Results
-from spec.model import Event, Query
-from spec.profiles import PROFILES, compute_profile_result
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
+from oij.spec.profiles import PROFILES, compute_profile_result
 
 Item = tuple[Any, ...]
 """A difference as a hashable item, e.g. (kind, issue, base, probe, id)."""

@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 
 from oij.io.jsonl import read_jsonl, write_events
-from oij.testing._features import DEFAULT_FEATURES, FEATURES
-from spec.model import (
+from oij.spec.model import (
     TS_LIMIT,
     AggregateKind,
     End,
@@ -26,6 +25,7 @@ from spec.model import (
     StreamTuple,
     Watermark,
 )
+from oij.testing._features import DEFAULT_FEATURES, FEATURES
 
 Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
 """An implementation under test: a command (argv) or a callable ``(query, events) -> Results | lines``."""

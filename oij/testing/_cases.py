@@ -18,20 +18,8 @@ from typing import Any, cast
 
 from hypothesis import strategies as st
 
-from oij.testing._case import (
-    COND_ADDS,
-    FIELD_VALUES,
-    KINDS,
-    REPR_EDGES,
-    Case,
-    case_features,
-    minimal_jsonl,
-    parse_features,
-)
-from oij.testing._features import DEFAULT_FEATURES, FEATURES, OPT_IN
-from oij.testing._scenarios import INT_KEYS, VALUES, build
-from spec.match import lower_offset, upper_offset
-from spec.model import (
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import (
     COND_OPS,
     TS_LIMIT,
     AggregateKind,
@@ -45,6 +33,18 @@ from spec.model import (
     StreamTuple,
     Watermark,
 )
+from oij.testing._case import (
+    COND_ADDS,
+    FIELD_VALUES,
+    KINDS,
+    REPR_EDGES,
+    Case,
+    case_features,
+    minimal_jsonl,
+    parse_features,
+)
+from oij.testing._features import DEFAULT_FEATURES, FEATURES, OPT_IN
+from oij.testing._scenarios import INT_KEYS, VALUES, build
 
 __all__ = ["COND_ADDS", "DEFAULT_FEATURES", "FEATURES", "FIELD_VALUES", "OPT_IN", "Case", "case_features", "cases",
            "exercised", "layout", "minimal_jsonl", "parse_features"]

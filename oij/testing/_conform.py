@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from oij.errors import UsageError
 from oij.io.atomic import write_text
-from spec.profiles import CANONICAL, Profile, get_profile
+from oij.spec.profiles import CANONICAL, Profile, get_profile
 
 if TYPE_CHECKING:  # the kit imports Hypothesis: loaded only when a run starts
     from oij.testing._case import Impl

@@ -34,10 +34,10 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import BASE, NO_WATERMARK, StreamTuple
+from oij.spec.watermark import arrival_watermarks
 from oij.testing._case import Case
-from spec.match import lower_offset, upper_offset
-from spec.model import BASE, NO_WATERMARK, StreamTuple
-from spec.watermark import arrival_watermarks
 
 EDGES: tuple[str, ...] = (
     "late rule: ts == W (on time)",

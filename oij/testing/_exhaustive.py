@@ -22,8 +22,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from oij.spec.model import AggregateKind, End, Event, JoinKind, Query, StreamTuple, Watermark
 from oij.testing._case import Case
-from spec.model import AggregateKind, End, Event, JoinKind, Query, StreamTuple, Watermark
 
 WINDOWS = ((-2, 0), (0, 0), (-3, -1), (1, 3))
 """Bounds of the exhaustive cases: the common ``[-X, 0]``, zero-width, wholly past, wholly future."""

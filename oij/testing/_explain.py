@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from oij.reference.oracle import Oracle
+from oij.spec.batch import AggregateRow, Pair, Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import NO_WATERMARK, TS_LIMIT, Event, Key, Query, StreamTuple, Watermark
 from oij.testing._timeline import describe_query, event_text
-from reference.oracle import Oracle
-from spec.batch import AggregateRow, Pair, Results
-from spec.match import lower_offset, upper_offset
-from spec.model import NO_WATERMARK, TS_LIMIT, Event, Key, Query, StreamTuple, Watermark
 
 MAX_EVENTS = 400
 """The largest input :func:`explain_svg` draws (a picture of more is unreadable)."""

@@ -21,9 +21,9 @@ Replay cases (``replay_case``): for one difference, the tuples that decide it
 every probe of its key in its window; a late id: that tuple), each preceded
 by a watermark line carrying the W in force at its arrival in the whole
 stream, with ``channels = 1`` and no lateness bound.  Whether a tuple is late
-is decided by that W alone (``spec.watermark``), and the canonical result is
+is decided by that W alone (``oij.spec.watermark``), and the canonical result is
 the batch join of the on-time tuples plus the late ids
-(``spec.stream.compute_stream_result``), so the small case yields the same
+(``oij.spec.stream.compute_stream_result``), so the small case yields the same
 rows for these ids as the whole stream.  Watermark lines that change nothing
 are then dropped while the oracle's rows for the ids stay the same.
 
@@ -41,8 +41,8 @@ from typing import Any
 
 from oij.errors import UsageError
 from oij.io.errors import InputError
-from spec.batch import Results
-from spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
+from oij.spec.batch import Results
+from oij.spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
 
 FIELDS = ("kind", "base", "probe", "count", "value", "id")
 KINDS = {"pair", "aggregate", "late"}
@@ -247,8 +247,8 @@ def read_got_results(out_dir: str) -> Results:
 # ------------------------------------------------------------------------------------------------ replay cases
 def replay_case(q: Query, events: Sequence[Event], diff: dict[str, Any]) -> tuple[Query, list[Event]]:
     """The small self-contained case of one difference (module docstring)."""
-    from spec.match import is_match
-    from spec.watermark import arrival_watermarks
+    from oij.spec.match import is_match
+    from oij.spec.watermark import arrival_watermarks
 
     ws = arrival_watermarks(events, q)
     tuples = {e.id: (i, e) for i, e in enumerate(events) if isinstance(e, StreamTuple)}
@@ -280,7 +280,7 @@ def build_case(q: Query, picked: Sequence[tuple[int, int, StreamTuple]]) -> tupl
 
 def _drop_idle_watermarks(q: Query, events: list[Event], ids: set[int]) -> list[Event]:
     """Remove watermark lines whose absence leaves the oracle's rows for ``ids`` unchanged."""
-    from reference.oracle import run_events
+    from oij.reference.oracle import run_events
 
     def rows(evs: list[Event]) -> tuple[Any, ...]:
         r = run_events(evs, q).canonical()
@@ -340,8 +340,8 @@ def replay_case_as_is(q: Query, events: Sequence[Event], diff: dict[str, Any], p
     canonical and under the profile, stay those of the whole stream.  So a system that follows the profile
     reproduces the difference on it.  None if those events do not keep both.
     """
-    from reference.oracle import run_events
-    from spec.profiles import compute_profile_result
+    from oij.reference.oracle import run_events
+    from oij.spec.profiles import compute_profile_result
 
     pos = {e.id: i for i, e in enumerate(events) if isinstance(e, StreamTuple)}
     _, small = replay_case(q, events, diff)

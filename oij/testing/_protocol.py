@@ -16,12 +16,12 @@ from typing import Any
 
 import orjson
 
+from oij.reference.oracle import run_events
+from oij.spec.aggregate import AggregateValue
+from oij.spec.batch import AggregateRow, Pair, Results
+from oij.spec.profiles import CANONICAL, Profile, compute_profile_result
 from oij.testing._case import Case
 from oij.testing._schema import OUTPUT_TYPES, validate_line
-from reference.oracle import run_events
-from spec.aggregate import AggregateValue
-from spec.batch import AggregateRow, Pair, Results
-from spec.profiles import CANONICAL, Profile, compute_profile_result
 
 REL_TOL = 1e-9
 

@@ -1,6 +1,6 @@
 """The restart mode of the kit: kill an implementation with SIGKILL, restart it, judge what it committed.
 
-The restart protocol (docs/conformance.rst, "Crashes and restarts"; :mod:`spec.recovery` defines the
+The restart protocol (docs/conformance.rst, "Crashes and restarts"; :mod:`oij.spec.recovery` defines the
 verdict): the command starts with ``OIJ_STATE_DIR`` (a directory that survives its crashes, empty at the
 first start), ``OIJ_CHECKPOINT=k`` (the events count of the last checkpoint line it printed, ``0`` at the
 first start) and ``OIJ_RESTART=i`` (which incarnation this is).  It reads the query line, then the events
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from oij.spec.batch import Results
+from oij.spec.profiles import CANONICAL, Profile
+from oij.spec.recovery import Checkpoint, Line, RecoveryVerdict, is_valid_checkpoint, judge_committed, restart_point
 from oij.testing._case import Case
 from oij.testing._protocol import ProtocolError, all_rows, expected_output, parse_output, same_value
 from oij.testing._schema import RESTART_TYPES, validate_line
-from spec.batch import Results
-from spec.profiles import CANONICAL, Profile
-from spec.recovery import Checkpoint, Line, RecoveryVerdict, is_valid_checkpoint, judge_committed, restart_point
 
 KILL_KINDS = ("fed", "checkpoint", "row")
 """``fed``: give the incarnation the events through event ``n`` (absolute), wait until it prints a checkpoint
@@ -103,7 +103,7 @@ class RestartRun:
 
 
 def parse_line(line: str) -> Line | None:
-    """One output line as a :class:`~spec.recovery.Checkpoint` or a result row tuple (None for a blank line).
+    """One output line as a :class:`~oij.spec.recovery.Checkpoint` or a result row tuple (None for a blank line).
     Raises :class:`ProtocolError` for a line that is neither."""
     if not line.strip():
         return None
@@ -281,8 +281,8 @@ def state_moments(case: Case) -> dict[str, list[int]]:
     (the event moved W), ``cursor`` (an aggregate's running window holds probes and the next base of its key to
     be final slides it; ``cursor-moved``: and the event moved it), ``stored`` (tuples are held), ``late`` (the
     event was a late tuple).  The event numbers count from 1; the End is not an event here."""
-    from reference.oracle import Oracle
-    from spec.model import NO_WATERMARK, End
+    from oij.reference.oracle import Oracle
+    from oij.spec.model import NO_WATERMARK, End
 
     o = Oracle(case.query)
     out: dict[str, list[int]] = {}
@@ -489,7 +489,7 @@ def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANO
            timeout: float = 10.0, quiet: float = 1.0) -> RestartFailure:
     """Delete events (one at a time, then the kill plan's kill points) while the case still fails under the
     same plan; a smaller failing case (delta debugging, 1-minimal for the events it tried)."""
-    from spec.model import End
+    from oij.spec.model import End
 
     best = failure
     changed = True

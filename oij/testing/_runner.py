@@ -3,7 +3,7 @@ and finding the semantic profile that explains a deviation.
 
 An implementation is a command (argv list: it reads the case on stdin and
 writes result lines on stdout) or a Python callable ``fn(query, events)``
-returning a :class:`spec.batch.Results` or an iterable of output lines.
+returning a :class:`oij.spec.batch.Results` or an iterable of output lines.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from hypothesis import seed as hyp_seed
 from hypothesis.errors import Flaky
 
 from oij.io.jsonl import result_lines
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, StreamTuple
+from oij.spec.profiles import CANONICAL, PROFILES, Profile
 from oij.testing._case import Impl
 from oij.testing._cases import DEFAULT_FEATURES, Case, case_features, cases, exercised
 from oij.testing._edges import compute_edges
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from oij.testing._timeline import render
-from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple
-from spec.profiles import CANONICAL, PROFILES, Profile
 
 
 @dataclass

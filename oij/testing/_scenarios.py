@@ -35,9 +35,9 @@ from typing import Any, cast
 
 from hypothesis import strategies as st
 
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import NO_WATERMARK, TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
 from oij.testing._case import REPR_EDGES, REPR_VALUES
-from spec.match import lower_offset, upper_offset
-from spec.model import NO_WATERMARK, TS_LIMIT, End, Event, Query, Side, StreamTuple, Watermark
 
 VALUES = (0.0, 1.0, -2.5, 3.0, 0.5, 1e16, -1e16, 1e308, -1e308)
 """Tuple values: ties, halves, signs; 1e16 with -1e16, whose exact sum with a 1 is 1 (a float sum gives 0); and

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from oij.spec.model import Event, StreamTuple, Watermark
 from oij.testing._case import Case, case_features
-from spec.model import Event, StreamTuple, Watermark
 
 
 def canonical(case: Case) -> Case:

@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 import orjson
 
 from oij.proctree import tree_rss
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, Side, StreamTuple, Watermark
 from oij.testing._case import Case
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
-from spec.batch import Results
-from spec.model import End, Event, Query, Side, StreamTuple, Watermark
 
 STATE_EVENTS = 100_000
 """Events per long case (the default of ``--state-events``)."""
@@ -171,7 +171,7 @@ def slope(samples: Sequence[tuple[int, int]], total: int) -> float:
 
 def oracle_stored(case: Case, at: Sequence[int]) -> list[tuple[int, int]]:
     """The oracle's stored tuples after each event count of ``at`` (its own curve, in this process)."""
-    from reference.oracle import Oracle
+    from oij.reference.oracle import Oracle
 
     want = sorted(set(at))
     o = Oracle(case.query)

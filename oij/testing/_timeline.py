@@ -3,12 +3,12 @@ then the expected rows against the rows an implementation produced, the differin
 
 from __future__ import annotations
 
+from oij.spec.batch import Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
+from oij.spec.profiles import CANONICAL, Profile, combine_watermark, is_late_under
 from oij.testing._case import Case
 from oij.testing._protocol import Diff, all_rows
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import NO_WATERMARK, End, Event, Query, StreamTuple, Watermark
-from spec.profiles import CANONICAL, Profile, combine_watermark, is_late_under
 
 
 def describe_query(q: Query) -> str:

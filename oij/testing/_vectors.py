@@ -24,9 +24,7 @@ import orjson
 
 from oij.io.atomic import write_text
 from oij.io.jsonl import result_lines
-from oij.testing._case import Case, case_features
-from oij.testing._protocol import expected_output
-from spec.model import (
+from oij.spec.model import (
     COND_OPS,
     TS_LIMIT,
     AggregateKind,
@@ -37,7 +35,9 @@ from spec.model import (
     StreamTuple,
     Watermark,
 )
-from spec.profiles import CANONICAL, PROFILES
+from oij.spec.profiles import CANONICAL, PROFILES
+from oij.testing._case import Case, case_features
+from oij.testing._protocol import expected_output
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import orjson
 
 from oij.errors import UsageError
 from oij.io.errors import InputError
-from spec.profiles import PROFILES
+from oij.spec.profiles import PROFILES
 
 if TYPE_CHECKING:
     from oij.testing._runner import Outcome

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from oij.spec.model import Event, Query
 from oij.workloads.generator import GEN_BLOCK, Block, WorkloadGenerator, block_events, events_of
 from oij.workloads.params import ParamError, WorkloadParams, check_params, parse_value, with_overrides
 from oij.workloads.presets import PRESETS, resolve
 from oij.workloads.writers import WriteStats, block_columns, block_jsonl, write_workload
-from spec.model import Event, Query
 
 __all__ = [
     "GEN_BLOCK",

@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from reference.oracle import Oracle
-from spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.reference.oracle import Oracle
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 LAG_BINS = 64
 

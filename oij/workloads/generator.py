@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from oij.reference.columns import KIND_TUPLE, KIND_WATERMARK, SIDE_BASE, SIDE_NAMES, SIDE_PROBE, EventBlock
+from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 from oij.workloads.keys import KeySampler
 from oij.workloads.params import US_PER_S, ParamError, WorkloadParams, check_params
-from reference.columns import KIND_TUPLE, KIND_WATERMARK, SIDE_BASE, SIDE_NAMES, SIDE_PROBE, EventBlock
-from spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 
 __all__ = ["GEN_BLOCK", "KIND_TUPLE", "KIND_WATERMARK", "SIDE_BASE", "SIDE_NAMES", "SIDE_PROBE", "Block",
            "WorkloadGenerator", "block_events", "events_of"]
@@ -53,7 +53,7 @@ NEG = np.iinfo(np.int64).min
 class Block:
     """A run of consecutive generated events in arrival order: their columns and the generator's facts.
 
-    ``events`` are the event columns (:class:`~reference.columns.EventBlock`) with the key *index* as
+    ``events`` are the event columns (:class:`~oij.reference.columns.EventBlock`) with the key *index* as
     ``key`` (``key_prefix`` ``"k"`` for string keys: the key is ``WorkloadParams.key_label`` of the index),
     and the named fields column-wise (0.0 in a watermark's cells).  ``delay`` is the arrival delay the
     generator gave the tuple (-1 for a watermark); ``on_time`` is the generator's promise that the tuple is
@@ -372,8 +372,8 @@ def _block_fields(c: dict[str, npt.NDArray[Any]], fill: Any) -> dict[str, npt.ND
 
 
 def block_events(block: Block, p: WorkloadParams) -> Iterator[StreamTuple | Watermark]:
-    """The events of a block as :class:`~spec.model.StreamTuple` / :class:`~spec.model.Watermark` objects
-    (:meth:`reference.columns.EventBlock.events`; ``p`` is the generator's, whose ``key_label`` the block's
+    """The events of a block as :class:`~oij.spec.model.StreamTuple` / :class:`~oij.spec.model.Watermark` objects
+    (:meth:`oij.reference.columns.EventBlock.events`; ``p`` is the generator's, whose ``key_label`` the block's
     ``key_prefix`` follows).  O(n)."""
     for e in block.events.events():
         if not isinstance(e, End):  # (a generated block has no end)

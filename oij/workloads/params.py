@@ -14,7 +14,17 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from spec.model import COND_OPS, TS_LIMIT, AggregateKind, Comparison, CondOp, JoinKind, Query, SpecError, check_query
+from oij.spec.model import (
+    COND_OPS,
+    TS_LIMIT,
+    AggregateKind,
+    Comparison,
+    CondOp,
+    JoinKind,
+    Query,
+    SpecError,
+    check_query,
+)
 
 _COMPARISON = re.compile(r"^a\.(\w+)\s*(<=|>=|==|!=|<|>)\s*b\.(\w+)\s*(?:([+-])\s*([0-9][0-9_.eE+-]*))?$")
 

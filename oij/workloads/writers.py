@@ -26,11 +26,11 @@ import pyarrow.compute as pc
 from oij.io.atomic import atomic_path
 from oij.io.jsonl import format_query
 from oij.io.parquet import FIELD_PREFIX, ParquetEventWriter
+from oij.reference.columns import EventBlock
+from oij.spec.model import Query
 from oij.workloads.generator import KIND_WATERMARK, Block, WorkloadGenerator
 from oij.workloads.params import ParamError, WorkloadParams
 from oij.workloads.presets import resolve
-from reference.columns import EventBlock
-from spec.model import Query
 
 DICTIONARY_COLUMNS = ["type", "side", "key", "channel"]
 """Columns dictionary-encoded in generated Parquet files (``id``, ``ts``, ``value`` are not: faster, smaller)."""
@@ -248,7 +248,7 @@ def _write_parquet(
     rows_per_group: int,
     on_block: Callable[[int], Any] | None,
 ) -> None:
-    from spec.model import End
+    from oij.spec.model import End
 
     key_type = "int" if gen.p.key_type == "int" else "string"
     with ParquetEventWriter(

@@ -2,7 +2,7 @@ r"""The block engine's driver: rounds of pieces, W carries, the id check, and th
 
 Data flow of one job (n workers, the runtime's replica processes; pieces in file order, n per round)::
 
-    driver                                             worker w (parallel.blocks.job)
+    driver                                             worker w (oij.parallel.blocks.job)
     ------------------------------------------------   ------------------------------------------------
     decode(piece t*n + w) ------------------------->   decode its piece (file range / row group / inbox)
     <-- lines, W summary, end, error, key counts ---   ids --> outbox[w][t % 2].ids
@@ -22,16 +22,16 @@ Data flow of one job (n workers, the runtime's replica processes; pieces in file
 before it.  Pass 1 (decode): each piece's summary -- per-channel maxima of its watermarks, or its largest
 ts.  The driver folds the summaries in piece order: the carry into piece i is the fold of pieces ``< i``,
 the W after it is the fold's minimum over channels (or largest ts minus the lateness).  Pass 2 (route):
-:func:`reference.blocks.watermarks_before` / :func:`~reference.blocks.lateness_before` from the carry give
+:func:`oij.reference.blocks.watermarks_before` / :func:`~oij.reference.blocks.lateness_before` from the carry give
 :math:`W_i` at every arrival, exactly as the sequential block path computes it (its step 1: a prefix
 maximum is associative, so a fold of piece summaries equals the maximum over the prefix).
 
 **Why the output is the oracle's.**  Lateness is decided per event with the sequential W (above).  Each
 worker's store receives, in arrival order, the on-time tuples routed to it, piece by piece, each piece with
-the W after it: that is :class:`reference.blocks.BlockStore`'s contract, whose argument (the module
-docstring of :mod:`reference.blocks`, steps 3-4) needs only that every tuple is on time, that W after a
+the W after it: that is :class:`oij.reference.blocks.BlockStore`'s contract, whose argument (the module
+docstring of :mod:`oij.reference.blocks`, steps 3-4) needs only that every tuple is on time, that W after a
 block bounds every later on-time tuple from below, and that all probes a stored base can match reach its
-store (:mod:`parallel.blocks.route`).  So each base's pairs and row are made once, by its replica; the union
+store (:mod:`oij.parallel.blocks.route`).  So each base's pairs and row are made once, by its replica; the union
 over replicas is the oracle's multiset.  The canonical order is a sort, so the bytes are the oracle's when
 the key ranges, written in order, hold every row once: they partition the base ids (late ids) by
 ``[s_i, s_{i+1})`` and every row of a base id falls in exactly one range.
@@ -43,7 +43,7 @@ arrived before it: W after piece i is sent with piece i's rows, and the pieces o
 piece order, after all of them are routed.  A block run is therefore one particular event-at-a-time run of
 the checked protocol -- the standard collector's, with every channel's punctuation delivered at piece ends
 -- with the events of a piece processed together, which changes what is stored in between, never what is
-found (reference.blocks, step 3).
+found (oij.reference.blocks, step 3).
 
 **Input errors.**  Workers number their piece's lines from 1 and check ids within the piece only; the driver
 reads the pieces' reports in order, adds every piece's ids to one :class:`~oij.io.errors.IdSet`, and on any
@@ -51,9 +51,9 @@ doubt re-reads that piece with the sequential reader's state (:func:`oij.io.piec
 raises the error the sequential reader raises -- the first one in the file, with its line and field.
 
 Ownership (who creates / who frees): :func:`execute` creates every shared-memory box of the job
-(:mod:`parallel.blocks.exchange`) and the job directory (the workers' sorted runs and part files), and frees
+(:mod:`oij.parallel.blocks.exchange`) and the job directory (the workers' sorted runs and part files), and frees
 the boxes in a ``finally`` block; the caller removes the job directory once it has copied the part files
-(:class:`BlockRun` names it).  Processes belong to the :class:`~parallel.runtime.driver.Runtime`, which the
+(:class:`BlockRun` names it).  Processes belong to the :class:`~oij.parallel.runtime.driver.Runtime`, which the
 caller closes; any failure (an input error, a worker's exception or death, Ctrl-C) propagates after the
 boxes are unlinked, and closing the runtime stops every worker.
 """
@@ -71,18 +71,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from oij.parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
+from oij.parallel.blocks.job import BlockJob
+from oij.parallel.blocks.route import Router
+from oij.parallel.runtime.driver import EngineFailure, Runtime
+from oij.reference.blocks import NEG, w_after_lateness
+from oij.reference.columns import EventBlock
+from oij.spec.model import Event, Query
 
 from oij.io.atomic import settled, signals_deferred, temp_name
 from oij.io.extsort import PARTS, range_splitters
 from oij.io.jsonl import EventParser
 from oij.io.pieces import PIECE_BYTES, Piece, Plan, missing_end, reread_piece
-from parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
-from parallel.blocks.job import BlockJob
-from parallel.blocks.route import Router
-from parallel.runtime.driver import EngineFailure, Runtime
-from reference.blocks import NEG, w_after_lateness
-from reference.columns import EventBlock
-from spec.model import Event, Query
 
 PIECE_EVENTS = 1 << 17
 """Events per piece when the driver holds the columns (a generated stream, stdin, oij check's events)."""
@@ -179,7 +179,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             ) -> BlockRun:
     """Run one block job: replica 0 in this process, replicas 1 .. n-1 on ``rt``'s processes (None for one
     replica).  Raises the input's :class:`~oij.io.errors.InputError` or
-    :class:`~parallel.runtime.driver.EngineFailure`."""
+    :class:`~oij.parallel.runtime.driver.EngineFailure`."""
     n = opt.replicas
     helpers = 0 if rt is None else rt.n
     if n < 1 or n - 1 > helpers:
@@ -206,7 +206,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
         inboxes = [[_new_box(boxes, f"{prefix}-i{w}s{s}", INBOX, cap) for s in range(2)] for w in range(n)] \
             if isinstance(source, ColumnSource) else []
         spec = {
-            "job": "parallel.blocks.job:BlockJob",
+            "job": "oij.parallel.blocks.job:BlockJob",
             "offset": 1,
             "query": q,
             "n": n,
@@ -248,7 +248,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
 def _new_box(boxes: list[Box], name: str, layout: Layout, cap: int) -> Box:
     """Create a box and record it in ``boxes`` as one step: a Ctrl-C between the two would leave a segment in
     /dev/shm that the ``finally`` of :func:`execute` does not know (oij's CLI defers the signal until the
-    section ends, as :class:`~parallel.runtime.driver.Runtime` does for its abort segment)."""
+    section ends, as :class:`~oij.parallel.runtime.driver.Runtime` does for its abort segment)."""
     with signals_deferred():
         box = Box.create(name, layout, cap)
         boxes.append(box)
@@ -383,7 +383,7 @@ class _Drive:
         self._has_groups: set[int] = set()
         t0 = time.perf_counter()
         # decode runs one round ahead: a worker decodes round t + 1 while the others finish round t, so the
-        # barriers of a round wait for imbalance only (the slot argument: parallel.blocks.exchange)
+        # barriers of a round wait for imbalance only (the slot argument: oij.parallel.blocks.exchange)
         rounds: list[list[Any]] = []
         for t in range(2):
             batch = self._take_round()

@@ -1,8 +1,8 @@
 """The block engines in the registry: ``blocks-kp``, ``blocks-dp``, ``blocks-hp``, ``blocks-key``,
-``blocks-scale`` (:mod:`parallel.blocks.driver`), for ``oij check`` and the differential tests.
+``blocks-scale`` (:mod:`oij.parallel.blocks.driver`), for ``oij check`` and the differential tests.
 
 An engine takes the whole event sequence: it is cut into pieces of at most ``extra["piece_events"]`` events
-(default :data:`~parallel.blocks.driver.PIECE_EVENTS`) that the driver copies to the workers.  A query the
+(default :data:`~oij.parallel.blocks.driver.PIECE_EVENTS`) that the driver copies to the workers.  A query the
 block path does not compute (a joining condition) runs on the same pattern's event engine, which says so in
 its metrics (``engine``).  Helper processes come from ``extra["runtime"]`` (a shared pool) or are started and
 stopped per run.
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from oij.parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
+from oij.parallel.registry import EngineOptions, EngineRun, get, register
+from oij.reference.blocks import supports
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
+
 from oij.io.jsonl import parse_result_lines
-from parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
-from parallel.registry import EngineOptions, EngineRun, get, register
-from reference.blocks import supports
-from spec.batch import Results
-from spec.model import Event, Query
 
 
 def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:

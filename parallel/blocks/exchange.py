@@ -14,7 +14,7 @@ driver sends round t + 2's routing only after every worker has joined round t (i
 slot is never written while it is read.  Counts and everything else travel in the control messages.
 
 Ownership (who creates / who frees): the driver creates every box of a job
-(:func:`parallel.blocks.driver.execute`) before it sends the job, and closes and unlinks all of them in a
+(:func:`oij.parallel.blocks.driver.execute`) before it sends the job, and closes and unlinks all of them in a
 ``finally`` block, whatever happens; workers only attach and close.  Names start with the runtime's tag
 (``oij-<driver pid>-...``), like the rings', and a driver killed with SIGKILL leaves them to the
 ``multiprocessing`` resource tracker, which unlinks them.

@@ -4,7 +4,7 @@ Data flow inside worker r (each step is one control message from the driver, eac
 
     decode(i):  piece i (its own byte range or row group, or the driver's inbox) --> columns, key digests,
                 its tuple ids --> outbox[r][slot].ids;  reply: lines, W summary, end, errors, key counts
-    route(i):   carry (W before the piece) --> W at every arrival (reference.blocks.watermarks_before /
+    route(i):   carry (W before the piece) --> W at every arrival (oij.reference.blocks.watermarks_before /
                 lateness_before) --> late ids (to r's sorter) --> on-time tuples --Router--> outbox[r][slot]
     join(t):    for every piece of round t, in piece order: outbox[w][slot] rows for r --> BlockStore.add(...,
                 W after the piece) --> pairs / rows --> r's CanonicalSorter (int64 columns, spilled runs)
@@ -13,15 +13,15 @@ Data flow inside worker r (each step is one control message from the driver, eac
 
 So the driver never touches a tuple: it checks ids, hands out carries and W, and concatenates r's part files.
 
-The store is :class:`reference.blocks.BlockStore`, the oracle's block path itself: a routed subset of the
+The store is :class:`oij.reference.blocks.BlockStore`, the oracle's block path itself: a routed subset of the
 on-time tuples, with W after each piece, gives exactly the pairs and rows of the bases routed here
-(:mod:`parallel.blocks.route` says why each base's pairs all meet at its replica).  ``key`` (Key-OIJ) uses
+(:mod:`oij.parallel.blocks.route` says why each base's pairs all meet at its replica).  ``key`` (Key-OIJ) uses
 :class:`ScanStore`, which joins a base only when it is final and counts the whole key buffer as visited, as
 Key-OIJ's scan does.
 
 Ownership: this process creates no shared memory and no process; it attaches the driver's boxes and closes
 them.  Its sorter's runs go to the job directory, which the driver creates and removes (other workers read
-these runs during ``write``).  It runs inside :func:`parallel.runtime.replica.replica_main` (the runtime's job
+these runs during ``write``).  It runs inside :func:`oij.parallel.runtime.replica.replica_main` (the runtime's job
 hook), which reports an exception as ``("error", r, traceback)``; ``exit`` or the abort flag ends it.
 """
 
@@ -34,15 +34,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.blocks.exchange import Box, BoxSpec
+from oij.parallel.blocks.route import Groups, Router, key_digest
+from oij.parallel.runtime.replica import Aborted
+from oij.reference.blocks import NEG, BlockOutput, BlockStore, Tuples, lateness_before, watermarks_before, window_pairs
+from oij.reference.columns import EventBlock
+from oij.spec.model import Query
 
 from oij.io.errors import InputError
 from oij.io.extsort import CanonicalSorter, write_range
-from parallel.blocks.exchange import Box, BoxSpec
-from parallel.blocks.route import Groups, Router, key_digest
-from parallel.runtime.replica import Aborted
-from reference.blocks import NEG, BlockOutput, BlockStore, Tuples, lateness_before, watermarks_before, window_pairs
-from reference.columns import EventBlock
-from spec.model import Query
 
 I64 = npt.NDArray[np.int64]
 
@@ -247,7 +247,7 @@ class BlockJob:
         if nlate:
             self.stats["late"] += nlate
             if self.sorter is not None:
-                from spec.batch import Results
+                from oij.spec.batch import Results
 
                 self.sorter.add(Results(late=blk.id[late].tolist()))
         ot_all = np.flatnonzero(is_t & ~late)
@@ -306,6 +306,6 @@ class BlockJob:
         if out.aggregates:
             self.stats["rows"] += len(out.aggregates)
             if self.sorter is not None:
-                from spec.batch import Results
+                from oij.spec.batch import Results
 
                 self.sorter.add(Results(aggregates=out.aggregates))

@@ -21,8 +21,8 @@ finds all its pairs and its row, and no other replica stores the base.
 
 ``owner(key)`` is a multiplicative hash of a 64-bit key digest (:func:`key_digest`), the same in every
 process (Python's ``hash`` of a str is not), and the same for an int key whether its block's key column is
-int64 or holds strs too.  ``S(k)`` comes from PPOIJ's Alg. 1 (:func:`parallel.runtime.balance.assign`) and
-``T(p)`` from Scale-OIJ's Alg. 3 (:func:`parallel.shared.schedule.alg3`), both run once on the key counts of
+int64 or holds strs too.  ``S(k)`` comes from PPOIJ's Alg. 1 (:func:`oij.parallel.runtime.balance.assign`) and
+``T(p)`` from Scale-OIJ's Alg. 3 (:func:`oij.parallel.shared.schedule.alg3`), both run once on the key counts of
 the first round of pieces, *before* any tuple is routed, and fixed for the run: a replica never has to find
 tuples stored under an earlier map (the event engines instead grow their maps while running).
 
@@ -38,9 +38,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.balance import assign
-from parallel.shared.schedule import alg3
+from oij.parallel.runtime.balance import assign
+from oij.parallel.shared.schedule import alg3
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from parallel.registry import EngineOptions, EngineRun, register
-from spec.model import Event, Query
+from oij.parallel.registry import EngineOptions, EngineRun, register
+from oij.spec.model import Event, Query
 
 
 @register("dp", "DP-OIJ: broadcast of one shared copy, one owner per tuple, round-robin collector "
           "(processes + shared memory)")
 def dp_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from parallel.patterns.engine import run_engine
+    from oij.parallel.patterns.engine import run_engine
 
     return run_engine("dp", q, events, options)

@@ -1,4 +1,4 @@
-"""One entry point for the three patterns: events (or chunks) in, :class:`~parallel.registry.EngineRun` out.
+"""One entry point for the three patterns: events (or chunks) in, :class:`~oij.parallel.registry.EngineRun` out.
 
 Data flow::
 
@@ -6,13 +6,13 @@ Data flow::
                                                                                          --> compute_metrics
 
 :class:`PatternPlan` is what KP, DP and HP add to the shared execute loop
-(:mod:`parallel.runtime.execute`): the option checks, the collector, and HP's
+(:mod:`oij.parallel.runtime.execute`): the option checks, the collector, and HP's
 calibration (after ``calibration`` tuples, the per-emitter key counts go to
 replica 0, which runs Alg. 1; the router adopts the map it sends back at an
 epoch boundary, or waits for it with ``sync_map``).  It creates no segment.
 
 Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
-:class:`~parallel.runtime.driver.Runtime` (tests reuse one pool of processes
+:class:`~oij.parallel.runtime.driver.Runtime` (tests reuse one pool of processes
 across many runs); otherwise a runtime is created here and closed before
 returning, on success and on failure alike.
 """
@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from parallel.registry import EngineOptions, EngineRun
-from parallel.runtime.driver import JobOptions, Runtime
-from parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events
-from parallel.runtime.execute import JobPlan, Pump, execute_job
-from parallel.runtime.metrics import compute_metrics
-from spec.batch import Results
-from spec.model import Event, Query, StreamTuple
+from oij.parallel.registry import EngineOptions, EngineRun
+from oij.parallel.runtime.driver import JobOptions, Runtime
+from oij.parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events
+from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
+from oij.parallel.runtime.metrics import compute_metrics
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query, StreamTuple
 
 _JOB_FIELDS = ("collector", "slots", "result_width", "theta", "max_split", "calibration", "sync_map", "epoch",
                "rate", "seed", "trace", "fail_after", "stall", "cond_index")
@@ -127,7 +127,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 
     With ``stream``, results go to it as they complete and the returned results are empty.  With
     ``columns`` (pairs mode, no stream), the returned results are empty too and ``metrics["pair_columns"]``
-    holds them column-wise (:meth:`~parallel.runtime.sink.Sink.pair_columns`), for a writer that needs
+    holds them column-wise (:meth:`~oij.parallel.runtime.sink.Sink.pair_columns`), for a writer that needs
     no Python object per pair.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)

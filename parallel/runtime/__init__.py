@@ -8,6 +8,6 @@ vectorised two-tier join state), :mod:`.balance` (PPOIJ Alg. 1, run by
 replica 0), :mod:`.sink` and :mod:`.metrics` (results and counts), and
 :mod:`.driver` (the pool of processes that owns every segment).
 
-It may use :mod:`spec` and :mod:`parallel.registry`; it must not import
-:mod:`parallel.patterns` or :mod:`parallel.shared` (checked by import-linter).
+It may use :mod:`oij.spec` and :mod:`oij.parallel.registry`; it must not import
+:mod:`oij.parallel.patterns` or :mod:`oij.parallel.shared` (checked by import-linter).
 """

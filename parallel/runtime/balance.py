@@ -1,7 +1,7 @@
 r"""Key -> replica-set assignment: PPOIJ Alg. 1 and its load model.
 
-The hybrid pattern (:mod:`parallel.patterns.hp`) calibrates on the first
-tuples and then asks replica 0 (the "master", :mod:`parallel.runtime.replica`)
+The hybrid pattern (:mod:`oij.parallel.patterns.hp`) calibrates on the first
+tuples and then asks replica 0 (the "master", :mod:`oij.parallel.runtime.replica`)
 to run :func:`assign` on the key counts the emitters gathered; the result goes
 back to the driver, which routes by it from the next epoch on.  It lives in
 the runtime because the replica process runs it; it is pure arithmetic.

@@ -21,17 +21,17 @@ policy decides what to deliver:
   channel's turn delivers its batches of the current epoch up to its CLOSE
   punctuation for that epoch; batches that arrive off-turn wait in their
   deque.  Every replica therefore delivers any two batches it shares with
-  another replica in the same relative order (:mod:`spec.ordering`).
+  another replica in the same relative order (:mod:`oij.spec.ordering`).
 * :class:`NaiveCollector` (negative control): standard multiplexing as in
   KP, with a seeded per-replica random preference among the non-empty
   channels, the schedule PPOIJ Examples 4.1-4.3 warn about.
 * :class:`FixedRoundRobinCollector` (negative control): channels take turns
   one batch at a time in the fixed circular order, without epochs: correct
   for DP's full broadcast but not for HP's partial multicast (PPOIJ Example
-  4.3); the model checker (:mod:`proofs.model`) finds the counterexample.
+  4.3); the model checker (:mod:`oij.proofs.model`) finds the counterexample.
 
 Creates no process and no shared memory: the rings are attached by the
-replica (:mod:`parallel.runtime.replica`) and owned by the driver.
+replica (:mod:`oij.parallel.runtime.replica`) and owned by the driver.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 
-from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, Batch, Ring
+from oij.parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, Batch, Ring
 
 
 @dataclass

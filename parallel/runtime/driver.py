@@ -1,8 +1,8 @@
 """The runtime: replica processes, their control queues, failure handling.
 
-Data flow (one job's loop is :func:`parallel.runtime.execute.execute_job`)::
+Data flow (one job's loop is :func:`oij.parallel.runtime.execute.execute_job`)::
 
-    driver (this process)                                   replica processes (parallel.runtime.replica)
+    driver (this process)                                   replica processes (oij.parallel.runtime.replica)
     -------------------------------------------------       ---------------------------------------
     Chunk source --> Router (emitters, lateness) --put--> input rings --> Collector --> JoinState
     Sink <--get-- result rings <---------------------------------------------------- results (pairs/partial rows)
@@ -10,12 +10,12 @@ Data flow (one job's loop is :func:`parallel.runtime.execute.execute_job`)::
 
 Ownership (who creates / who frees):
 
-* :class:`~parallel.runtime.driver.Runtime` starts the replica processes (spawn by default) and is
+* :class:`~oij.parallel.runtime.driver.Runtime` starts the replica processes (spawn by default) and is
   the only one to stop them (:meth:`Runtime.close`: abort flag, ``exit``
   message, join, then terminate, then kill), and it creates and unlinks the
   one-word *abort* segment the replicas watch.
-* A job's driver -- :func:`parallel.runtime.execute.execute_job`, or the block
-  engine's :func:`parallel.blocks.driver.execute` -- creates every segment of
+* A job's driver -- :func:`oij.parallel.runtime.execute.execute_job`, or the block
+  engine's :func:`oij.parallel.blocks.driver.execute` -- creates every segment of
   the job and unlinks all of them in a ``finally`` block, whatever happens;
   replicas only attach and close.  Segment names start with ``oij-<pid>-``
   (:meth:`Runtime.begin_job` gives a job its prefix).
@@ -45,10 +45,10 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.runtime.replica import replica_main
+from oij.parallel.runtime.ring import check_platform
 
 from oij.io.atomic import signals_deferred
-from parallel.runtime.replica import replica_main
-from parallel.runtime.ring import check_platform
 
 
 class EngineFailure(RuntimeError):
@@ -76,7 +76,7 @@ class JobOptions:
     trace: bool = False
     fail_after: dict[int, int] = field(default_factory=dict)  # test hook: replica -> batches before it raises
     stall: tuple[int, ...] = ()  # test hook: replicas that stop consuming
-    cond_index: bool = False  # with a cond: the SPO-Join style cond index (parallel.runtime.store)
+    cond_index: bool = False  # with a cond: the SPO-Join style cond index (oij.parallel.runtime.store)
 
 
 def _signame(code: int) -> str:
@@ -188,8 +188,8 @@ class Runtime:
         return len(self.ready) >= self.n
 
     def begin_job(self) -> str:
-        """Start a job (:func:`parallel.runtime.execute.execute_job`, the block engine's
-        :func:`parallel.blocks.driver.execute`): forget earlier messages; the prefix for the job's segment
+        """Start a job (:func:`oij.parallel.runtime.execute.execute_job`, the block engine's
+        :func:`oij.parallel.blocks.driver.execute`): forget earlier messages; the prefix for the job's segment
         names.  Raises EngineFailure on a closed or broken runtime."""
         if self.closed or self.broken:
             raise EngineFailure(f"the runtime is unusable: {self.broken or 'closed'}")

@@ -13,7 +13,7 @@ routes is one *epoch*: every batch of the epoch is sent before the epoch's
 CLOSE punctuation, which carries the watermark, so an idle channel still
 tells every collector how far the stream has progressed.
 
-Lateness is a property of the whole arrival sequence (:mod:`spec.watermark`),
+Lateness is a property of the whole arrival sequence (:mod:`oij.spec.watermark`),
 so it is decided here, on the input order, before the stream is split:
 a late tuple is reported by the driver and never sent.  A batch carries the
 W in force at the arrival of its last tuple; every later tuple of the same
@@ -37,13 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.ring import tuple_dtype
-from parallel.runtime.store import NEG
-from reference.columns import EventBlock
-from reference.cond import operand_matrix, operand_rows
-from spec.match import lower_offset, upper_offset
-from spec.model import End, Event, Key, Query, StreamTuple
+from oij.parallel.runtime.ring import tuple_dtype
+from oij.parallel.runtime.store import NEG
+from oij.reference.columns import EventBlock
+from oij.reference.cond import operand_matrix, operand_rows
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import End, Event, Key, Query, StreamTuple
 
 if TYPE_CHECKING:
     from oij.workloads import generator
@@ -61,7 +60,7 @@ class Chunk:
     """One epoch's input to the :class:`Router`: consecutive events in arrival order and, with a cond, their
     operands.
 
-    ``events`` is a :class:`~reference.columns.EventBlock` whose ``key`` column holds dense key *codes*
+    ``events`` is a :class:`~oij.reference.columns.EventBlock` whose ``key`` column holds dense key *codes*
     (:class:`KeyCodes`, or a generator's key indexes; -1 for a watermark): they stand for the keys in
     equality, all the routing needs.  ``ch``/``cl``: the (n, len(cond)) cond operands (see ``tuple_dtype``),
     None without a cond.
@@ -175,7 +174,7 @@ def chunks_from_blocks(blocks: Iterable[generator.Block], size: int, q: Query | 
 
 
 def _block_operands(b: EventBlock, q: Query) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The cond operands of a generated block (:func:`reference.cond.operand_matrix` over its columns)."""
+    """The cond operands of a generated block (:func:`oij.reference.cond.operand_matrix` over its columns)."""
     fields = b.fields or {}
 
     def col(name: str) -> npt.NDArray[np.float64]:
@@ -377,7 +376,7 @@ class Router:
 
         Owners go round robin over the key's set, per key, in arrival order.  Batches mix keys: the
         round-robin collector delivers a channel's whole epoch in one turn, so every replica of a key
-        sees that key's tuples in the same order however the batches are cut (:mod:`spec.ordering`).
+        sees that key's tuples in the same order however the batches are cut (:mod:`oij.spec.ordering`).
         """
         keys = recs["key"]
         kmax = int(keys.max()) + 1

@@ -1,12 +1,12 @@
 """One job of chunks on the runtime's replica processes: the execute loop every ring-fed engine shares.
 
-Its users describe their job with a :class:`JobPlan`: KP/DP/HP (:class:`parallel.patterns.engine.PatternPlan`)
-and Key-OIJ/Scale-OIJ (:class:`parallel.shared.teamrun.TeamPlan`).  The loop itself -- starting the job on
+Its users describe their job with a :class:`JobPlan`: KP/DP/HP (:class:`oij.parallel.patterns.engine.PatternPlan`)
+and Key-OIJ/Scale-OIJ (:class:`oij.parallel.shared.teamrun.TeamPlan`).  The loop itself -- starting the job on
 the replicas, feeding, watching for failing replicas, collecting, tearing down -- is :func:`execute_job`.
 
 Data flow of one job (driver process)::
 
-    plan.router()                                          replica processes (parallel.runtime.replica)
+    plan.router()                                          replica processes (oij.parallel.runtime.replica)
     chunks --pace (rate)--> Router.route: late ids, W, destinations
            --Pump.put (batches, then CLOSE(epoch, W) on every ring)--> input rings --> Collector --> job
            plan.after_epoch (HP calibration, Scale-OIJ's schedule and load samples)
@@ -16,15 +16,15 @@ Data flow of one job (driver process)::
 
 Ownership (who creates / who frees):
 
-* Processes: the :class:`~parallel.runtime.driver.Runtime`'s.  It starts them and only it stops them
-  (:meth:`~parallel.runtime.driver.Runtime.close`).  :func:`execute_job` closes the runtime on any failure --
-  a replica's exception or death (:class:`~parallel.runtime.driver.EngineFailure`), a driver exception,
+* Processes: the :class:`~oij.parallel.runtime.driver.Runtime`'s.  It starts them and only it stops them
+  (:meth:`~oij.parallel.runtime.driver.Runtime.close`).  :func:`execute_job` closes the runtime on any failure --
+  a replica's exception or death (:class:`~oij.parallel.runtime.driver.EngineFailure`), a driver exception,
   Ctrl-C -- and marks it broken unless the failure is an EngineFailure (which already did).
 * Shared memory: :func:`execute_job` creates the job's input rings (``<prefix>-i<k>``) and result rings
   (``<prefix>-r<r>``), then :meth:`JobPlan.create` creates the plan's own segments (Scale-OIJ: one index
   per joiner and the team map).  One ``finally`` block closes and unlinks all of them, whatever happens:
   the rings, then :meth:`JobPlan.free`.  Replicas only attach and close.  ``<prefix>`` is
-  ``oij-<pid>-<tag>-<job>`` (:meth:`~parallel.runtime.driver.Runtime.begin_job`).
+  ``oij-<pid>-<tag>-<job>`` (:meth:`~oij.parallel.runtime.driver.Runtime.begin_job`).
 * :class:`Pump` owns nothing.
 """
 
@@ -35,14 +35,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy.typing as npt
-
-from parallel.runtime.driver import EngineFailure, Runtime
-from parallel.runtime.emitter import Chunk, Routed, Router, order_channels
-from parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
-from parallel.runtime.sink import Sink
-from spec.batch import Results
-from spec.match import lower_offset, upper_offset
-from spec.model import Query
+from oij.parallel.runtime.driver import EngineFailure, Runtime
+from oij.parallel.runtime.emitter import Chunk, Routed, Router, order_channels
+from oij.parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
+from oij.parallel.runtime.sink import Sink
+from oij.spec.batch import Results
+from oij.spec.match import lower_offset, upper_offset
+from oij.spec.model import Query
 
 
 class Pump:
@@ -95,8 +94,8 @@ class Pump:
 
 
 class LoopOptions(Protocol):
-    """The options the loop reads (:class:`~parallel.runtime.driver.JobOptions`,
-    :class:`~parallel.shared.teamrun.TeamOptions`)."""
+    """The options the loop reads (:class:`~oij.parallel.runtime.driver.JobOptions`,
+    :class:`~oij.parallel.shared.teamrun.TeamOptions`)."""
 
     replicas: int
     emitters: int
@@ -149,7 +148,7 @@ def execute_job(rt: Runtime, q: Query, chunks: Iterable[Chunk], plan: JobPlan,
     """Run one job over ``chunks`` on ``rt``; return the sink (results) and the driver's measurements.
 
     With ``stream``, results are handed to it as they complete instead of kept
-    (:class:`~parallel.runtime.sink.Sink`).  Failure rules and ownership: module docstring.
+    (:class:`~oij.parallel.runtime.sink.Sink`).  Failure rules and ownership: module docstring.
     """
     if rt.closed or rt.broken:
         raise EngineFailure(f"the runtime is unusable: {rt.broken or 'closed'}")

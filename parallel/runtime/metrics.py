@@ -1,6 +1,6 @@
 r"""Metrics of a parallel run, as ``oij run --metrics`` writes them (JSON-serialisable).
 
-Data flow: the driver's measurements (:func:`parallel.runtime.execute.execute_job`),
+Data flow: the driver's measurements (:func:`oij.parallel.runtime.execute.execute_job`),
 the replicas' counters and the sink's latencies --> :func:`compute_metrics` --> dict.
 
 Definitions (W_j is replica j's *load*: the tuples it stored, i.e. its share
@@ -28,9 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from parallel.runtime.sink import Sink
-from spec.model import Query
+from oij.parallel.runtime.sink import Sink
+from oij.spec.model import Query
 
 
 def balance(loads: list[float]) -> tuple[float, float]:

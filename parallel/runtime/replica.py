@@ -6,7 +6,7 @@ Data flow inside replica r::
                                   |                ^
                                   +-- W (per channel, or per key and channel for HP) --> JoinState.advance
 
-Control flow: the process is started once by :class:`parallel.runtime.driver.Runtime`
+Control flow: the process is started once by :class:`oij.parallel.runtime.driver.Runtime`
 (spawn start method: the entry point :func:`replica_main` is importable and
 takes only picklable arguments) and then waits on its control queue for
 ``("job", spec)`` messages; for each job it attaches the job's rings, runs
@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.balance import assign
-from parallel.runtime.collector import Collector, Input, NaiveCollector, RoundRobinCollector, StandardCollector
-from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, RESULT, Ring
-from parallel.runtime.store import NEG, JoinState
+from oij.parallel.runtime.balance import assign
+from oij.parallel.runtime.collector import Collector, Input, NaiveCollector, RoundRobinCollector, StandardCollector
+from oij.parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END, RESULT, Ring
+from oij.parallel.runtime.store import NEG, JoinState
 
 I64MAX = np.iinfo(np.int64).max
 
@@ -258,7 +257,7 @@ class _Job:
 
 def _make_job(me: int, spec: dict[str, Any], ctl: Any, up: Any, abort: npt.NDArray[np.int64], ppid: int) -> _Job:
     """The job object of a ``("job", spec)`` message: ``spec["job"] = "module:Class"`` selects a subclass of
-    :class:`_Job` defined by another engine module (``key``, ``scale``: :mod:`parallel.shared.teamrun`)."""
+    :class:`_Job` defined by another engine module (``key``, ``scale``: :mod:`oij.parallel.shared.teamrun`)."""
     name = spec.get("job")
     if not name:
         return _Job(me, spec, ctl, up, abort, ppid)

@@ -29,7 +29,7 @@ protocol needs.  (A weakly ordered CPU would need fences; the runtime checks
 the architecture, see :func:`check_platform`.)
 
 Ownership: the process that calls :meth:`Ring.create` (always the driver, see
-:mod:`parallel.runtime.driver`) owns the segment and is the only one that calls
+:mod:`oij.parallel.runtime.driver`) owns the segment and is the only one that calls
 :meth:`Ring.unlink`; other processes :meth:`Ring.attach` and :meth:`Ring.close`.
 """
 
@@ -43,8 +43,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from spec.model import Query
+from oij.spec.model import Query
 
 TUPLE = np.dtype(
     [
@@ -65,7 +64,7 @@ TUPLE = np.dtype(
 def tuple_dtype(conds: int = 0) -> np.dtype[Any]:
     """The tuple record of a query with ``conds`` comparisons: :data:`TUPLE`, plus, when ``conds > 0``, the
     cond operands ``ch``/``cl`` (``conds`` float64 each: a base's x and 0, a probe's s and e,
-    :func:`reference.cond.operand_rows`)."""
+    :func:`oij.reference.cond.operand_rows`)."""
     if conds == 0:
         return TUPLE
     return np.dtype([*TUPLE.descr, ("ch", np.float64, (conds,)), ("cl", np.float64, (conds,))])

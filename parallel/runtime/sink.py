@@ -1,4 +1,4 @@
-"""The driver's sink: result records from the replicas -> the specification's :class:`~spec.batch.Results`.
+"""The driver's sink: result records from the replicas -> the specification's :class:`~oij.spec.batch.Results`.
 
 Data flow (driver process)::
 
@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from spec.batch import AggregateRow, Results
-from spec.model import Query
+from oij.spec.batch import AggregateRow, Results
+from oij.spec.model import Query
 
 LATENCY_SAMPLE = 1 << 17
 

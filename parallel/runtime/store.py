@@ -1,6 +1,6 @@
 r"""The replica's state buffers and the vectorised per-batch join (pure numpy, no processes).
 
-Data flow inside one replica (:mod:`parallel.runtime.replica` feeds it)::
+Data flow inside one replica (:mod:`oij.parallel.runtime.replica` feeds it)::
 
     delivered batch --> JoinState.process --> pair / partial-row result records
     watermark       --> JoinState.advance --> partial rows of bases that became final; purge
@@ -26,12 +26,12 @@ the replica's delivery order.  Tuple x joins the stored opposite-side
 entries y with ``y.seq < x.seq``; a tuple is stored only by its ``owner``
 replica.  So the pair (x, y), y delivered first, is made by the replica that
 stores y, once, provided that replica also receives x after y (the ordering
-rules of :mod:`spec.ordering`).
+rules of :mod:`oij.spec.ordering`).
 
 A joining condition (``cond``) filters the candidates of every range search
 before they make pairs or enter a partial aggregate: each stored entry keeps
-its cond operands (``ch``/``cl``, :func:`reference.cond.operand_rows`) and a
-candidate (x, y) passes iff :func:`reference.cond.cond_mask` holds for it.
+its cond operands (``ch``/``cl``, :func:`oij.reference.cond.operand_rows`) and a
+candidate (x, y) passes iff :func:`oij.reference.cond.cond_mask` holds for it.
 Purging and finality are unchanged (they depend on keys, times and W only).
 
 The cond index (``cond_index=True``: SPO-Join's idea, 004 §3, in this
@@ -47,7 +47,7 @@ prefix or a suffix of the operand order: :math:`h \ge h_q` or
 :math:`h \le h_q`, a superset of the exact answer that adds only the ties).
 It walks the *shortest* run; a comparison run is intersected with the window
 by position (``ws <= perm_i[j] < we``: no timestamp is read), and every
-survivor gets the exact check (:func:`reference.cond.cond_mask`), so the
+survivor gets the exact check (:func:`oij.reference.cond.cond_mask`), so the
 answer is exactly the window's passing candidates.  The two tiers are
 SPO-Join's: the small mutable ``delta`` (rebuilt on insert) and the
 immutable ``main`` (rebuilt on merge), each with its own permutations.
@@ -60,10 +60,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.ring import RESULT
-from reference.cond import cond_mask, operand_columns
-from spec.model import Comparison
+from oij.parallel.runtime.ring import RESULT
+from oij.reference.cond import cond_mask, operand_columns
+from oij.spec.model import Comparison
 
 NEG = np.iinfo(np.int64).min
 """The watermark before any watermark (-inf): below every valid timestamp."""
@@ -208,7 +207,7 @@ class Store:
         """Per tier, (tier, query idx, entry idx) of the stored entries in range delivered before the query.
 
         With the cond index and the queries' operands ``qh``, the result is the window's entries whose
-        operands can pass (a superset of the cond's answer that :func:`reference.cond.cond_mask` narrows).
+        operands can pass (a superset of the cond's answer that :func:`oij.reference.cond.cond_mask` narrows).
         """
         out = []
         for t in (self.main, self.delta):
@@ -268,7 +267,7 @@ BASE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "born": np.int64, 
 class JoinState:
     """The OIJ logic of one replica over its delivery order.
 
-    ``lo``/``hi`` are the inclusive offsets l', u' (:mod:`spec.match`);
+    ``lo``/``hi`` are the inclusive offsets l', u' (:mod:`oij.spec.match`);
     ``partial``: keep per-base running aggregates and emit partial rows
     (aggregates, or a left join that must report unmatched bases);
     ``pairs``: emit pair records (pairs mode).

@@ -1,7 +1,7 @@
 r"""Window aggregation over timestamp-ordered runs: recomputation and incremental (subtract-on-evict, two stacks).
 
-Used by Scale-OIJ (:mod:`parallel.shared.scaleoij`) and, for the exact sums, by
-Key-OIJ (:mod:`parallel.shared.keyoij`).  Pure numpy; no process, no shared memory.
+Used by Scale-OIJ (:mod:`oij.parallel.shared.scaleoij`) and, for the exact sums, by
+Key-OIJ (:mod:`oij.parallel.shared.keyoij`).  Pure numpy; no process, no shared memory.
 
 Setting.  A *run* holds entries sorted by (key, ts) with values ``v``.  A
 batch of base tuples sorted by (key, ts) gives, per base ``i``, the index run
@@ -9,7 +9,7 @@ batch of base tuples sorted by (key, ts) gives, per base ``i``, the index run
 are sorted by (key, ts), ``s`` and ``e`` are non-decreasing over the batch --
 consecutive windows of a key *slide* (Scale-OIJ Fig. 15).
 
-Exactness.  The oracle's sums are exact (:mod:`reference.exact`).  Sums
+Exactness.  The oracle's sums are exact (:mod:`oij.reference.exact`).  Sums
 here are exact too: values that are multiples of :math:`2^{-10}` with
 :math:`|v| < 2^{30}` are summed as int64 multiples of :math:`2^{-10}` (adding
 and subtracting integers leaves no residue, so subtract-on-evict cannot
@@ -44,9 +44,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.store import expand
-from reference.exact import scaled, to_float
+from oij.parallel.runtime.store import expand
+from oij.reference.exact import scaled, to_float
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

@@ -8,7 +8,7 @@ Data flow::
         --> pairs / aggregate rows --> result ring r --> driver's sink
 
 Every tuple of a key reaches one joiner (the static hash of
-:func:`parallel.runtime.emitter.key_hash`), so no coordination is needed.  A base
+:func:`oij.parallel.runtime.emitter.key_hash`), so no coordination is needed.  A base
 tuple is evaluated once, when it is final (W > hi(a), or End): its key's
 probe buffer is scanned *entirely* and each entry is compared with the window
 (Scale-OIJ §II-C: "a thread may scan through the buffer to filter out
@@ -24,14 +24,14 @@ event time and the scan's *effectiveness* (Eq. 1: in-window / visited) is
 about :math:`|w| / (|w| + l)` -- the Fig. 7 effect.
 
 A joining condition filters the scan's in-window entries
-(:func:`reference.cond.cond_mask` on the operands each entry keeps) before
+(:func:`oij.reference.cond.cond_mask` on the operands each entry keeps) before
 they make pairs or enter an aggregate; expiration is unchanged.
 
-Sums are exact (:mod:`parallel.shared.aggr`).  A row's latency is measured from
+Sums are exact (:mod:`oij.parallel.shared.aggr`).  A row's latency is measured from
 the base tuple's creation (``born``).
 
 Processes and shared memory: none created here; the engine runs on the
-runtime's replica processes (:mod:`parallel.shared.teamrun` creates and frees
+runtime's replica processes (:mod:`oij.parallel.shared.teamrun` creates and frees
 the rings).
 """
 
@@ -42,14 +42,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.registry import EngineOptions, EngineRun, register
-from parallel.runtime.replica import _Job
-from parallel.runtime.ring import RESULT
-from parallel.runtime.store import NEG, empty_column, operand_spec
-from parallel.shared.aggr import Acc
-from reference.cond import cond_mask, operand_columns
-from spec.model import Comparison, Event, Query
+from oij.parallel.registry import EngineOptions, EngineRun, register
+from oij.parallel.runtime.replica import _Job
+from oij.parallel.runtime.ring import RESULT
+from oij.parallel.runtime.store import NEG, empty_column, operand_spec
+from oij.parallel.shared.aggr import Acc
+from oij.reference.cond import cond_mask, operand_columns
+from oij.spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -124,7 +123,7 @@ def pairs(a: I64, b: I64, born: I64) -> npt.NDArray[Any]:
 
 class KeyJoinState:
     """Key-OIJ's state and join of one joiner (module docstring); the interface of
-    :class:`parallel.runtime.store.JoinState`."""
+    :class:`oij.parallel.runtime.store.JoinState`."""
 
     def __init__(self, lo: int, hi: int, *, emit_pairs: bool, partial: bool, kind: str | None,
                  cond: tuple[Comparison, ...] = ()) -> None:
@@ -301,6 +300,6 @@ class KeyJob(_Job):
 @register("key", "Key-OIJ: static hash(key) -> joiner, unsorted per-key buffers, a full scan per base tuple, "
           "expiration by lateness (processes + shared memory)")
 def key_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from parallel.shared.teamrun import run_engine
+    from oij.parallel.shared.teamrun import run_engine
 
     return run_engine("key", q, events, options)

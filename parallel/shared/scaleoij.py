@@ -4,7 +4,7 @@ incremental aggregation.
 Data flow::
 
     driver: ScaleRouter -- a tuple of key k goes to a random member of team(partition(k)) --> rings
-            Alg. 3 every ``schedule_every`` tuples --> TeamMap (grow-only)           (parallel.shared.teamrun)
+            Alg. 3 every ``schedule_every`` tuples --> TeamMap (grow-only)           (oij.parallel.shared.teamrun)
     joiner j (ScaleJob, one per replica process):
         probes  --> append to j's own index (single writer)         --> publish run, then prog_j
         bases   --> pending at j
@@ -45,8 +45,8 @@ bounds the ts of every base j may still evaluate (pending, in flight:
 the interleaving; the same rule makes a's aggregate final.
 
 A joining condition filters each window's entries before they make pairs
-or enter an aggregate (:func:`reference.cond.cond_mask`; every entry of the
-index keeps its cond operands, :mod:`parallel.shared.swmr`).  With a cond the
+or enter an aggregate (:func:`oij.reference.cond.cond_mask`; every entry of the
+index keeps its cond operands, :mod:`oij.parallel.shared.swmr`).  With a cond the
 aggregate folds the passing entries one by one instead of sliding over the
 run (the two-stack window cannot skip the entries a base rejects).  Readiness
 and eviction are unchanged: they depend on times and W only.
@@ -56,7 +56,7 @@ own progress only (the hazard: a lagging team member's probes are missed);
 ``arrival`` evaluates bases on arrival.  Both must fail the differential
 tests (``tests/parallel/test_scale.py``).
 
-Processes and shared memory: none created here (:mod:`parallel.shared.teamrun`
+Processes and shared memory: none created here (:mod:`oij.parallel.shared.teamrun`
 owns the segments; the joiner attaches its own index as the writer and every
 other index as a reader, and closes them when the job ends).
 """
@@ -70,17 +70,16 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.registry import EngineOptions, EngineRun, register
-from parallel.runtime.replica import _Job
-from parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END
-from parallel.runtime.store import expand
-from parallel.shared.aggr import Acc
-from parallel.shared.keyoij import _Buf, pairs, rows
-from parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
-from parallel.shared.teams import TeamMap, members, partition_of
-from reference.cond import cond_mask, operand_columns
-from spec.model import Comparison, Event, Query
+from oij.parallel.registry import EngineOptions, EngineRun, register
+from oij.parallel.runtime.replica import _Job
+from oij.parallel.runtime.ring import KIND_CLOSE, KIND_DATA, KIND_END
+from oij.parallel.runtime.store import expand
+from oij.parallel.shared.aggr import Acc
+from oij.parallel.shared.keyoij import _Buf, pairs, rows
+from oij.parallel.shared.swmr import EVAL, PROG, Index, wait_briefly
+from oij.parallel.shared.teams import TeamMap, members, partition_of
+from oij.reference.cond import cond_mask, operand_columns
+from oij.spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
@@ -112,7 +111,7 @@ def ready_mask(rule: str, end: I64, progs: I64, me: int, masks: I64) -> tuple[np
     negative controls ``self``: :math:`hi(a) < prog_{me}` and ``arrival``:
     always.  Also returns how many bases ``team`` holds back that ``self``
     would have let through (the hazard waits).  Pure; O(len(end) + teams x
-    joiners).  The model checker (:mod:`proofs.shared`) calls it as it is.
+    joiners).  The model checker (:mod:`oij.proofs.shared`) calls it as it is.
     """
     if rule == "arrival":
         return np.ones(len(end), dtype=np.bool_), 0
@@ -359,6 +358,6 @@ class ScaleJob(_Job):
 @register("scale", "Scale-OIJ: SWMR time-travel indexes in shared memory, virtual teams with Alg. 3 dynamic "
           "schedule, incremental aggregation (processes + shared memory)")
 def scale_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from parallel.shared.teamrun import run_engine
+    from oij.parallel.shared.teamrun import run_engine
 
     return run_engine("scale", q, events, options)

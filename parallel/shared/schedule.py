@@ -4,7 +4,7 @@ Workload model (Eq. 3): joiner :math:`J_i` gets
 :math:`W_i = \sum_{p \ni J_i} |x_p| / |vt_p|`, where :math:`|x_p|` is the
 (decayed) number of tuples of partition p seen so far and :math:`|vt_p|` the
 size of its virtual team.  Unbalancedness (Eq. 2) is
-:func:`parallel.runtime.metrics.balance`'s: :math:`\frac{1}{J\mu}\sum_i |W_i-\mu|`.
+:func:`oij.parallel.runtime.metrics.balance`'s: :math:`\frac{1}{J\mu}\sum_i |W_i-\mu|`.
 
 Alg. 3, as implemented: repeat -- take :math:`J_{max}` and :math:`J_{min}`;
 walk the partitions of :math:`J_{max}` by decreasing share
@@ -15,14 +15,14 @@ keeps every tried replication until one succeeds; we undo the unsuccessful
 tries (otherwise one call replicates every partition of :math:`J_{max}`),
 which we take to be the intent of "if S_new does not change then break".
 The caller decays the statistics by :math:`\lambda` afterwards (line 13).
-Partitions are only ever replicated, never moved (:mod:`parallel.shared.teams`).
+Partitions are only ever replicated, never moved (:mod:`oij.parallel.shared.teams`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from parallel.runtime.metrics import balance
+from oij.parallel.runtime.metrics import balance
 
 
 def loads(x: Sequence[float], masks: Sequence[int], n: int) -> list[float]:

@@ -4,11 +4,11 @@ lock-free readers.
 The numpy analogue of Scale-OIJ's two-layer skip-list (§V-A, Alg. 1-2): an
 index is a small set of immutable *runs* (an LSM tree).  A run holds entries
 sorted by (key, ts) with the rank-compressed composite of
-:class:`parallel.runtime.store.Tier`: locating the window of (k, [lo, hi]) is four
+:class:`oij.parallel.runtime.store.Tier`: locating the window of (k, [lo, hi]) is four
 binary searches -- :math:`O(\log N_{key} + \log N_{ts})` per run -- and
 visits only the entries in the window.
 
-Segment layout (int64 words; owner: the driver, :mod:`parallel.shared.teamrun`,
+Segment layout (int64 words; owner: the driver, :mod:`oij.parallel.shared.teamrun`,
 creates it before the job and unlinks it after; the joiner that owns the
 index is its only writer, every joiner of a virtual team reads it)::
 
@@ -21,7 +21,7 @@ index is its only writer, every joiner of a virtual team reads it)::
     arena: runs, each [n | sts n | comp n | ts n | value n | id n | born n | (ch n, cl n) x conds]
 
 (``conds`` = the query's cond comparisons: each entry's cond operands, one
-float64 column per comparison for ``ch`` and for ``cl``, :func:`reference.cond.operand_rows`.)
+float64 column per comparison for ``ch`` and for ``cl``, :func:`oij.reference.cond.operand_rows`.)
 
 Publication protocol (what is written first):
 
@@ -43,7 +43,7 @@ Publication protocol (what is written first):
    load ``gen`` again, so they never reach a slot or run retired before
    that ``gen``.
 4. ``prog`` is stored after the runs it covers are published; readers load
-   ``prog`` before they read the directory (see :mod:`parallel.shared.scaleoij`).
+   ``prog`` before they read the directory (see :mod:`oij.parallel.shared.scaleoij`).
 
 Memory-ordering assumption.  Python has no atomics and no fences, so the
 design relies on, and only on: (a) an aligned int64 numpy element is loaded
@@ -56,7 +56,7 @@ stores are not reordered with older loads.  No step needs store->load
 ordering (the one x86 reorders): QSBR needs only load->store (the reader's
 data loads complete before its ``qs`` store) and the publication needs
 store->store on the writer and load->load on the reader.  The runtime
-refuses other architectures (:func:`parallel.runtime.ring.check_platform`), and
+refuses other architectures (:func:`oij.parallel.runtime.ring.check_platform`), and
 ``tests/parallel/test_scale_swmr.py`` stress-tests the protocol (many readers
 verifying every entry during heavy appends, merges and arena reuse).
 """
@@ -89,8 +89,8 @@ def build_run(cols: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
     ``sts`` is the run's timestamps sorted; ``comp = key * (n + 1) + rank(ts)``
     with rank the position of ts in ``sts``, so that one sorted array answers
     "key k, ts in [lo, hi]" with binary searches
-    (:func:`parallel.shared.scaleoij.ranges`).  Pure; O(n log n).  The model
-    checker (:mod:`proofs.shared`) builds its indexes with it.
+    (:func:`oij.parallel.shared.scaleoij.ranges`).  Pure; O(n log n).  The model
+    checker (:mod:`oij.proofs.shared`) builds its indexes with it.
     """
     n = len(cols["ts"])
     order = np.lexsort((cols["ts"], cols["key"]))

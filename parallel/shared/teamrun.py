@@ -1,5 +1,5 @@
 """The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes
-(:class:`parallel.runtime.driver.Runtime`).
+(:class:`oij.parallel.runtime.driver.Runtime`).
 
 Data flow of one job (driver process)::
 
@@ -10,16 +10,16 @@ Data flow of one job (driver process)::
             every ``schedule_every`` tuples: Alg. 3 -> TeamMap.replace (grow-only), then route with it
     Sink <-- result rings <-- joiners
 
-The loop is the one KP/DP/HP use (:func:`parallel.runtime.execute.execute_job`); :class:`TeamPlan` adds
+The loop is the one KP/DP/HP use (:func:`oij.parallel.runtime.execute.execute_job`); :class:`TeamPlan` adds
 the team-specific parts: the router, the job message, the schedule and the load samples after every epoch.
 
-Ownership (who creates / who frees): :func:`~parallel.runtime.execute.execute_job` creates the input and
+Ownership (who creates / who frees): :func:`~oij.parallel.runtime.execute.execute_job` creates the input and
 result rings and unlinks them in its ``finally`` block; for ``scale``, :meth:`TeamPlan.create` creates one
-index per joiner (:mod:`parallel.shared.swmr`) and the team map (:mod:`parallel.shared.teams`), and
+index per joiner (:mod:`oij.parallel.shared.swmr`) and the team map (:mod:`oij.parallel.shared.teams`), and
 :meth:`TeamPlan.free`, called from that same ``finally`` block, unlinks them.  The processes belong to the
-:class:`~parallel.runtime.driver.Runtime`; on any failure (an exception in a joiner, a killed joiner, a
+:class:`~oij.parallel.runtime.driver.Runtime`; on any failure (an exception in a joiner, a killed joiner, a
 driver exception, Ctrl-C) the runtime is closed exactly as for KP/DP/HP (no process left, every segment
-unlinked) and :class:`~parallel.runtime.driver.EngineFailure` names the cause.
+unlinked) and :class:`~oij.parallel.runtime.driver.EngineFailure` names the cause.
 """
 
 from __future__ import annotations
@@ -31,18 +31,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.registry import EngineOptions, EngineRun
-from parallel.runtime.driver import Runtime
-from parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events, key_hash
-from parallel.runtime.execute import JobPlan, Pump, execute_job
-from parallel.runtime.metrics import balance, compute_metrics
-from parallel.runtime.sink import Sink
-from parallel.shared.schedule import alg3, loads, unbalancedness
-from parallel.shared.swmr import Index, IndexSpec
-from parallel.shared.teams import TeamMap, partition_of
-from spec.batch import Results
-from spec.model import Event, Query, StreamTuple
+from oij.parallel.registry import EngineOptions, EngineRun
+from oij.parallel.runtime.driver import Runtime
+from oij.parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events, key_hash
+from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
+from oij.parallel.runtime.metrics import balance, compute_metrics
+from oij.parallel.runtime.sink import Sink
+from oij.parallel.shared.schedule import alg3, loads, unbalancedness
+from oij.parallel.shared.swmr import Index, IndexSpec
+from oij.parallel.shared.teams import TeamMap, partition_of
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query, StreamTuple
 
 I64 = npt.NDArray[np.int64]
 
@@ -129,7 +128,7 @@ def initial_masks(n: int, partitions: int) -> list[int]:
 
 
 class TeamPlan(JobPlan):
-    """``key`` or ``scale`` (``opt.pattern``) in the execute loop (:mod:`parallel.runtime.execute`)."""
+    """``key`` or ``scale`` (``opt.pattern``) in the execute loop (:mod:`oij.parallel.runtime.execute`)."""
 
     opt: TeamOptions
 
@@ -186,7 +185,7 @@ class TeamPlan(JobPlan):
     def extra_spec(self, r: int) -> dict[str, Any]:
         opt = self.opt
         return {
-            "job": "parallel.shared.scaleoij:ScaleJob" if self.scale else "parallel.shared.keyoij:KeyJob",
+            "job": "oij.parallel.shared.scaleoij:ScaleJob" if self.scale else "oij.parallel.shared.keyoij:KeyJob",
             "aggregate": self.q.aggregate,
             "keybased": False,
             "trace": False,
@@ -239,14 +238,14 @@ class TeamPlan(JobPlan):
 
 def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
             stream: Callable[[Results], None] | None = None) -> tuple[Sink, dict[str, Any]]:
-    """Run one ``key``/``scale`` job on ``rt`` (:func:`parallel.runtime.execute.execute_job` with a
+    """Run one ``key``/``scale`` job on ``rt`` (:func:`oij.parallel.runtime.execute.execute_job` with a
     :class:`TeamPlan`); the runtime's failure rules apply (module docstring)."""
     return execute_job(rt, q, chunks, TeamPlan(q, opt), stream)
 
 
 def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any], sink: Sink, events: int,
                  cdf_points: int = 0) -> dict[str, Any]:
-    """The common metrics (:func:`parallel.runtime.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
+    """The common metrics (:func:`oij.parallel.runtime.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
     base = compute_metrics("kp", q, opt, drive, sink, events, cdf_points)
     rs = drive["replica_stats"]
     out = dict(base)
@@ -302,7 +301,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
     """Run ``key``/``scale`` over ``chunks``; (canonical results, metrics).  Owns ``rt`` only if not given.
 
     With ``stream``, results go to it as they complete and the returned results are empty; ``columns``:
-    as :func:`parallel.patterns.engine.run_chunks`.
+    as :func:`oij.parallel.patterns.engine.run_chunks`.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:

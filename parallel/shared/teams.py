@@ -9,7 +9,7 @@ code), and the map stores one team per partition as a bit mask of joiners
 
 Layout (int64 words): ``[version, P, mask_0 .. mask_{P-1}]``.  Owner: the
 driver creates the segment before a job, is its only writer (Alg. 3 runs in
-the driver, :mod:`parallel.shared.schedule`) and unlinks it after the job;
+the driver, :mod:`oij.parallel.shared.schedule`) and unlinks it after the job;
 joiners attach read-only.
 
 Atomic replacement and growth.  A partition's team is one word, so it is
@@ -31,8 +31,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 import numpy.typing as npt
-
-from parallel.runtime.emitter import key_hash
+from oij.parallel.runtime.emitter import key_hash
 
 I64 = npt.NDArray[np.int64]
 

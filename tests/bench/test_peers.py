@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oij.reference.batchjoin import compute_pair_columns
 
 from oij.bench import peers
-from reference.batchjoin import compute_pair_columns
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oij.reference.oracle import run_events
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.io.errors import IdSet
 from oij.io.jsonl import parse_result_lines, read_jsonl, result_lines, write_events
 from oij.io.parquet import read_parquet, write_parquet
-from reference.oracle import run_events
-from spec.model import End, Event, Query, StreamTuple, Watermark
 from tests.strategies import workloads
 
 QUERY = '{"type":"query","lower":-10,"upper":0,"aggregate":null,"channels":2}'

@@ -17,9 +17,10 @@ import pytest
 
 pytest.importorskip("pyflink")
 
+from oij.spec.model import End, Query, StreamTuple, Watermark
+
 from oij.flink.sql import Unsupported, run_case
 from oij.testing import Case, expected_output
-from spec.model import End, Query, StreamTuple, Watermark
 
 # PyFlink's gateway JVM runs in the worker's process: the module is one xdist group (tests/conftest.py)
 pytestmark = [pytest.mark.flink, pytest.mark.flink_gateway, pytest.mark.timeout(600)]
@@ -70,7 +71,7 @@ def test_aggregates_are_the_group_by_over_the_left_join() -> None:
     assert got.aggregates == expected_output(case, "flink-sql").aggregates == [(1, 1, 2.5), (4, 1, 2.5)]
     assert expected_output(case, "canonical").aggregates != got.aggregates
     # a finding, pinned: Flink's SUM is float arithmetic in arrival order (1e16 + 1 - 1e16 = 0.0), not the
-    # exact sum (1.0) of spec.aggregate; if Flink ever sums exactly, this fails: update docs/findings.rst
+    # exact sum (1.0) of oij.spec.aggregate; if Flink ever sums exactly, this fails: update docs/findings.rst
     q = Query(-5, 5, lateness=100, aggregate="sum")
     events = (b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), End())
     assert expected_output(Case(q, events), "flink-sql").aggregates == [(1, 3, 1.0)]

@@ -22,11 +22,12 @@ pytest.importorskip("pyflink")
 if shutil.which("javac") is None:
     pytest.skip("the flink-ds adapter compiles its Java job with javac", allow_module_level=True)
 
+from oij.spec.model import End, Query, StreamTuple, Watermark
+
 from oij.flink.datastream import Session, run_case
 from oij.testing import Case, expected_output
 from oij.testing._protocol import parse_output
 from oij.testing._vectors import flink_operator_vectors
-from spec.model import End, Query, StreamTuple, Watermark
 from tests.procs import alive
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]

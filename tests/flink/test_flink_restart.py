@@ -26,13 +26,14 @@ pytest.importorskip("pyflink")
 if shutil.which("javac") is None:
     pytest.skip("the flink-ds restart protocol compiles its Java job with javac", allow_module_level=True)
 
+from oij.spec.model import End, Query, StreamTuple
+from oij.spec.profiles import get_profile
+from oij.spec.recovery import Checkpoint, committed, restart_point
+
 from oij.adapters import get_adapter, restart_command
 from oij.flink.datastream import run_case
 from oij.testing import Case, expected_output
 from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, parse_line, run_incarnation, run_plan
-from spec.model import End, Query, StreamTuple
-from spec.profiles import get_profile
-from spec.recovery import Checkpoint, committed, restart_point
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(240)]
 

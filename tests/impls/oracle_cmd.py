@@ -21,8 +21,8 @@ from typing import Any
 if sys.argv[1:2] == ["--prefer"]:  # before the imports below: the oracle under test comes from DIR
     sys.path.insert(0, sys.argv[2])
 
-from reference.oracle import run_events
-from spec.model import Comparison, End, Event, Query, StreamTuple, Watermark
+from oij.reference.oracle import run_events
+from oij.spec.model import Comparison, End, Event, Query, StreamTuple, Watermark
 
 
 def read_case(lines: list[str]) -> tuple[Query, list[Event]]:
@@ -58,7 +58,7 @@ def value_text(v: Any) -> str:
 def main_streaming() -> None:
     """``OIJ_STATE_BOUND=1`` (``oij conform --state-bound``): the case read line by line, the oracle fed one event
     at a time, and a state line ``{"type":"state","events":K,"stored":N}`` on stderr every 1000 events."""
-    from reference.oracle import Oracle
+    from oij.reference.oracle import Oracle
 
     q, _ = read_case([sys.stdin.readline()])
     o = Oracle(q)

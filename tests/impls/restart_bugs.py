@@ -1,7 +1,7 @@
 """The oracle as a command of the restart protocol, correct or with one recovery bug (``oij conform --restarts``).
 
 ``python tests/impls/restart_bugs.py MODE`` reads one case on stdin event by event, feeds
-:class:`reference.oracle.Oracle`, prints each event's rows as they come, and checkpoints after every event:
+:class:`oij.reference.oracle.Oracle`, prints each event's rows as they come, and checkpoints after every event:
 it writes the operator's snapshot to ``$OIJ_STATE_DIR/snap-K`` atomically (with ``oij join --state``'s
 :func:`~oij.drivers.restartable.save`), then prints ``{"type":"checkpoint","events":K}``.  On a restart
 (``OIJ_CHECKPOINT=K > 0``) it restores ``snap-K``.
@@ -27,9 +27,10 @@ import json
 import os
 import sys
 
+from oij.reference.checkpoint import restore, snapshot
+from oij.reference.oracle import Oracle
+
 from oij.drivers.restartable import save
-from reference.checkpoint import restore, snapshot
-from reference.oracle import Oracle
 from tests.impls.oracle_cmd import event_of, read_case, value_text
 
 MODES = ("correct", "checkpoint-before-emit", "reemit-after-restore", "no-restore", "forget-matched", "min-watermark")

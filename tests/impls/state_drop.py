@@ -8,7 +8,7 @@ snapshot wrongly:
 * ``stale``: the component is taken from the checkpoint one event earlier (the rest from the right one).
 
 ``oij bench kit-power --restarts`` runs ``oij conform --restarts 1`` at its defaults on every mutant of
-:data:`MUTANTS`; each must be killed.  The components (attributes of :class:`reference.oracle.Oracle` and its
+:data:`MUTANTS`; each must be killed.  The components (attributes of :class:`oij.reference.oracle.Oracle` and its
 per-key ``_KeyState``):
 
 ==================  ============================================================================
@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, so that tests.impls imports
+from oij.reference.checkpoint import restore, snapshot
+from oij.reference.oracle import Oracle
+from oij.spec.model import NO_WATERMARK, Query
+
 from oij.drivers.restartable import save
-from reference.checkpoint import restore, snapshot
-from reference.oracle import Oracle
-from spec.model import NO_WATERMARK, Query
 from tests.impls.oracle_cmd import event_of, read_case
 from tests.impls.restart_bugs import _lines
 

@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 from oij.io import blocks as blocks_mod
 from oij.io.blocks import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
@@ -27,8 +29,6 @@ from oij.io.errors import IdSet, InputError
 from oij.io.jsonl import canonical_pair_order, pair_lines, read_jsonl, result_lines
 from oij.io.parquet import read_parquet, write_parquet
 from oij.workloads import resolve, with_overrides, write_workload
-from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple, Watermark
 from tests.io.test_nothing_lost import SEEDS, mutated
 
 pytestmark = pytest.mark.timeout(120)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oij.spec.batch import Results
 
 from oij.io import extsort
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
-from spec.batch import Results
 
 ids = st.integers(-(1 << 63), (1 << 63) - 1)
 small = st.integers(-5, 40)

@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.spec.model import BASE, End, Query, StreamTuple, Watermark
+from oij.spec.stream import compute_stream_result
 
 from oij.cli import main
 from oij.io import open_events
@@ -38,8 +40,6 @@ from oij.io.errors import InputError
 from oij.io.jsonl import result_lines
 from oij.testing import Case
 from oij.workloads import write_workload
-from spec.model import BASE, End, Query, StreamTuple, Watermark
-from spec.stream import compute_stream_result
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""The block engines (``blocks-kp`` ... ``blocks-scale``, :mod:`parallel.blocks`) against the oracle.
+"""The block engines (``blocks-kp`` ... ``blocks-scale``, :mod:`oij.parallel.blocks`) against the oracle.
 
 Spawn start method throughout; the module's pool of 4 helper processes (the ``rt`` fixture) serves the
 differential tests, failure tests start their own.  After every test no segment of this process is left in
@@ -20,19 +20,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.parallel.blocks import driver as bdriver
+from oij.parallel.blocks import route as broute
+from oij.parallel.blocks.driver import BlockOptions, file_source, run
+from oij.parallel.registry import EngineOptions, get
+from oij.parallel.runtime.driver import EngineFailure, Runtime
+from oij.reference.blocks import NEG, run_blocks
+from oij.reference.oracle import run_events
+from oij.spec.model import End, Event, Query, StreamTuple
 
 from oij.io.errors import InputError
 from oij.io.extsort import range_splitters, write_range
 from oij.io.jsonl import read_jsonl, result_lines, write_events
 from oij.workloads import generate, resolve, with_overrides, write_workload
-from parallel.blocks import driver as bdriver
-from parallel.blocks import route as broute
-from parallel.blocks.driver import BlockOptions, file_source, run
-from parallel.registry import EngineOptions, get
-from parallel.runtime.driver import EngineFailure, Runtime
-from reference.blocks import NEG, run_blocks
-from reference.oracle import run_events
-from spec.model import End, Event, Query, StreamTuple
 from tests.procs import alive
 from tests.strategies import workloads
 
@@ -81,7 +81,7 @@ def test_generated_workloads_equal_the_oracle(rt: Runtime, seed: int, preset: st
 
 
 def test_a_cond_query_runs_on_the_event_engine(rt: Runtime) -> None:
-    from spec.model import Comparison
+    from oij.spec.model import Comparison
 
     q = Query(lower=-5, upper=5, cond=(Comparison("x", "<", "x"),))
     events: list[Event] = [StreamTuple("base", 1, 10, 1, fields=(("x", 1.0),)),
@@ -222,7 +222,7 @@ def test_the_range_check_catches_overlapping_output_ranges(monkeypatch: pytest.M
     text = _blocks_text(path, "kp", 2, rt)
     assert text == _expected(path)  # one range holds every row: still right
     monkeypatch.setattr(bdriver, "range_splitters", real)
-    monkeypatch.setattr("parallel.blocks.job.write_range", _overlapping)  # replica 0 (this process) writes all
+    monkeypatch.setattr("oij.parallel.blocks.job.write_range", _overlapping)  # replica 0 (this process) writes all
     assert _blocks_text(path, "kp", 2, None) != _expected(path)
 
 

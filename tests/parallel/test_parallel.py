@@ -20,18 +20,18 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.parallel.patterns.engine import run_chunks
+from oij.parallel.patterns.hp import assign, is_balanced, model_loads
+from oij.parallel.registry import EngineOptions, get
+from oij.parallel.runtime.driver import EngineFailure, JobOptions, Runtime
+from oij.parallel.runtime.emitter import Chunk, chunks_from_events
+from oij.reference.oracle import run_events
+from oij.spec import ordering
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, StreamTuple
+from oij.spec.stream import on_time_tuples
 
 from oij.workloads import generate
-from parallel.patterns.engine import run_chunks
-from parallel.patterns.hp import assign, is_balanced, model_loads
-from parallel.registry import EngineOptions, get
-from parallel.runtime.driver import EngineFailure, JobOptions, Runtime
-from parallel.runtime.emitter import Chunk, chunks_from_events
-from reference.oracle import run_events
-from spec import ordering
-from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple
-from spec.stream import on_time_tuples
 from tests.procs import alive, opts, segments
 from tests.strategies import workloads
 
@@ -259,8 +259,8 @@ def test_chunk_type_is_numpy_columns() -> None:
 def test_streamed_results_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Event]], pattern: str, replicas: int,
                                            batch: int) -> None:
     """With a stream, every result is handed out once as it completes and nothing is kept."""
-    from parallel.shared.teamrun import TeamOptions
-    from parallel.shared.teamrun import run_chunks as team_run
+    from oij.parallel.shared.teamrun import TeamOptions
+    from oij.parallel.shared.teamrun import run_chunks as team_run
 
     q, events = w
     got = Results()

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.parallel.registry import get
+from oij.parallel.runtime.driver import EngineFailure, Runtime
+from oij.parallel.runtime.emitter import chunks_from_events
+from oij.parallel.shared.aggr import Acc
+from oij.parallel.shared.schedule import alg3, unbalancedness
+from oij.parallel.shared.teamrun import TeamOptions, run_chunks
+from oij.reference.oracle import run_events
+from oij.spec.model import Event, Query
 
 from oij.workloads import generate
-from parallel.registry import get
-from parallel.runtime.driver import EngineFailure, Runtime
-from parallel.runtime.emitter import chunks_from_events
-from parallel.shared.aggr import Acc
-from parallel.shared.schedule import alg3, unbalancedness
-from parallel.shared.teamrun import TeamOptions, run_chunks
-from reference.oracle import run_events
-from spec.model import Event, Query
 from tests.procs import alive, opts, segments
 from tests.strategies import workloads
 
@@ -130,9 +130,9 @@ def _key_effectiveness(q: Query, events: list[Event], batch: int, *, advance: bo
     """Key-OIJ's Eq. 1 effectiveness when its state sees ``batch`` tuples between watermark advances
     (W = max ts - lateness; none before End if not ``advance``), driven directly so that the figure
     does not depend on how a replica's polls happen to group batches."""
-    from parallel.runtime.ring import TUPLE
-    from parallel.shared.keyoij import KeyJoinState
-    from spec.model import StreamTuple
+    from oij.parallel.runtime.ring import TUPLE
+    from oij.parallel.shared.keyoij import KeyJoinState
+    from oij.spec.model import StreamTuple
 
     ts_ = [e for e in events if isinstance(e, StreamTuple)]
     keys = {k: i for i, k in enumerate(sorted({t.key for t in ts_}, key=str))}

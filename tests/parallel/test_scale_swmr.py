@@ -1,4 +1,4 @@
-"""Stress test of the SWMR time-travel index (:mod:`parallel.shared.swmr`): no torn reads under heavy writing.
+"""Stress test of the SWMR time-travel index (:mod:`oij.parallel.shared.swmr`): no torn reads under heavy writing.
 
 One writer process appends thousands of small runs into a deliberately small
 arena with few directory slots, merging, evicting and reusing memory all the
@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from parallel.shared.swmr import Index, IndexSpec
+from oij.parallel.shared.swmr import Index, IndexSpec
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -19,11 +19,12 @@ from hypothesis import given, settings
 
 pytest.importorskip("pathway")
 
+from oij.spec.batch import compute_pairs
+from oij.spec.model import BASE, End, Event, Query, StreamTuple
+from oij.spec.profiles import compute_profile_result, get_profile
+
 from oij.pathway.join import Behavior, run_case
 from oij.testing import Case, cases, expected_output
-from spec.batch import compute_pairs
-from spec.model import BASE, End, Event, Query, StreamTuple
-from spec.profiles import compute_profile_result, get_profile
 
 pytestmark = [pytest.mark.pathway, pytest.mark.timeout(600)]
 

@@ -21,15 +21,16 @@ import pytest
 
 pytest.importorskip("pathway")
 
+from oij.spec.batch import Results
+from oij.spec.model import End, Query, StreamTuple
+from oij.spec.profiles import get_profile
+
 from oij.adapters import get_adapter, restart_command
 from oij.pathway.join import run_case
 from oij.pathway.recovery import read_sink
 from oij.testing._case import Case
 from oij.testing._protocol import expected_output
 from oij.testing._restarts import KillPoint, RestartRun, clean_run, run_plan
-from spec.batch import Results
-from spec.model import End, Query, StreamTuple
-from spec.profiles import get_profile
 
 pytestmark = [pytest.mark.pathway, pytest.mark.timeout(240)]
 

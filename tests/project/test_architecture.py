@@ -46,10 +46,10 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "line", "needle"),
     [
-        ("spec/match.py", "from reference.oracle import Oracle\n", "spec.match -> reference.oracle"),
-        ("parallel/runtime/replica.py", "from parallel.patterns.hp import hp_engine\n",
-         "parallel.runtime.replica -> parallel.patterns.hp"),
-        ("reference/exact.py", "from oij.io.jsonl import format_float\n", "reference.exact -> oij.io.jsonl"),
+        ("spec/match.py", "from oij.reference.oracle import Oracle\n", "oij.spec.match -> oij.reference.oracle"),
+        ("parallel/runtime/replica.py", "from oij.parallel.patterns.hp import hp_engine\n",
+         "oij.parallel.runtime.replica -> oij.parallel.patterns.hp"),
+        ("reference/exact.py", "from oij.io.jsonl import format_float\n", "oij.reference.exact -> oij.io.jsonl"),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line: str, needle: str) -> None:
@@ -271,14 +271,14 @@ PRIVATE_ATTRIBUTE_ALLOWED: dict[str, str] = {
         "wrapped to clip a byte of each key (a negative control)" + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_foreign_shapes.py: oij.io.template._parse":
         "wrapped by a spy that counts its calls" + _ELSEWHERE.format("oij/io/"),
-    "tests/parallel/test_blocks_engine.py: parallel.blocks.driver._Drive":
+    "tests/parallel/test_blocks_engine.py: oij.parallel.blocks.driver._Drive":
         "its _carry replaced by one that forgets the carry (a negative control)" + _ELSEWHERE.format("parallel/"),
-    "tests/reference/test_cond.py: parallel.runtime.store._direction":
+    "tests/reference/test_cond.py: oij.parallel.runtime.store._direction":
         "wrapped to flip each comparison (a negative control)" + _ELSEWHERE.format("parallel/"),
-    "tests/spark/test_spark.py: parallel.registry._ENGINES":
+    "tests/spark/test_spark.py: oij.parallel.registry._ENGINES":
         "planted engines registered and removed again by monkeypatch.setitem; registry.register has no undo"
         + _ELSEWHERE.format("parallel/"),
-    "tests/spark/test_spark.py: parallel.registry._DESCRIPTIONS":
+    "tests/spark/test_spark.py: oij.parallel.registry._DESCRIPTIONS":
         "the planted engines' descriptions, as _ENGINES" + _ELSEWHERE.format("parallel/"),
     "tests/spark/test_spark_scale.py: oij.spark.got._int_text":
         "replaced by a lax integer parse (a negative control)" + _ELSEWHERE.format("oij/spark/"),
@@ -298,7 +298,7 @@ def _python_files() -> list[tuple[Path, str | None]]:
 
 def test_no_attribute_access_to_another_packages_private_names() -> None:
     """Attribute access is held to the rule the imports are: ``registry._ENGINES`` reaches a private name as
-    surely as ``from parallel.registry import _ENGINES`` does.  Tests and docs use no private name of the library;
+    surely as ``from oij.parallel.registry import _ENGINES`` does.  Tests and docs use no private name of the library;
     a library package uses no private name of another (its own are its own)."""
     bad: list[str] = []
     for path, package in _python_files():
@@ -309,13 +309,13 @@ def test_no_attribute_access_to_another_packages_private_names() -> None:
 
 
 @pytest.mark.parametrize(("snippet", "package", "want"), [
-    ("from parallel import registry\nregistry._ENGINES['x'] = 1\n", None, ["parallel.registry._ENGINES"]),
-    ("import parallel.registry\nparallel.registry._ENGINES.clear()\n", None, ["parallel.registry._ENGINES"]),
+    ("from parallel import registry\nregistry._ENGINES['x'] = 1\n", None, ["oij.parallel.registry._ENGINES"]),
+    ("import oij.parallel.registry\nparallel.registry._ENGINES.clear()\n", None, ["oij.parallel.registry._ENGINES"]),
     ("import oij.testing as t\nt._runner._search_one\n", None, ["oij.testing._runner._search_one"]),
-    ("def f(monkeypatch):\n    import spec.match as m\n    monkeypatch.setattr(m, '_x', 1)\n", None,
-     ["spec.match._x"]),
-    ("from reference import oracle\ngetattr(oracle, '_y')\n", "oij", ["reference.oracle._y"]),
-    ("from parallel import registry\nregistry._ENGINES\n", "oij", ["parallel.registry._ENGINES"]),
+    ("def f(monkeypatch):\n    import oij.spec.match as m\n    monkeypatch.setattr(m, '_x', 1)\n", None,
+     ["oij.spec.match._x"]),
+    ("from reference import oracle\ngetattr(oracle, '_y')\n", "oij", ["oij.reference.oracle._y"]),
+    ("from parallel import registry\nregistry._ENGINES\n", "oij", ["oij.parallel.registry._ENGINES"]),
 ])
 def test_a_private_attribute_access_is_flagged(snippet: str, package: str | None, want: list[str]) -> None:
     """Negative control of the check above: each snippet reaches another package's private name and is named."""
@@ -326,5 +326,5 @@ def test_own_public_and_shared_attribute_accesses_are_not_flagged() -> None:
     own = "from parallel import registry\nregistry._ENGINES\n"
     assert private_attributes(own, package="parallel") == []
     ok = ("import oij.testing\noij.testing._runner.search\nfrom parallel import registry\nregistry.names()\n"
-          "import os\nos._exit\nx = object()\nx._private\nfrom spec.model import Query\nQuery.__name__\n")
+          "import os\nos._exit\nx = object()\nx._private\nfrom oij.spec.model import Query\nQuery.__name__\n")
     assert private_attributes(ok) == []

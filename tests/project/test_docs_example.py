@@ -3,11 +3,11 @@
 from collections.abc import Sequence
 
 from hypothesis import given
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
 
 from oij.testing import Case, assert_conforms, cases
-from reference.oracle import run_events
-from spec.batch import Results
-from spec.model import Event, Query
 
 
 def my_join(query: Query, events: Sequence[Event]) -> Results:  # your engine: Results, or output lines

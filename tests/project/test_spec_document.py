@@ -47,9 +47,9 @@ def test_the_reading_order_names_every_module_of_spec() -> None:
 
 def test_a_module_missing_from_the_reading_order_is_named() -> None:
     """Negative control: an order that stops at purge misses the rest; a listed name with no module is named."""
-    doc = "Read:\n\n1. :mod:`spec.model` -- x;\n2. :mod:`spec.purge` -- y;\n10. :mod:`spec.gone` -- z.\n"
-    assert reading_order_gaps(doc, ["spec.model", "spec.ordering", "spec.purge"]) == [
-        "spec.ordering", "not a module: spec.gone"]
+    doc = "Read:\n\n1. :mod:`oij.spec.model` -- x;\n2. :mod:`oij.spec.purge` -- y;\n10. :mod:`spec.gone` -- z.\n"
+    assert reading_order_gaps(doc, ["oij.spec.model", "oij.spec.ordering", "oij.spec.purge"]) == [
+        "oij.spec.ordering", "not a module: spec.gone"]
 
 
 def test_papers_are_cited_by_name_not_by_number() -> None:

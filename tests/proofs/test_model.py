@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oij.parallel.runtime.collector import RoundRobinCollector, StandardCollector
+from oij.parallel.shared import scaleoij
+from oij.proofs import model, shared
 
 from oij.cli import main
-from parallel.runtime.collector import RoundRobinCollector, StandardCollector
-from parallel.shared import scaleoij
-from proofs import model, shared
 
 pytestmark = pytest.mark.timeout(300)
 

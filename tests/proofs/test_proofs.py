@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from proofs import smt
+from oij.proofs import smt
 
 CLAIMS = smt.manifest()
 

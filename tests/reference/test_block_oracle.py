@@ -1,4 +1,4 @@
-"""The block path (reference.blocks) against the event-by-event oracle (reference.oracle), and ``oij join`` on it.
+"""The block path (oij.reference.blocks) against the event-by-event oracle (oij.reference.oracle), and ``oij join`` on it.
 
 * Property: on Hypothesis workloads with every feature the block path supports (both the project's strategies
   and the conformance kit's cases), fed in tiny blocks (1-7 events, so every boundary is crossed), the output
@@ -30,16 +30,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from oij.reference import blocks as blocks_mod
+from oij.reference.blocks import BlockOracle, KeyCodes, event_columns, run_blocks, supports, window_pairs
+from oij.reference.oracle import Oracle, run_events
+from oij.spec.batch import Results
+from oij.spec.model import AggregateKind, End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.drivers import join as join_mod
 from oij.io.jsonl import write_events
 from oij.testing import Case, cases
-from reference import blocks as blocks_mod
-from reference.blocks import BlockOracle, KeyCodes, event_columns, run_blocks, supports, window_pairs
-from reference.oracle import Oracle, run_events
-from spec.batch import Results
-from spec.model import AggregateKind, End, Event, Query, StreamTuple, Watermark
 from tests.io.test_nothing_lost import mutated
 from tests.strategies import workloads
 
@@ -186,7 +186,7 @@ def test_state_stays_bounded_by_the_live_window() -> None:
 
 
 def test_supports_and_key_codes() -> None:
-    from spec.model import Comparison
+    from oij.spec.model import Comparison
 
     q = Query(lower=0, upper=1, cond=(Comparison("x", "<", "y"),))
     assert not supports(q) and supports(Query(lower=0, upper=1))
@@ -416,7 +416,7 @@ def test_fuzzed_files_give_the_event_paths_bytes_and_errors(data: bytes, columna
 
 def test_the_block_path_is_taken_when_it_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from spec.model import Comparison
+    from oij.spec.model import Comparison
 
     fed: list[int] = []
     real = BlockOracle.feed

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.parallel.registry import get
+from oij.parallel.runtime.driver import Runtime
+from oij.reference.oracle import run_events
+from oij.spec.model import End, Event, Query, StreamTuple
 
-from parallel.registry import get
-from parallel.runtime.driver import Runtime
-from reference.oracle import run_events
-from spec.model import End, Event, Query, StreamTuple
 from tests.procs import opts
 from tests.strategies import EXACT_VALUES_COND, workloads
 
@@ -42,8 +42,8 @@ def test_twosum_comparison_is_exact(x: float, y: float, add: float, op: Any) -> 
     """The engines' double-only rule equals the spec's rational comparison, including where y + add rounds."""
     from fractions import Fraction
 
-    from reference.cond import compare_split, split_sum
-    from spec.match import COMPARE
+    from oij.reference.cond import compare_split, split_sum
+    from oij.spec.match import COMPARE
 
     s, e = split_sum(y, add)
     assert Fraction(s) + Fraction(e) == Fraction(y) + Fraction(add)
@@ -52,8 +52,8 @@ def test_twosum_comparison_is_exact(x: float, y: float, add: float, op: Any) -> 
 
 def test_the_rounding_corner_is_decided_exactly() -> None:
     """1e16 + 1 rounds to 1e16 in doubles; the cond must not: a.x = 1e16 < b.y + 1 = 1e16 + 1."""
-    from spec.match import is_cond_true
-    from spec.model import Comparison
+    from oij.spec.match import is_cond_true
+    from oij.spec.model import Comparison
 
     q = Query(-1, 1, cond=(Comparison("x", "<", "y", 1.0),))
     a = StreamTuple("base", 1, 0, 1, fields=(("x", 1e16),))
@@ -67,7 +67,7 @@ def test_the_rounding_corner_is_decided_exactly() -> None:
 
 
 def _cond_workload() -> tuple[Query, list[Event]]:
-    from spec.model import Comparison, Watermark
+    from oij.spec.model import Comparison, Watermark
 
     q = Query(-4, 0, aggregate=None, join="left", cond=(Comparison("x", "<", "y", 0.0),))
     events: list[Event] = []
@@ -161,8 +161,9 @@ def test_generator_hits_the_target_selectivity(sel: float) -> None:
     """With independent fields the cond holds for about ``cond_selectivity`` of the window's candidates."""
     from dataclasses import replace
 
+    from oij.spec.stream import on_time_tuples
+
     from oij.workloads import generate, resolve, with_overrides
-    from spec.stream import on_time_tuples
 
     p = with_overrides(resolve("teach-skew"), {"cond": "a.power<b.power,a.cool>b.cool", "cond_selectivity": sel,
                                                 "field_range": 100_000, "lower": -4000})
@@ -181,11 +182,10 @@ def _state_run(q: Query, events: list[Event], index: bool, batch: int) -> tuple[
     """Drive one replica's JoinState (no processes, no watermarks: nothing is purged) over the events' tuples;
     (sorted pairs, entries walked)."""
     import numpy as np
-
-    from parallel.runtime.emitter import chunks_from_events
-    from parallel.runtime.ring import tuple_dtype
-    from parallel.runtime.store import JoinState
-    from spec.match import lower_offset, upper_offset
+    from oij.parallel.runtime.emitter import chunks_from_events
+    from oij.parallel.runtime.ring import tuple_dtype
+    from oij.parallel.runtime.store import JoinState
+    from oij.spec.match import lower_offset, upper_offset
 
     js = JoinState(0, lower_offset(q), upper_offset(q), pairs=True, partial=False, cond=q.cond, cond_index=index)
     out: list[tuple[int, int]] = []
@@ -211,7 +211,7 @@ def test_the_cond_index_answers_exactly_what_filtering_answers(w: tuple[Query, l
     plain, _ = _state_run(q, events, False, batch)
     indexed, _ = _state_run(q, events, True, batch)
     assert indexed == plain
-    from spec.batch import compute_pairs
+    from oij.spec.batch import compute_pairs
 
     ts = [e for e in events if isinstance(e, StreamTuple)]
     want = compute_pairs([t for t in ts if t.side == "base"], [t for t in ts if t.side == "probe"], q)
@@ -231,7 +231,7 @@ def _selective(n: int, sel: float) -> tuple[Query, list[Event]]:
 def test_the_cond_index_walks_fewer_entries_and_a_wrong_index_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted, not timed: at 1 % selectivity the index walks a fraction of the window.  Negative control: an index
     that takes the wrong side of a comparison (ge for le) loses pairs and the comparison with filtering sees it."""
-    from parallel.runtime import store
+    from oij.parallel.runtime import store
 
     q, events = _selective(3000, 0.01)
     plain, walked_plain = _state_run(q, events, False, 64)

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
+from oij.reference.oracle import Oracle, run_events
+from oij.spec.batch import compute_batch
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.spec.stream import compute_stream_result, on_time_tuples
 
-from reference.oracle import Oracle, run_events
-from spec.batch import compute_batch
-from spec.model import End, Event, Query, StreamTuple, Watermark
-from spec.stream import compute_stream_result, on_time_tuples
 from tests.lockstep import first_disagreement
 from tests.strategies import event_lists, queries, workloads
 
@@ -239,7 +239,7 @@ def test_negative_control_is_caught(mutant: type[Oracle], kw: dict[str, Any]) ->
 @settings(max_examples=50, deadline=None)
 @given(queries(), st.data())
 def test_events_strategy_is_valid_input(q: Query, data: st.DataObject) -> None:
-    from spec.model import check_query, check_tuple, check_watermark
+    from oij.spec.model import check_query, check_tuple, check_watermark
 
     check_query(q)
     for e in data.draw(event_lists(q)):

@@ -1,4 +1,4 @@
-"""The oracle's checkpoints: :func:`reference.checkpoint.snapshot` and :func:`reference.checkpoint.restore`.
+"""The oracle's checkpoints: :func:`oij.reference.checkpoint.snapshot` and :func:`oij.reference.checkpoint.restore`.
 
 Restoring at any event, or at every event, changes nothing: the rows, in their order, are those of a run
 without a restore, and the restored operator passes ``_check()``.  A negative control shows the comparison
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oij.reference.checkpoint import restore, snapshot
+from oij.reference.oracle import Oracle
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
-from reference.checkpoint import restore, snapshot
-from reference.oracle import Oracle
-from spec.model import End, Event, Query, StreamTuple, Watermark
 from tests.strategies import workloads
 
 

@@ -4,7 +4,7 @@ Hypothesis picks the next event (a base or probe tuple near the clock, a
 watermark on some channel, a late tuple at exactly W); after every event the
 oracle's invariants, its emitted output and its retained state are compared
 with the specification.  When the stream ends, every engine in
-:mod:`parallel.registry` runs on the whole stream and must emit the
+:mod:`oij.parallel.registry` runs on the whole stream and must emit the
 oracle's result (aggregates within 1e-9 relative, since engines need not sum
 exactly).
 """
@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from oij.parallel.registry import EngineOptions, engines
+from oij.parallel.runtime.driver import Runtime
+from oij.reference.oracle import Oracle
+from oij.spec.batch import Results
+from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
+from oij.spec.purge import compute_needed
+from oij.spec.stream import compute_emitted
 
-from parallel.registry import EngineOptions, engines
-from parallel.runtime.driver import Runtime
-from reference.oracle import Oracle
-from spec.batch import Results
-from spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark
-from spec.purge import compute_needed
-from spec.stream import compute_emitted
 from tests.strategies import FIELD_VALUES, KEYS, VALUES, queries
 
 _SHARED: dict[str, Any] = {}

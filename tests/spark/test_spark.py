@@ -21,6 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.parallel import registry
+from oij.parallel.registry import EngineOptions, EngineRun
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
+from oij.spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.io.errors import InputError
@@ -31,11 +36,6 @@ from oij.spark.oracle import METHODS, SparkOracleOptions, run_spark_oracle, spar
 from oij.spark.salting import assign_replicas, is_balanced, split_degrees
 from oij.spark.session import SparkUnavailable, check_java
 from oij.spark.workload import builtin_workload
-from parallel import registry
-from parallel.registry import EngineOptions, EngineRun
-from reference.oracle import run_events
-from spec.batch import Results
-from spec.model import TS_LIMIT, End, Event, Query, StreamTuple, Watermark
 from tests.budget import examples
 from tests.strategies import workloads
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oij.spec.model import End, Event, Query, StreamTuple, Watermark
+from oij.spec.profiles import get_profile
 
 from oij.spark.streaming import Unsupported, run_case
 from oij.testing import Case, expected_output
 from oij.testing._runner import search
-from spec.model import End, Event, Query, StreamTuple, Watermark
-from spec.profiles import get_profile
 from tests.budget import examples
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -105,7 +105,7 @@ def test_aggregates_are_the_left_join_grouped_by_base(spark: Any) -> None:
     assert got.aggregates == expected_output(case, "spark-ss").aggregates == [(1, 2, 5.0), (4, 0, 0.0)]
     assert expected_output(case, "canonical").aggregates != got.aggregates
     # a finding, pinned: Spark's sum is float arithmetic in arrival order (1e16 + 1 - 1e16 = 0.0), not the
-    # exact sum (1.0) of spec.aggregate; if Spark ever sums exactly, this fails: update docs/findings.rst
+    # exact sum (1.0) of oij.spec.aggregate; if Spark ever sums exactly, this fails: update docs/findings.rst
     q = Query(-5, 5, lateness=100, aggregate="sum")
     sums: list[Event] = [b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), b(5, 500, 2), p(6, 500, 2),
                          b(7, 501, 3), End()]

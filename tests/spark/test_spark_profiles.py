@@ -1,7 +1,7 @@
 """Every semantic profile in the Spark oracle equals the spec's step-by-step simulation.
 
 ``oij.spark.profiles.spark_profile_oracle`` decides each tuple and each candidate pair from prefix maxima;
-``spec.profiles.compute_profile_result`` runs an operator event by event.  Each Hypothesis example is one query
+``oij.spec.profiles.compute_profile_result`` runs an operator event by event.  Each Hypothesis example is one query
 and a batch of independent streams in one event frame (the ``stream`` column), so that one Spark job checks a
 dozen workloads.  Negative controls: for every profile parameter, the Spark oracle with that parameter put back
 to canonical is caught on a workload where the parameter matters.
@@ -16,13 +16,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, assume, find, given, settings
 from hypothesis import strategies as st
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, StreamTuple
+from oij.spec.profiles import CANONICAL, PROFILES, Profile, compute_profile_result, custom_profile
 
 from oij.spark.compare import compare_results
 from oij.spark.frames import events_table
 from oij.spark.profiles import STREAM, spark_profile_oracle
-from spec.batch import Results
-from spec.model import End, Event, Query, StreamTuple
-from spec.profiles import CANONICAL, PROFILES, Profile, compute_profile_result, custom_profile
 from tests.budget import examples
 from tests.strategies import event_lists, queries, workloads
 

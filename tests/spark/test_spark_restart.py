@@ -15,13 +15,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from oij.spec.model import End, Query, StreamTuple
+from oij.spec.profiles import get_profile
+from oij.spec.recovery import Checkpoint
 
 from oij.adapters import get_adapter, restart_command
 from oij.testing import Case, expected_output
 from oij.testing._restarts import KillPoint, clean_run, parse_line, run_plan
-from spec.model import End, Query, StreamTuple
-from spec.profiles import get_profile
-from spec.recovery import Checkpoint
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
 
 from oij.cli import main
 from oij.io import open_events
@@ -16,8 +18,6 @@ from oij.io.errors import InputError
 from oij.io.jsonl import parse_result_lines, result_lines
 from oij.testing._cases import Case
 from oij.workloads import resolve, with_overrides, write_workload
-from reference.oracle import run_events
-from spec.batch import Results
 
 
 def _workload(tmp_path: Path, aggregate: str | None) -> tuple[Path, Results]:
@@ -253,7 +253,7 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
     """A system that follows spark-ss (here: that profile's result) differs from the canonical result in hundreds
     of rows, every one explained by spark-ss, and ``--profile spark-ss`` agrees with it; negative control: the
     same output with one pair lost is explained by no profile, and --profile spark-ss finds the lost pair."""
-    from spec.profiles import compute_profile_result, get_profile
+    from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
     write_workload(str(w), resolve("teach-late"), 1000, 3)
@@ -288,7 +288,7 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
     """Past --seq-limit (nothing in memory) ``--profile`` is the Spark oracle's (oij.spark.profiles): the
     profile's own result agrees; negative control: that output with one pair added and one aggregate-free row
     lost disagrees in exactly those rows, and the canonical check of the right output disagrees."""
-    from spec.profiles import compute_profile_result, get_profile
+    from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
     write_workload(str(w), resolve("teach-late"), 600, 5)
@@ -299,7 +299,7 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
     rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--profile", profile, "--seq-limit", "0")
     assert [r["engine"] for r in report["engines"]] == ["spark-oracle", "sys"]
     assert rc == 0 and report["all_agree"], report["engines"]
-    assert f"the {profile} profile (spec.profiles), computed by the Spark oracle" in capsys.readouterr().out
+    assert f"the {profile} profile (oij.spec.profiles), computed by the Spark oracle" in capsys.readouterr().out
     extra = (want.pairs[0][0], 10**9)
     bad = _write(tmp_path / "bad.jsonl", Results(pairs=sorted([*want.pairs[1:], extra]), aggregates=want.aggregates,
                                                  late=want.late))
@@ -317,7 +317,7 @@ def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: 
     """Past --sim-limit, ``--attribute P,P`` computes each profile's result in Spark: spark-ss explains every
     difference of its own result, late-le only some; by default (auto) nothing is attributed there, and a name
     that is no profile is a usage error."""
-    from spec.profiles import compute_profile_result, get_profile
+    from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
     write_workload(str(w), resolve("teach-late"), 600, 3)
@@ -339,9 +339,10 @@ def test_a_system_that_follows_a_profile_gets_replay_cases_in_the_streams_own_te
     how it computes W; its replay cases keep the lateness bound and the tuples that decide W, so that under the
     profile the small case shows the same difference (it reproduces against such a system); negative control: the
     canonical-W case of the same difference shows none under the profile."""
+    from oij.spec.model import StreamTuple
+    from oij.spec.profiles import compute_profile_result, get_profile
+
     from oij.testing._got import replay_case
-    from spec.model import StreamTuple
-    from spec.profiles import compute_profile_result, get_profile
 
     prof = get_profile("flink-datastream")
     w = tmp_path / "late.jsonl"

@@ -20,6 +20,10 @@ from typing import cast
 
 import pytest
 from hypothesis import given, settings
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
+from oij.spec.model import End, Event, Query, Side, StreamTuple
+from oij.spec.profiles import CANONICAL, PROFILES, compute_profile_result
 
 from oij.cli import main
 from oij.testing import Case, assert_conforms, cases, expected_output
@@ -27,10 +31,6 @@ from oij.testing._cases import FEATURES, parse_features
 from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, fingerprint, search
 from oij.testing._verify import verify_vectors
-from reference.oracle import run_events
-from spec.batch import Results
-from spec.model import End, Event, Query, Side, StreamTuple
-from spec.profiles import CANONICAL, PROFILES, compute_profile_result
 from tests.impls.toy_oij import BUGS
 from tests.strategies import event_lists, queries
 
@@ -123,7 +123,7 @@ def test_kp_sums_are_not_exact_yet(capsys: pytest.CaptureFixture[str]) -> None:
     """A known bug the kit found once it ran the test vectors first: the event engines' KP/DP/HP sum in float64,
     so the vector 1e16 + 1 - 1e16 gives 0.0 where the exact sum is 1.0.  Pinned so that a fix shows up here
     (then delete this test and claim aggregates above); docs/conformance.rst lists it.  The block engine sums
-    exactly (reference.blocks' exact integers), and conforms on the same vector."""
+    exactly (oij.reference.blocks' exact integers), and conforms on the same vector."""
     from oij.testing._vectors import vectors
 
     case = next(v.case for v in vectors() if (v.feature, v.name) == ("aggregates", "sum-exact"))

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
 
 from oij.cli import main
 from oij.testing import Case, cases
 from oij.testing._explain import MAX_EVENTS, explain, explain_svg, explain_text, results_of
-from reference.oracle import run_events
-from spec.batch import Results
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 NS = "{http://www.w3.org/2000/svg}"

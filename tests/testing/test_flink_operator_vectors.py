@@ -11,10 +11,10 @@ canonical semantics reports it: that scenario is compared on pairs only.
 from __future__ import annotations
 
 import pytest
+from oij.reference.oracle import run_events
+from oij.spec.model import BASE, StreamTuple
 
 from oij.testing._vectors import FAST_LEFT, FLINK_OPERATOR_TESTS, flink_operator_case, flink_operator_vectors
-from reference.oracle import run_events
-from spec.model import BASE, StreamTuple
 
 
 def _by_ts(case_events: tuple[object, ...]) -> dict[tuple[str, int], int]:

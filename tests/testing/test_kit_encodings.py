@@ -18,12 +18,12 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.spec.model import StreamTuple
 
 from oij.cli import main
 from oij.testing import Case
 from oij.testing._case import SPACE_STYLES, encode
 from oij.testing._cases import cases, text_features
-from spec.model import StreamTuple
 
 IMPLS = Path(__file__).parent.parent / "impls"
 BUG = [sys.executable, str(IMPLS / "accum_bugs.py"), "int-values-integer-avg"]

@@ -114,8 +114,9 @@ def test_the_small_scope_stage_alone_catches_the_state_edge_shapes() -> None:
 
 
 def test_small_scope_cases_are_one_per_symmetry_class() -> None:
+    from oij.spec.model import End, Query, StreamTuple, Watermark
+
     from oij.testing._smallscope import canonical, small_scope_cases, small_scope_sizes
-    from spec.model import End, Query, StreamTuple, Watermark
 
     q = Query(-2, 0)
     a = Case(q, (StreamTuple("base", 1, 7, 2), Watermark(8), StreamTuple("probe", 2, 7, 2), End()))

@@ -24,6 +24,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from oij.spec.model import StreamTuple, Watermark
+from oij.spec.profiles import CANONICAL
+from oij.spec.purge import compute_needed
+from oij.spec.stream import compute_late, compute_stream_result
+from oij.spec.watermark import arrival_watermarks
 
 from oij.cli import main
 from oij.testing import Case
@@ -34,11 +39,6 @@ from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._runner import Session, judge
 from oij.testing._state import check_state
 from oij.testing._vectors import vectors
-from spec.model import StreamTuple, Watermark
-from spec.profiles import CANONICAL
-from spec.purge import compute_needed
-from spec.stream import compute_late, compute_stream_result
-from spec.watermark import arrival_watermarks
 from tests.procs import alive
 
 IMPLS = Path(__file__).parent.parent / "impls"

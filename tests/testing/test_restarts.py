@@ -1,4 +1,4 @@
-"""Exactly-once across crashes: spec.recovery's verdict and the kit's restart mode (oij/testing/_restarts.py).
+"""Exactly-once across crashes: oij.spec.recovery's verdict and the kit's restart mode (oij/testing/_restarts.py).
 
 The restart mode runs real processes and kills them with SIGKILL; the negative controls
 (tests/impls/restart_bugs.py) must each be found with a replay of a few events, and the correct mode must pass.
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from oij.spec.model import End, Query, StreamTuple, Watermark
+from oij.spec.recovery import Checkpoint, committed, is_valid_checkpoint, judge_committed, restart_point
 
 from oij.testing._case import Case
 from oij.testing._restarts import KillPoint, check_restarts, plan_json, read_plan, restart_search, run_plan
-from spec.model import End, Query, StreamTuple, Watermark
-from spec.recovery import Checkpoint, committed, is_valid_checkpoint, judge_committed, restart_point
 
 ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"

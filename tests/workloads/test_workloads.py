@@ -19,6 +19,8 @@ import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.reference.oracle import Oracle
+from oij.spec.model import TS_LIMIT, End, Event, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.io.jsonl import format_event, format_query, read_jsonl
@@ -38,8 +40,6 @@ from oij.workloads import (
 from oij.workloads.describe import describe_events
 from oij.workloads.generator import KIND_TUPLE, KIND_WATERMARK
 from oij.workloads.keys import expected_matches, keyed_permutation
-from reference.oracle import Oracle
-from spec.model import TS_LIMIT, End, Event, StreamTuple, Watermark
 
 # ----------------------------------------------------------------- helpers
 
