@@ -96,7 +96,7 @@ def _need_matplotlib() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise UsageError('plots need matplotlib: pip install -e ".[bench]"')
+        raise UsageError('plots need matplotlib: pip install -e ".[bench]" --config-settings editable_mode=strict')
 
 
 def run_plot(args: argparse.Namespace) -> int:
