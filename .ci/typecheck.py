@@ -1,8 +1,8 @@
 """mypy --strict over the repository, each folder under its installed module name (``python .ci/typecheck.py``).
 
 pyproject.toml maps the top-level folders under ``oij`` (``[tool.setuptools.package-dir]``: ``spec/`` is
-``oij.spec``).  mypy names a file by its folders alone (``spec/match.py`` would be ``spec.match``, a module no code
-imports), so this takes mypy's own source list (``[tool.mypy]``'s ``files``, or the paths given), renames the
+``oij.spec``).  mypy names a file by its folders alone (``spec/match.py`` would be in a package ``spec`` that no
+code imports), so this takes mypy's own source list (``[tool.mypy]``'s ``files``, or the paths given), renames the
 modules of each mapped folder by the same map, and runs mypy's build on it: every ``import oij.spec...`` resolves
 to the repository's file, and errors are reported at the repository's paths.  Other arguments go to mypy.
 """
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def renamed(sources: list[BuildSource], package_dir: dict[str, str]) -> list[BuildSource]:
-    """``sources`` with each module of a mapped folder under its mapped name (``spec.match`` -> ``oij.spec.match``)."""
+    """``sources`` with each module of a mapped folder under its mapped name (the folder's package ``spec`` becomes
+    ``oij.spec``, and so every module in it)."""
     name_of = {folder.replace("/", "."): name for name, folder in package_dir.items() if name and name != folder}
     out = []
     for s in sources:

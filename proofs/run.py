@@ -1,9 +1,9 @@
 """Every model and claim of ``proofs/manifest.toml`` checked, as ``oij prove`` reports it (:func:`check_manifest`).
 
 The models explore every interleaving within their bounds: of the emitter/collector protocols
-(:mod:`oij.proofs.model`) and of Scale-OIJ's shared processing (:mod:`oij.proofs.shared`); the claims (:mod:`oij.proofs.smt`)
-are decided by z3.  The verdict table compares each with the manifest; every counterexample is written as a
-trace (``.txt``) and a sequence diagram (``.png`` and ``.svg``).
+(:mod:`oij.proofs.model`) and of Scale-OIJ's shared processing (:mod:`oij.proofs.shared`); the claims
+(:mod:`oij.proofs.smt`) are decided by z3.  The verdict table compares each with the manifest; every
+counterexample is written as a trace (``.txt``) and a sequence diagram (``.png`` and ``.svg``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Checkpoints of the oracle: :func:`snapshot` saves a :class:`oij.reference.oracle.Oracle`'s whole state, :func:`restore`
-brings it back (the restart protocol's ``oij join --state``; :mod:`oij.spec.recovery` defines what a restored run
-must commit).
+"""Checkpoints of the oracle: :func:`snapshot` saves a :class:`oij.reference.oracle.Oracle`'s whole state,
+:func:`restore` brings it back (the restart protocol's ``oij join --state``; :mod:`oij.spec.recovery` defines
+what a restored run must commit).
 
 The state is everything the operator holds: W and every channel's watermark, the stored tuples of every key,
 the pending bases, the aggregate cursors, the wake heap and the rows not yet taken.  Three attributes are

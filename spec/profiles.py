@@ -95,7 +95,8 @@ class Profile:
     retract_on_purge: bool = False
 
     def differences(self) -> list[str]:
-        """The parameters where this profile differs from :data:`oij.spec.profiles.CANONICAL`, as ``name=value`` strings."""
+        """The parameters where this profile differs from :data:`oij.spec.profiles.CANONICAL`, as ``name=value``
+        strings."""
         out = []
         for f in ("late_rule", "channel_combine", "side_combine", "lateness_shift", "lag", "late_tuples", "purge",
                   "end_flush", "retract_on_purge"):

@@ -2,7 +2,7 @@
 
 grimp (import-linter's graph builder) reads every import statically; networkx
 collapses modules to the units of the layer contract; matplotlib draws one row
-per layer, lowest (``spec``) at the bottom, with an arrow for every unit that
+per layer, lowest (``oij.spec``) at the bottom, with an arrow for every unit that
 imports another.  An arrow pointing up would be a broken contract.
 """
 
@@ -14,12 +14,14 @@ from typing import Any
 UNITS = [
     ["oij.cli", "oij.commands"],
     ["oij.check", "oij.bench", "oij.adapters"],
-    ["oij.testing", "oij.drivers"],
-    ["parallel", "oij.spark"],
+    ["oij.testing", "oij.proofs", "oij.drivers"],
+    ["oij.parallel", "oij.spark"],
     ["oij.workloads", "oij.io"],
-    ["reference", "proofs"],
-    ["spec"],
+    ["oij.reference"],
+    ["oij.spec"],
 ]
+FOLDERS = {"oij.spec", "oij.reference", "oij.parallel", "oij.proofs"}
+"""The packages that are top-level folders of the repository (pyproject.toml maps them under oij), drawn blue."""
 
 
 def _unit(module: str) -> str | None:
@@ -35,7 +37,7 @@ def build_graph() -> Any:
     import grimp
     import networkx as nx
 
-    g = grimp.build_graph("oij.spec", "oij.reference", "oij.parallel", "oij.proofs", "oij")
+    g = grimp.build_graph("oij")
     dg = nx.DiGraph()
     for row in UNITS:
         dg.add_nodes_from(row)
@@ -65,11 +67,12 @@ def draw(out: str) -> None:
                     arrowprops={"arrowstyle": "->", "color": "#888", "lw": 0.8})
     for u, (x, y) in pos.items():
         ax.text(x, y, u, ha="center", va="center", fontsize=10,
-                bbox={"boxstyle": "round", "fc": "#eef" if "." not in u else "#efe", "ec": "#446"})
+                bbox={"boxstyle": "round", "fc": "#eef" if u in FOLDERS else "#efe", "ec": "#446"})
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.5, len(UNITS) - 0.5)
     ax.axis("off")
-    ax.set_title("imports point down: spec <- reference <- engines <- commands (drawn from the code)")
+    ax.set_title("imports point down: spec <- reference <- readers <- engines <- kit, proofs <- commands\n"
+                 "(drawn from the code)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -78,14 +78,15 @@ class Target:
 
     name: str
     path: str  # relative to the repository
-    package: str | None  # copy this package folder into {tmp} and mutate the file inside the copy
+    package: str | None  # copy this package (its folder: path's) into {tmp}, laid out as installed
+    # ({tmp}/oij/reference/...), and mutate the file inside the copy
     command: tuple[str, ...]  # {python}, {mutant}, {repo}, {tmp} are filled in
     features: str
 
 
 TARGETS = {
     "accum": Target("accum", "tests/impls/accum_oij.py", None, ("{python}", "{mutant}"), "all"),
-    "oracle": Target("oracle", "reference/oracle.py", "reference",
+    "oracle": Target("oracle", "reference/oracle.py", "oij.reference",
                      ("{python}", "{repo}/tests/impls/oracle_cmd.py", "--prefer", "{tmp}"), "all,cond"),
     "sorted": Target("sorted", "tests/impls/sorted_oij.py", None, ("{python}", "{mutant}"), "all,cond"),
     "bucket": Target("bucket", "tests/impls/bucket_oij.py", None, ("{python}", "{mutant}"), "all,cond"),
@@ -316,10 +317,10 @@ def mutant_dir(target: Target, repo: Path, code: str | None) -> Iterator[tuple[P
     with tempfile.TemporaryDirectory(prefix="oij-mutant-") as d:
         lib = Path(d) / "lib"  # not the working directory: ``python -m oij.cli`` puts that first on sys.path
         if target.package is not None:
-            shutil.copytree(repo / target.package, lib / target.package,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-            mutant_file = lib / target.path  # the command imports it (--prefer {tmp}); the kit's judge, in
-            # ``oij conform``'s own process, never sees it
+            copy = lib.joinpath(*target.package.split("."))
+            shutil.copytree(repo / Path(target.path).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+            mutant_file = copy / Path(target.path).name  # the command imports it (--prefer {tmp}); the kit's
+            # judge, in ``oij conform``'s own process, never sees it
         else:
             lib.mkdir()
             mutant_file = lib / Path(target.path).name
@@ -585,10 +586,12 @@ def _rerun_all(result: dict[str, Any], again: list[int], one: Any, jobs: int,
 
 
 _EXHAUSTIVE_CHILD = """
-import pickle, sys
-sys.path.insert(0, sys.argv[1])
+import os, pickle, sys
+import oij
+oij.__path__.insert(0, os.path.join(sys.argv[1], "oij"))  # oij.reference from the mutant's copy
+import oij.reference
 from oij.reference.oracle import run_events
-assert __import__("oij.reference").__file__.startswith(sys.argv[1]), "the mutant's package was not imported"
+assert oij.reference.__file__.startswith(sys.argv[1]), "the mutant's package was not imported"
 with open(sys.argv[2], "rb") as f:
     corpus = pickle.load(f)
 for n, (q, events, want) in enumerate(corpus):

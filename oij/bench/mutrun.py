@@ -174,8 +174,8 @@ def _prefers_took(args: list[str]) -> bool:
     if args[:1] != ["--prefer"] or len(args) < 2:
         return True
     d = Path(args[1]).resolve()
-    for pkg in (x.name for x in d.iterdir() if x.is_dir()):
-        mod = sys.modules.get(pkg)
+    for init in d.rglob("__init__.py"):  # each package of D, by its dotted name (D/oij/reference: oij.reference)
+        mod = sys.modules.get(".".join(init.parent.relative_to(d).parts))
         if mod is not None and not Path(str(mod.__file__)).resolve().is_relative_to(d):
             return False
     return True

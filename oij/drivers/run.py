@@ -342,7 +342,8 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
 
 
 def _runner(args: RunOptions, opt: Any) -> Any:
-    """kp/dp/hp run on :mod:`oij.parallel.patterns.engine`; key/scale on :mod:`oij.parallel.shared.teamrun` (same runtime)."""
+    """kp/dp/hp run on :mod:`oij.parallel.patterns.engine`; key/scale on :mod:`oij.parallel.shared.teamrun`
+    (same runtime)."""
     if args.pattern in ("key", "scale"):
         from oij.parallel.shared.teamrun import run_chunks as team_run
 

@@ -9,7 +9,8 @@ Five names, like ``hypothesis.strategies``:
   command) on a case and raise an ``AssertionError`` whose message is the
   readable timeline of the case, expected against got;
 * :func:`expected_output` -- what a case must produce under a semantic profile;
-* :data:`~oij.testing.FEATURES` and :data:`~oij.spec.profiles.PROFILES` -- the names ``features`` and ``profile`` accept.
+* :data:`~oij.testing.FEATURES` and :data:`~oij.spec.profiles.PROFILES` -- the names ``features`` and ``profile``
+  accept.
 
 A pytest test of your own engine::
 

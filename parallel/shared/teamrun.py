@@ -245,7 +245,8 @@ def execute(rt: Runtime, q: Query, chunks: Iterable[Chunk], opt: TeamOptions,
 
 def team_metrics(pattern: str, q: Query, opt: TeamOptions, drive: dict[str, Any], sink: Sink, events: int,
                  cdf_points: int = 0) -> dict[str, Any]:
-    """The common metrics (:func:`oij.parallel.runtime.metrics.compute_metrics`) plus Scale-OIJ's (docs/scaleoij.rst)."""
+    """The common metrics (:func:`oij.parallel.runtime.metrics.compute_metrics`) plus Scale-OIJ's
+    (docs/scaleoij.rst)."""
     base = compute_metrics("kp", q, opt, drive, sink, events, cdf_points)
     rs = drive["replica_stats"]
     out = dict(base)

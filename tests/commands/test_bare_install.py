@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,43 @@ def test_the_environment_is_bare_and_oij_comes_from_it(bare: Bare) -> None:
     assert Path(where).is_relative_to(bare.venv) and in_venv == "True", p.stdout  # the installed copy, not the tree
     assert no_extras == "True True", "a dev or flink extra leaked into the bare environment"
     assert bare.run("--version").stdout.strip()
+
+
+def installed_layout(files: list[str]) -> tuple[set[str], set[str]]:
+    """From a distribution's RECORD paths (relative to site-packages): the top-level import names it adds
+    (its ``.dist-info`` folder, console scripts outside site-packages and byte-code aside) and its files under
+    them."""
+    inside = [f for f in files if not f.startswith("..") and "__pycache__" not in f]
+    top = {f.split("/", 1)[0].removesuffix(".py") for f in inside if not f.split("/", 1)[0].endswith(".dist-info")}
+    return top, {f for f in inside if not f.split("/", 1)[0].endswith(".dist-info")}
+
+
+def test_installed_layout_reads_a_record() -> None:
+    """Negative control of the check below: a RECORD that also installs ``spec/`` is told apart."""
+    files = ["oij/__init__.py", "oij/spec/match.py", "oij-0.1.0.dist-info/RECORD", "../../bin/oij",
+             "oij/__pycache__/cli.cpython-311.pyc"]
+    assert installed_layout(files) == ({"oij"}, {"oij/__init__.py", "oij/spec/match.py"})
+    assert installed_layout([*files, "spec/__init__.py", "proofs.py"])[0] == {"oij", "spec", "proofs"}
+
+
+def test_oij_is_the_only_top_level_package(bare: Bare) -> None:
+    """``pip install .`` adds one import name, ``oij`` (spec/, reference/, parallel/ and proofs/ inside it, as
+    pyproject.toml maps them), with every package of the tree and its package data."""
+    code = "import importlib.metadata as m; print('\\n'.join(str(f) for f in m.distribution('oij').files or []))"
+    p = subprocess.run([bare.python, "-c", code], cwd=bare.work, env=bare.env, capture_output=True, text=True,
+                       timeout=60, check=True)
+    top, files = installed_layout(p.stdout.splitlines())
+    assert top == {"oij"}
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    want = set()
+    for package, folder in package_dir.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            if "__pycache__" not in init.parts:
+                want.add("/".join([*package.split("."), *init.relative_to(ROOT / folder).parts]))
+    assert want - files == set(), "a package of the tree is not installed (pyproject.toml's packages list)"
+    data = {"oij/py.typed", "oij/spec/py.typed", "oij/proofs/manifest.toml", "oij/schemas/query.schema.json",
+            "oij/flink/java/OijIntervalJoin.java"}
+    assert data - files == set()
 
 
 def test_generate(bare: Bare, events: Path) -> None:

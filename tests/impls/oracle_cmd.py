@@ -2,7 +2,7 @@
 
 The mutation benchmark (``oij bench kit-power``) runs ``oij conform`` on
 ``python oracle_cmd.py --prefer DIR`` with a mutated copy of ``reference/`` in
-DIR: this process imports the mutant (DIR goes first on ``sys.path``) while
+DIR/oij/reference: this process imports the mutant (DIR/oij goes first on ``oij``'s path) while
 the kit, in its own process, judges with the real one.  It
 reads with the standard library and imports nothing but ``spec`` and
 ``reference`` (a start-up of about 0.1 s: the kit runs it once per case).
@@ -19,7 +19,8 @@ import sys
 from typing import Any
 
 if sys.argv[1:2] == ["--prefer"]:  # before the imports below: the oracle under test comes from DIR
-    sys.path.insert(0, sys.argv[2])
+    import oij  # DIR holds oij/reference/ (laid out as installed), not oij itself: searched first within oij
+    oij.__path__.insert(0, f"{sys.argv[2]}/oij")
 
 from oij.reference.oracle import run_events
 from oij.spec.model import Comparison, End, Event, Query, StreamTuple, Watermark

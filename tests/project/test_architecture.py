@@ -8,12 +8,28 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("spec", "reference", "parallel", "proofs", "oij")
+FOLDERS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+"""Each package of the project and its folder (pyproject.toml's map: ``oij.spec`` is ``spec/``, ``oij`` is ``oij/``):
+the units whose private names are their own."""
+
+
+def unit_of(dotted: str) -> str | None:
+    """The package of :data:`FOLDERS` that ``dotted`` belongs to (the longest that prefixes it)."""
+    units = [u for u in FOLDERS if dotted == u or dotted.startswith(u + ".")]
+    return max(units, key=len) if units else None
+
+
+def installed_path(rel: str) -> str:
+    """A repository path as installed (``spec/match.py`` -> ``oij/spec/match.py``)."""
+    folder, _, rest = rel.partition("/")
+    unit = next(u for u, f in FOLDERS.items() if f == folder)
+    return "/".join([*unit.split("."), rest])
 LINT = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
 
 
@@ -23,8 +39,9 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _copy_tree(dst: Path) -> Path:
-    for p in PACKAGES:
-        shutil.copytree(ROOT / p, dst / p, ignore=shutil.ignore_patterns("__pycache__"))
+    """The packages laid out as installed (``dst/oij/spec/...``), which is what lint-imports reads."""
+    for unit, folder in sorted(FOLDERS.items()):  # oij before oij.spec: the folders nest
+        shutil.copytree(ROOT / folder, dst.joinpath(*unit.split(".")), ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
     return dst
 
@@ -54,7 +71,7 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
 )
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line: str, needle: str) -> None:
     tree = _copy_tree(tmp_path)
-    with open(tree / module, "a") as f:
+    with open(tree / installed_path(module), "a") as f:
         f.write(line)
     r = _lint(tree)
     assert r.returncode != 0
@@ -129,7 +146,7 @@ def private_imports(text: str, *, python: bool = True) -> list[str]:
     bad = []
     for module, names in found:
         parts = module.split(".")
-        if parts[0] not in PACKAGES:
+        if unit_of(module) is None:
             continue
         private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
         if private and ".".join(parts[:private[0]]) not in SHARED_PRIVATE:
@@ -158,7 +175,7 @@ def test_tests_and_docs_import_no_private_name_of_another_package() -> None:
     ("import oij.commands._got\n", True, ["oij.commands._got"]),
     ('    python -c "from oij.commands.peers import _params_for; print(1)"\n', False,
      ["oij.commands.peers._params_for"]),
-    ("::\n\n    from spec._private import x\n", False, ["spec._private"]),
+    ("::\n\n    from oij.spec._private import x\n", False, ["oij.spec._private"]),
 ])
 def test_a_private_import_is_flagged(snippet: str, python: bool, want: list[str]) -> None:
     """Negative control of the check above: each of these reaches a private name and is named."""
@@ -178,10 +195,11 @@ _REFLECTION = {"getattr", "setattr", "hasattr", "delattr"}
 
 def is_project_module(dotted: str, root: Path = ROOT) -> bool:
     """Whether ``dotted`` names a module or package of the project, from the files alone."""
+    unit = unit_of(dotted)
     parts = dotted.split(".")
-    if parts[0] not in PACKAGES or not all(p.isidentifier() for p in parts):
+    if unit is None or not all(p.isidentifier() for p in parts):
         return False
-    path = root.joinpath(*parts)
+    path = root.joinpath(FOLDERS[unit], *parts[len(unit.split(".")):])
     return (path / "__init__.py").is_file() or path.with_suffix(".py").is_file()
 
 
@@ -226,8 +244,8 @@ def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
 def private_attributes(text: str, *, package: str | None = None, root: Path = ROOT) -> list[str]:
     """The attribute accesses in ``text`` (Python) that reach a private name of a project module the code may not
     use: ``m._name`` where ``m`` is an imported project module (``registry._ENGINES``), as an expression or as
-    ``getattr``/``setattr``/``hasattr``/``delattr(m, "_name")``.  ``package``: the top-level package the code
-    belongs to, whose own privates it may use (``None`` for tests and docs, which may use none); a private
+    ``getattr``/``setattr``/``hasattr``/``delattr(m, "_name")``.  ``package``: the package of :data:`FOLDERS` the
+    code belongs to, whose own privates it may use (``None`` for tests and docs, which may use none); a private
     *module* of a :data:`SHARED_PRIVATE` package may be reached, as the import check allows, but not its private
     names."""
     tree = ast.parse(text)
@@ -247,7 +265,7 @@ def private_attributes(text: str, *, package: str | None = None, root: Path = RO
                 reached.append((owner, node.args[1].value))
     bad = []
     for owner, name in reached:
-        if not is_project_module(owner, root) or owner.split(".")[0] == package:
+        if not is_project_module(owner, root) or unit_of(owner) == package:
             continue
         if is_project_module(f"{owner}.{name}", root) and owner in SHARED_PRIVATE:
             continue
@@ -291,8 +309,9 @@ is an edit to the library file)."""
 def _python_files() -> list[tuple[Path, str | None]]:
     files: list[tuple[Path, str | None]] = [(p, None) for p in sorted((ROOT / "tests").rglob("*.py"))]
     files += [(p, None) for p in sorted((ROOT / "docs").rglob("*.py")) if "_build" not in p.parts]
-    for package in PACKAGES:
-        files += [(p, package) for p in sorted((ROOT / package).rglob("*.py"))]
+    for package, folder in FOLDERS.items():
+        files += [(p, unit_of(".".join([*package.split("."), *p.relative_to(ROOT / folder).parts[:-1]])))
+                  for p in sorted((ROOT / folder).rglob("*.py"))]
     return files
 
 
@@ -309,13 +328,14 @@ def test_no_attribute_access_to_another_packages_private_names() -> None:
 
 
 @pytest.mark.parametrize(("snippet", "package", "want"), [
-    ("from parallel import registry\nregistry._ENGINES['x'] = 1\n", None, ["oij.parallel.registry._ENGINES"]),
-    ("import oij.parallel.registry\nparallel.registry._ENGINES.clear()\n", None, ["oij.parallel.registry._ENGINES"]),
+    ("from oij.parallel import registry\nregistry._ENGINES['x'] = 1\n", None, ["oij.parallel.registry._ENGINES"]),
+    ("import oij.parallel.registry\noij.parallel.registry._ENGINES.clear()\n", None,
+     ["oij.parallel.registry._ENGINES"]),
     ("import oij.testing as t\nt._runner._search_one\n", None, ["oij.testing._runner._search_one"]),
     ("def f(monkeypatch):\n    import oij.spec.match as m\n    monkeypatch.setattr(m, '_x', 1)\n", None,
      ["oij.spec.match._x"]),
-    ("from reference import oracle\ngetattr(oracle, '_y')\n", "oij", ["oij.reference.oracle._y"]),
-    ("from parallel import registry\nregistry._ENGINES\n", "oij", ["oij.parallel.registry._ENGINES"]),
+    ("from oij.reference import oracle\ngetattr(oracle, '_y')\n", "oij", ["oij.reference.oracle._y"]),
+    ("from oij.parallel import registry\nregistry._ENGINES\n", "oij", ["oij.parallel.registry._ENGINES"]),
 ])
 def test_a_private_attribute_access_is_flagged(snippet: str, package: str | None, want: list[str]) -> None:
     """Negative control of the check above: each snippet reaches another package's private name and is named."""
@@ -323,8 +343,8 @@ def test_a_private_attribute_access_is_flagged(snippet: str, package: str | None
 
 
 def test_own_public_and_shared_attribute_accesses_are_not_flagged() -> None:
-    own = "from parallel import registry\nregistry._ENGINES\n"
-    assert private_attributes(own, package="parallel") == []
-    ok = ("import oij.testing\noij.testing._runner.search\nfrom parallel import registry\nregistry.names()\n"
+    own = "from oij.parallel import registry\nregistry._ENGINES\n"
+    assert private_attributes(own, package="oij.parallel") == []
+    ok = ("import oij.testing\noij.testing._runner.search\nfrom oij.parallel import registry\nregistry.names()\n"
           "import os\nos._exit\nx = object()\nx._private\nfrom oij.spec.model import Query\nQuery.__name__\n")
     assert private_attributes(ok) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-_READING_ITEM = re.compile(r"^\s*\d+\.\s+:mod:`(spec\.\w+)`", re.MULTILINE)
+_READING_ITEM = re.compile(r"^\s*\d+\.\s+:mod:`(oij\.spec\.\w+)`", re.MULTILINE)
 _PAPER_NUMBER = re.compile(r"(?<![\w.,:/-])00[0-4](?![0-9A-Za-z])")
 
 NUMBER_ALLOWED = {
@@ -37,7 +37,7 @@ def paper_numbers(text: str) -> list[str]:
 
 
 def _spec_modules() -> list[str]:
-    return sorted(f"spec.{p.stem}" for p in (ROOT / "spec").glob("*.py") if p.stem != "__init__")
+    return sorted(f"oij.spec.{p.stem}" for p in (ROOT / "spec").glob("*.py") if p.stem != "__init__")
 
 
 def test_the_reading_order_names_every_module_of_spec() -> None:
@@ -47,9 +47,9 @@ def test_the_reading_order_names_every_module_of_spec() -> None:
 
 def test_a_module_missing_from_the_reading_order_is_named() -> None:
     """Negative control: an order that stops at purge misses the rest; a listed name with no module is named."""
-    doc = "Read:\n\n1. :mod:`oij.spec.model` -- x;\n2. :mod:`oij.spec.purge` -- y;\n10. :mod:`spec.gone` -- z.\n"
+    doc = "Read:\n\n1. :mod:`oij.spec.model` -- x;\n2. :mod:`oij.spec.purge` -- y;\n10. :mod:`oij.spec.gone` -- z.\n"
     assert reading_order_gaps(doc, ["oij.spec.model", "oij.spec.ordering", "oij.spec.purge"]) == [
-        "oij.spec.ordering", "not a module: spec.gone"]
+        "oij.spec.ordering", "not a module: oij.spec.gone"]
 
 
 def test_papers_are_cited_by_name_not_by_number() -> None:

@@ -1,4 +1,5 @@
-"""The block path (oij.reference.blocks) against the event-by-event oracle (oij.reference.oracle), and ``oij join`` on it.
+"""The block path (oij.reference.blocks) against the event-by-event oracle (oij.reference.oracle), and ``oij join``
+on it.
 
 * Property: on Hypothesis workloads with every feature the block path supports (both the project's strategies
   and the conformance kit's cases), fed in tiny blocks (1-7 events, so every boundary is crossed), the output
