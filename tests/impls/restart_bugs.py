@@ -26,6 +26,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, so that tests.impls imports
 
 from oij.reference.checkpoint import restore, snapshot
 from oij.reference.oracle import Oracle
