@@ -33,6 +33,7 @@ from oij.testing._runner import Outcome, fingerprint, search
 from oij.testing._verify import verify_vectors
 from tests.impls.toy_oij import BUGS
 from tests.strategies import event_lists, queries
+from tests.testing.test_kit_regressions import outcome_in_process
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 OIJ = [sys.executable, "-m", "oij.cli"]
@@ -75,19 +76,7 @@ def _toy_in_process(argv: list[str], stdin: str, timeout: float) -> Outcome:
 
     del timeout
     assert argv[:2] == toy()[:2], argv
-    out, old = io.StringIO(), sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        with contextlib.redirect_stdout(out):
-            toy_oij.main(argv[2] if len(argv) > 2 else "")
-    except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
-        return Outcome(None, f"crash: {type(e).__name__}: {e}")
-    finally:
-        sys.stdin = old
-    try:
-        return Outcome(parse_output(out.getvalue().encode()))
-    except ProtocolError as e:
-        return Outcome(None, f"protocol error: {e}")
+    return outcome_in_process(lambda: toy_oij.main(argv[2] if len(argv) > 2 else ""), stdin)
 
 
 def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

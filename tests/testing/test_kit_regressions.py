@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -32,16 +32,15 @@ from tests.impls.accum_oij import Join, main
 SHAPES = sorted(BUGS)
 
 
-def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
-    """:func:`oij.testing._runner.run_command` for ``python accum_bugs.py BUG``, run in this process."""
-    del timeout
-    make: type[Join] = {**BUGS, **TEXT_BUGS}.get(argv[-1], Join)
+def outcome_in_process(run_main: Callable[[], None], stdin: str) -> Outcome:
+    """What :func:`oij.testing._runner.run_command` returns for an implementation whose ``main`` runs in this
+    process: ``stdin`` as its standard input, its standard output parsed; a raise is its crash."""
     out = io.StringIO()
     old = sys.stdin
     sys.stdin = io.StringIO(stdin)
     try:
         with contextlib.redirect_stdout(out):
-            main(make)
+            run_main()
     except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
         return Outcome(None, f"crash: {type(e).__name__}: {e}")
     finally:
@@ -50,6 +49,13 @@ def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
         return Outcome(parse_output(out.getvalue().encode()))
     except ProtocolError as e:
         return Outcome(None, f"protocol error: {e}")
+
+
+def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
+    """:func:`oij.testing._runner.run_command` for ``python accum_bugs.py BUG``, run in this process."""
+    del timeout
+    make: type[Join] = {**BUGS, **TEXT_BUGS}.get(argv[-1], Join)
+    return outcome_in_process(lambda: main(make), stdin)
 
 
 def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES) -> SearchResult:
