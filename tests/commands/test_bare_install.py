@@ -177,6 +177,17 @@ def test_check_judges_another_systems_output(bare: Bare, events: Path) -> None:
     assert re.search(r"^theirs\s+yes\s", out, re.M), out
 
 
+@pytest.mark.spark
+def test_check_on_spark_judges_a_parquet_input(bare: Bare) -> None:
+    """The Spark oracle's own scans (pyspark's mapInArrow) with nothing but the install line: pyspark refuses
+    mapInArrow without pandas, which only the dev extras had installed until pandas became a dependency."""
+    bare.run("generate", "teach-tiny", "--events", "2000", "--no-progress", "-o", "w.parquet")
+    bare.run("join", "--no-progress", "w.parquet", "-o", "mine.jsonl")
+    out = bare.run("check", "w.parquet", "--seq-limit", "0", "--got", "mine=mine.jsonl", "--no-progress",
+                   "--out", "check-spark", timeout=600).stdout
+    assert re.search(r"^mine\s+yes\s", out, re.M), out
+
+
 def test_conform(bare: Bare) -> None:
     # --no-vectors: test_vectors_export_and_verify runs the vectors in the bare environment
     out = bare.run("conform", "--max-examples", "20", "-j", "2", "--no-vectors", "--replay-out", "fail.jsonl", "--",
