@@ -281,17 +281,18 @@ _NONE = -(1 << 63)
 """The running maximum of a channel with no contribution yet (-inf): below every ts (|ts| <= 2^62)."""
 
 
-def _scan_partitions(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None) -> Any:
-    """The function :func:`mark_late` maps over each partition's Arrow batches (pickled by value: executors need
-    only numpy and pyarrow).  A partition holds consecutive positions ``firsts[i] .. ``; ``carries[i]`` is the
-    maximum of each contribution over every earlier position (``_NONE``: none)."""
+def _w_walk(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None) -> Any:
+    """A function ``walk(batches)`` that yields ``(batch, w, none)`` for each non-empty Arrow batch of one
+    partition: the watermark at each row's arrival (``none``: -inf, ``w`` then 0).  A partition holds consecutive
+    positions ``firsts[i] ..``; ``carries[i]`` is the maximum of each contribution ``_c<c>`` over every earlier
+    position (``_NONE``: none).  Shared by both scans; a closure, so that Spark pickles it by value (executors
+    need only numpy, not oij)."""
+    none_mark = _NONE
 
-    def scan(batches: Any) -> Any:
+    def walk(batches: Any) -> Any:
         import bisect
 
         import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         run: Any = None
         expect = 0
@@ -319,12 +320,27 @@ def _scan_partitions(n: int, firsts: list[int], carries: list[list[int]], latene
                 run[c] = inc[-1]
                 ms.append(exc)
             if lateness is not None:
-                none = ms[0] == _NONE
+                none = ms[0] == none_mark
                 w = np.where(none, 0, ms[0] - lateness)
             else:
                 lo = np.minimum.reduce(ms) if n > 1 else ms[0]
-                none = lo == _NONE
+                none = lo == none_mark
                 w = np.where(none, 0, lo)
+            yield b, w, none
+
+    return walk
+
+
+def _scan_partitions(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None) -> Any:
+    """The function :func:`mark_late` maps over each partition's Arrow batches (pickled by value: executors need
+    only numpy and pyarrow): each tuple with its ``W`` and ``late`` (:func:`_w_walk`)."""
+    walk = _w_walk(n, firsts, carries, lateness)
+
+    def scan(batches: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for b, w, none in walk(batches):
             ts = pc.fill_null(b.column("ts"), 0).to_numpy()
             late = ~none & (ts < w)
             keep = pc.equal(b.column("type"), "tuple")
@@ -391,49 +407,20 @@ def _scan_runs(n: int, firsts: list[int], carries: list[list[int]], lateness: in
     and then one summary row of the partition (pos null): its count of late tuples, its tuples' ids' minimum,
     maximum and number, an id it holds twice (or null) and its ``tail`` smallest and largest ids (all of them
     when it holds at most ``2 tail``)."""
+    walk = _w_walk(n, firsts, carries, lateness)
 
     def scan(batches: Any) -> Any:
-        import bisect
-
         import numpy as np
         import pyarrow as pa
 
         schema = pa.schema([("pos", pa.int64()), ("nlate", pa.int64()), ("lo", pa.int64()), ("hi", pa.int64()),
                             ("n", pa.int64()), ("dup", pa.int64()), ("tail", pa.list_(pa.int64()))])
-        run: Any = None
-        expect = 0
+        seen = False
         nlate = 0
         ids = []
-        for b in batches:
-            if b.num_rows == 0:
-                continue
+        for b, w, none in walk(batches):
+            seen = True
             pos = b.column("pos").to_numpy()
-            if run is None:
-                i = bisect.bisect_left(firsts, int(pos[0]))
-                if i == len(firsts) or firsts[i] != int(pos[0]):
-                    raise RuntimeError(f"oij: a partition starts at position {int(pos[0])}, which the first scan "
-                                       "did not see start a partition (Spark changed the input's partitioning)")
-                run = np.array(carries[i], dtype=np.int64)
-                expect = int(pos[0])
-            if not np.array_equal(pos, np.arange(expect, expect + len(pos), dtype=np.int64)):
-                raise RuntimeError("oij: a partition's positions are not consecutive on the second scan")
-            expect += len(pos)
-            ms = []
-            for c in range(n):
-                v = b.column(f"_c{c}").to_numpy()
-                inc = np.maximum.accumulate(np.maximum(v, run[c]))
-                exc = np.empty_like(inc)
-                exc[0] = run[c]
-                exc[1:] = inc[:-1]
-                run[c] = inc[-1]
-                ms.append(exc)
-            if lateness is not None:
-                none = ms[0] == _NONE
-                w = np.where(none, 0, ms[0] - lateness)
-            else:
-                lo = np.minimum.reduce(ms) if n > 1 else ms[0]
-                none = lo == _NONE
-                w = np.where(none, 0, lo)
             t = b.column("_t").to_numpy(zero_copy_only=False)
             late = t & ~none & (b.column("ts").to_numpy() < w)
             ids.append(b.column("id").to_numpy()[t])
@@ -442,7 +429,7 @@ def _scan_runs(n: int, firsts: list[int], carries: list[list[int]], lateness: in
                 nlate += k
                 nulls = [pa.nulls(k, f.type) for f in list(schema)[1:]]
                 yield pa.RecordBatch.from_arrays([pa.array(pos[late]), *nulls], schema=schema)
-        if run is None:
+        if not seen:
             return
         all_ids = np.sort(np.concatenate(ids))
         twice = all_ids[1:][all_ids[1:] == all_ids[:-1]]
@@ -618,14 +605,37 @@ def _range_filter(q: Query) -> Any:
     return F.expr(f"b_ts >= {_shift('a_ts', lo)} AND b_ts <= {_shift('a_ts', hi)} AND {_cond_filter(q)}")
 
 
+def _group_counts(a: Any, b: Any, both: Any, q: Query | None, width: int, frac: float) -> Any:
+    """Each (key, bucket) group's count of bases ``na`` and of probes ``nb`` in a Bernoulli sample of
+    fraction ``frac``: of ``both`` (columns side, ts, key: every tuple of both sides) in one scan when given,
+    else of each bucketed side ``a`` and ``b`` on its own (two scans)."""
+    from pyspark.sql import functions as F
+
+    if both is None or q is None:
+        sa, sb = (a, b) if frac >= 1.0 else (a.sample(fraction=frac, seed=1), b.sample(fraction=frac, seed=2))
+        ga = sa.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("na"))
+        gb = sb.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("nb"))
+        return ga.join(gb, ["key", "bucket"])
+    s = both if frac >= 1.0 else both.sample(fraction=frac, seed=1)
+    lo, hi = lower_offset(q), upper_offset(q)
+    is_base = F.col("side") == "base"
+    window = F.expr(f"sequence(CAST({_floor_div(_shift('ts', lo), width)} AS BIGINT), "
+                    f"CAST({_floor_div(_shift('ts', hi), width)} AS BIGINT))")
+    own = F.array(F.expr(f"CAST({_floor_div('ts', width)} AS BIGINT)"))
+    rows = s.select("key", is_base.alias("_base"), F.explode(F.when(is_base, window).otherwise(own)).alias("bucket"))
+    g = rows.groupBy("key", "bucket").agg(F.sum(F.col("_base").cast("long")).alias("na"),
+                                          F.sum((~F.col("_base")).cast("long")).alias("nb"))
+    return g.where((F.col("na") > 0) & (F.col("nb") > 0))
+
+
 def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, Any],
-          tuples: int) -> tuple[Any, Any, list[str]]:
+          tuples: int, both: Any = None, q: Query | None = None, width: int = 0) -> tuple[Any, Any, list[str]]:
     """Add a ``salt`` column: hot (key, bucket) groups split per PPOIJ Alg. 1.  Returns the sides and join keys.
 
     The group sizes come from a Bernoulli sample of about ``opts.sample`` of the ``tuples`` (each side's count
-    scaled by the inverse fraction): which groups are split decides only the balance, never the result, and
-    a group heavy enough to matter has many rows in the sample.  The sample keeps the statistics from costing
-    a shuffle of every row.
+    scaled by the inverse fraction; :func:`_group_counts`): which groups are split decides only the balance,
+    never the result, and a group heavy enough to matter has many rows in the sample.  The sample keeps the
+    statistics from costing a shuffle of every row.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
@@ -633,11 +643,8 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
     n = opts.replicas or max(2, 2 * int(spark.sparkContext.defaultParallelism))
     m = opts.heavy_groups or 16 * n
     frac = min(1.0, opts.sample / max(1, tuples))
-    sa, sb = (a, b) if frac >= 1.0 else (a.sample(fraction=frac, seed=1), b.sample(fraction=frac, seed=2))
     scale = 1.0 / (frac * frac)
-    ga = sa.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("na"))
-    gb = sb.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("nb"))
-    g = ga.join(gb, ["key", "bucket"]).select(
+    g = _group_counts(a, b, both, q, width, frac).select(
         "key", "bucket", (F.col("na") * F.col("nb") * F.lit(scale)).cast("double").alias("w"))
     g = g.persist()
     try:
@@ -718,12 +725,13 @@ def _cond_filter(q: Query) -> str:
 
 
 def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any],
-               keep: Sequence[str] = (), tuples: int = 0) -> Any:
+               keep: Sequence[str] = (), tuples: int = 0, both: Any = None) -> Any:
     """All matching pairs as a frame (a_id, b_id, b_value and the keep columns).
 
     ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value); ``keep`` names more columns
     of either side to carry into the pairs; ``tuples`` is how many tuples both sides hold (for the salting
-    sample; 0: unknown, every row).
+    sample; 0: unknown, every row); ``both``, if given, is every tuple of both sides (columns side, ts, key),
+    for the salting sample to be drawn in one scan.
     """
     out = ("a_id", "b_id", "b_value", *keep)
     lo, hi = lower_offset(q), upper_offset(q)
@@ -738,7 +746,7 @@ def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleO
     a, b = _bucket_sides(bases, probes, q, width)
     keys = ["key", "bucket"]
     if opts.method == "salted":
-        a, b, keys = _salt(spark, a, b, opts, plan, tuples)
+        a, b, keys = _salt(spark, a, b, opts, plan, tuples, both, q, width)
     # a hash table of each partition's probes instead of sorting both sides (the join needs equal keys only)
     return a.join(b.hint("shuffle_hash"), keys).where(_range_filter(q)).select(*out)
 
@@ -796,7 +804,8 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
         F.col("id").alias("b_id"), F.col("ts").alias("b_ts"), "key", F.col("value").alias("b_value"),
         *_cond_columns(q, "probe")
     )
-    joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=plan["tuples"])
+    joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=plan["tuples"],
+                        both=ontime.select("side", "ts", "key"))
     if q.aggregate is None:
         return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, cached)
     return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, cached)
