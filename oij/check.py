@@ -41,6 +41,7 @@ from typing import Any, cast
 from oij.drivers.files import QueryFlags, check_outputs, input_events, progress
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.spark.salting import SPARK_THETA
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query, StreamTuple
 
@@ -66,7 +67,7 @@ class CheckOptions(QueryFlags):
     master: str = "local[*]"
     driver_memory: str = "4g"
     method: str = "salted"
-    theta: float = 1.2
+    theta: float = SPARK_THETA
     seq_limit: int = 2_000_000
     first: int = 10
     got: list[str] = field(default_factory=list)

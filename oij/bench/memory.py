@@ -19,6 +19,7 @@ from typing import Any
 from oij.bench.oracle import out_file
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.parallel.config import PATTERNS
 from oij.proctree import measure
 
 
@@ -60,7 +61,7 @@ def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
     except ValueError:
         raise UsageError(f"--sizes: not a list of integers: {args.sizes!r}") from None
     commands = [x for x in args.commands.split(",") if x]
-    bad = [c for c in commands if c not in ("join", "kp", "dp", "hp", "key", "scale")]
+    bad = [c for c in commands if c not in ("join", *PATTERNS)]
     if bad:
         raise UsageError(f"--commands: unknown {', '.join(bad)}; known: join, kp, dp, hp, key, scale")
     skip = {x for x in args.skip.split(",") if x}

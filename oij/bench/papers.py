@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from oij.bench import Cell, Context, Experiment, Row, by_size, register
+from oij.parallel.config import ROUTED_PATTERNS
 
 SEC = 1_000_000  # the presets' time unit is the microsecond
 
@@ -25,7 +26,8 @@ SEC = 1_000_000  # the presets' time unit is the microsecond
 # ------------------------------------------------------------------ PPOIJ: KP, DP, HP on the process engines
 
 def _ppoij(cell: Cell, ctx: Context, *, cdf: bool = False) -> Row:
-    from oij.parallel.patterns.engine import epoch_size, run_chunks
+    from oij.parallel.config import epoch_size
+    from oij.parallel.patterns.engine import run_chunks
     from oij.parallel.runtime.driver import JobOptions
     from oij.parallel.runtime.emitter import chunks_from_blocks
     from oij.workloads import generate_blocks, resolve, with_overrides
@@ -56,7 +58,7 @@ def _ppoij(cell: Cell, ctx: Context, *, cdf: bool = False) -> Row:
     return row
 
 
-PATTERNS = ("kp", "dp", "hp")
+PATTERNS = ROUTED_PATTERNS
 
 
 def _keys_cells(size: str) -> list[Cell]:
@@ -198,8 +200,9 @@ register(Experiment("ppoij-latency", "PPOIJ Fig. 16", "latency CDF of KP, DP, HP
 # ------------------------------------------------------------------ Scale-OIJ study: Key-OIJ and Scale-OIJ
 
 def _team(cell: Cell, ctx: Context) -> Row:
+    from oij.parallel.config import epoch_size
     from oij.parallel.runtime.emitter import chunks_from_blocks
-    from oij.parallel.shared.teamrun import TeamOptions, epoch_size, run_chunks
+    from oij.parallel.shared.teamrun import TeamOptions, run_chunks
     from oij.workloads import generate_blocks, resolve, with_overrides
 
     params = with_overrides(resolve(cell.get("preset", "scale-oij-default")), cell.get("over", {}))

@@ -46,8 +46,8 @@ import numpy.typing as npt
 
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.parallel.config import PATTERNS
 
-PATTERNS = ("kp", "dp", "hp", "key", "scale")
 WORKLOADS = {
     "uniform": {"keys": 100, "key_dist": "uniform"},
     "zipf": {"keys": 100, "key_dist": "zipf", "skew": 1.0},

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--driver-memory", default="4g", help="Spark driver memory (default 4g)")
     p.add_argument("--method", choices=["salted", "bucketed", "plain"], default="salted",
                    help="Spark range join: bucketed + hot-key salting (default), bucketed, or plain")
-    p.add_argument("--theta", type=float, default=1.2, help="balance threshold of PPOIJ Alg. 1 for salting")
+    p.add_argument("--theta", type=float, default=CheckOptions.theta,
+                   help="balance threshold of PPOIJ Alg. 1 for salting")
     p.add_argument("--seq-limit", type=int, default=2_000_000,
                    help="run the sequential oracle and keep events in memory up to this many events (default 2e6)")
     p.add_argument("--first", type=int, default=10, help="differences listed per engine (default 10)")

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from oij.commands.common import add_query_flags, options
+from oij.parallel.config import DELTA, PARTITIONS, PATTERNS, THETA
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=1, help="generator seed (with --preset)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a preset parameter (repeatable)")
-    p.add_argument("--pattern", choices=["kp", "dp", "hp", "key", "scale"], default="kp",
+    p.add_argument("--pattern", choices=PATTERNS, default="kp",
                    help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--emitters", type=int, default=1, help="emitters per stream (M)")
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "cost per 32 tuples, see docs/results.rst); giving it selects the event engine")
     p.add_argument("--collector", choices=["auto", "standard", "rr", "naive"], default="auto",
                    help="collector policy (auto: standard for kp, round robin for dp/hp; naive = negative control)")
-    p.add_argument("--theta", type=float, default=1.05, help="HP: Alg. 1 balance threshold")
+    p.add_argument("--theta", type=float, default=THETA, help="HP: Alg. 1 balance threshold")
     p.add_argument("--max-split", type=int, default=None, help="HP: maximum splitting degree (default replicas)")
     p.add_argument("--calibration", type=int, default=4096, help="HP: tuples counted before Alg. 1 runs")
     p.add_argument("--epoch", type=int, default=None,
@@ -50,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="kp/dp/hp with a cond: answer window AND cond from the SPO-Join style cond index instead of "
                    "filtering the window (docs/cond.rst)")
     g = p.add_argument_group("Scale-OIJ (--pattern scale)")
-    g.add_argument("--partitions", type=int, default=64, help="key partitions (hash ranges) of the team map")
-    g.add_argument("--delta", type=float, default=0.01, help="Alg. 3: minimum unbalancedness decrease (delta)")
+    g.add_argument("--partitions", type=int, default=PARTITIONS, help="key partitions (hash ranges) of the team map")
+    g.add_argument("--delta", type=float, default=DELTA, help="Alg. 3: minimum unbalancedness decrease (delta)")
     g.add_argument("--decay", type=float, default=0.5, help="Alg. 3: statistics decay (lambda)")
     g.add_argument("--schedule-every", type=int, default=4096, help="tuples between two runs of Alg. 3 (0: never)")
     g.add_argument("--rule", choices=["team", "self", "arrival"], default="team",

@@ -24,6 +24,16 @@ from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
+from oij.parallel.config import (
+    DELTA,
+    PARTITIONS,
+    ROUTED_PATTERNS,
+    TEAM_PATTERNS,
+    THETA,
+    EngineConfig,
+    engine_config,
+    epoch_size,
+)
 from oij.spec.batch import Results
 from oij.spec.model import Query
 
@@ -43,14 +53,14 @@ class RunOptions(QueryFlags):
     engine: str = "auto"
     batch: int | None = None
     collector: str = "auto"
-    theta: float = 1.05
+    theta: float = THETA
     max_split: int | None = None
     calibration: int = 4096
     epoch: int | None = None
     rate: float | None = None
     cond_index: bool = False
-    partitions: int = 64
-    delta: float = 0.01
+    partitions: int = PARTITIONS
+    delta: float = DELTA
     decay: float = 0.5
     schedule_every: int = 4096
     rule: str = "team"
@@ -114,7 +124,7 @@ def _check(args: RunOptions) -> None:
         raise UsageError(f"--max-split must be >= 1, got {args.max_split}")
     if args.rate is not None and args.rate <= 0:
         raise UsageError(f"--rate must be > 0, got {args.rate}")
-    if args.cond_index and args.pattern not in ("kp", "dp", "hp"):
+    if args.cond_index and args.pattern not in ROUTED_PATTERNS:
         raise UsageError(f"--cond-index is an option of kp, dp and hp, not of {args.pattern}")
     if args.events is not None and args.events < 0:
         raise UsageError(f"--events must be >= 0, got {args.events}")
@@ -123,7 +133,6 @@ def _check(args: RunOptions) -> None:
 def run_engine(args: RunOptions) -> RunReport:
     """Run the engine ``args`` choose on their input; the output and the JSON files written.  An engine that
     fails raises :class:`oij.parallel.runtime.driver.EngineFailure`."""
-    from oij.parallel.patterns.engine import epoch_size
     from oij.parallel.runtime.driver import EngineFailure, JobOptions
 
     if uses_blocks(args):
@@ -133,10 +142,7 @@ def run_engine(args: RunOptions) -> RunReport:
     _check(args)
     check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
     assert args.batch is not None  # set by _check
-    opt = JobOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
-                     collector=args.collector, theta=args.theta, max_split=args.max_split,
-                     calibration=args.calibration, epoch=args.epoch, rate=args.rate, seed=args.seed,
-                     cond_index=args.cond_index)
+    opt: EngineConfig = _team(args) if args.pattern in TEAM_PATTERNS else engine_config(JobOptions, args)
     ep = epoch_size(opt)
     t_setup = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -183,8 +189,7 @@ def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
     if args.replicas < 1 or args.replicas > 64:
         raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
     check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
-    opt = BlockOptions(pattern=args.pattern, replicas=args.replicas, theta=args.theta, max_split=args.max_split,
-                       partitions=args.partitions, delta=args.delta, output=not args.no_output)
+    opt = engine_config(BlockOptions, args, output=not args.no_output)
     from oij.reference.blocks import supports
 
     source: Any
@@ -321,7 +326,7 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
             chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
         except (ParamError, KeyError) as e:
             raise UsageError(str(e).strip("'\"")) from None
-        res, metrics = _runner(args, opt)(args.pattern, q, chunks, n_events, _team(args, opt),
+        res, metrics = _runner(args)(args.pattern, q, chunks, n_events, opt,
                                           start_method=args.start_method, cdf_points=cdf, stream=stream,
                                           columns=True)
         metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
@@ -330,7 +335,7 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
     with input_blocks(args.file, args) as (q, fblocks):
         counted = [0]
         chunks_in = chunks_from_event_blocks(fblocks, ep, counter=counted, q=q)
-        res, metrics = _runner(args, opt)(args.pattern, q, chunks_in, 0, _team(args, opt),
+        res, metrics = _runner(args)(args.pattern, q, chunks_in, 0, opt,
                                           start_method=args.start_method, cdf_points=cdf, stream=stream, columns=True)
         for _rest in fblocks:  # the engines stop at the end row: the reader must still see what follows
             pass
@@ -341,10 +346,10 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
     return q, res, metrics
 
 
-def _runner(args: RunOptions, opt: Any) -> Any:
+def _runner(args: RunOptions) -> Any:
     """kp/dp/hp run on :mod:`oij.parallel.patterns.engine`; key/scale on :mod:`oij.parallel.shared.teamrun`
     (same runtime)."""
-    if args.pattern in ("key", "scale"):
+    if args.pattern in TEAM_PATTERNS:
         from oij.parallel.shared.teamrun import run_chunks as team_run
 
         return team_run
@@ -353,9 +358,8 @@ def _runner(args: RunOptions, opt: Any) -> Any:
     return run_chunks
 
 
-def _team(args: RunOptions, opt: Any) -> Any:
-    if args.pattern not in ("key", "scale"):
-        return opt
+def _team(args: RunOptions) -> Any:
+    """The options of a key or scale run (its own settings checked; the shared ones by ``_check``)."""
     from oij.parallel.shared.teamrun import TeamOptions
 
     if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
@@ -363,10 +367,8 @@ def _team(args: RunOptions, opt: Any) -> Any:
         raise UsageError("need 1 <= --partitions, --schedule-every >= 0, 0 <= --decay <= 1, --arena-mb >= 1, "
                          "--replicas <= 63")
     assert args.batch is not None  # set by _check
-    return TeamOptions(pattern=args.pattern, replicas=args.replicas, emitters=args.emitters, batch=args.batch,
-                       epoch=args.epoch, rate=args.rate, seed=args.seed, partitions=args.partitions,
-                       delta=args.delta, decay=args.decay, schedule_every=args.schedule_every, rule=args.rule,
-                       incremental=not args.no_incremental, arena=args.arena_mb << 17)
+    return engine_config(TeamOptions, args, incremental=not args.no_incremental, arena=args.arena_mb << 17,
+                         collector=TeamOptions.collector)
 
 
 def _write_json(path: str, obj: Any) -> None:

@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oij.io.parquet import FIELD_PREFIX
-from oij.spark.salting import split_degrees
+from oij.spark.salting import SPARK_THETA, split_degrees
 from oij.spec.batch import Results
 from oij.spec.match import lower_offset, upper_offset
 from oij.spec.model import Event, Query
@@ -117,7 +117,7 @@ class SparkOracleOptions:
 
     method: Method = "salted"
     replicas: int | None = None
-    theta: float = 1.2
+    theta: float = SPARK_THETA
     max_split: int | None = None
     heavy_groups: int | None = None
     block: int = 1 << 20

@@ -39,6 +39,11 @@ def is_balanced(loads: Sequence[float], theta: float) -> bool:
     return max(loads) <= theta * mean
 
 
+SPARK_THETA = 1.2
+"""The Spark oracle's Alg. 1 balance threshold (``oij check --theta``): the salting of hot (key, bucket)
+groups."""
+
+
 @dataclass(frozen=True)
 class Assignment:
     """The outcome of Alg. 1: replicas of each key (``key2r[i]``), split degrees, and final replica loads."""
@@ -56,7 +61,7 @@ class Assignment:
 def assign_replicas(
     freqs: Sequence[float],
     n: int,
-    theta: float = 1.2,
+    theta: float = SPARK_THETA,
     max_split: int | None = None,
     base_load: Sequence[float] | None = None,
 ) -> Assignment:
@@ -117,7 +122,7 @@ def split_degrees(
     group_loads: Sequence[float],
     rest_load: float,
     n: int,
-    theta: float = 1.2,
+    theta: float = SPARK_THETA,
     max_split: int | None = None,
 ) -> tuple[list[int], float]:
     """Split degree S(g) of each of the heaviest groups, and the resulting load-balance factor.

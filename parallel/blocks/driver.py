@@ -67,13 +67,14 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from oij.parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
 from oij.parallel.blocks.job import BlockJob
 from oij.parallel.blocks.route import Router
+from oij.parallel.config import EngineConfig
 from oij.parallel.runtime.driver import EngineFailure, Runtime
 from oij.reference.blocks import NEG, w_after_lateness
 from oij.reference.columns import EventBlock
@@ -89,21 +90,15 @@ PIECE_EVENTS = 1 << 17
 
 
 @dataclass
-class BlockOptions:
-    """Everything that defines a block run besides the query and the input."""
+class BlockOptions(EngineConfig):
+    """Everything that defines a block run besides the query and the input: the shared settings
+    (:class:`~oij.parallel.config.EngineConfig`; ``fail_after`` counts rounds here) and the block engine's own."""
 
-    pattern: str = "kp"
-    replicas: int = 2
     piece_bytes: int = PIECE_BYTES
     piece_events: int = PIECE_EVENTS
-    theta: float = 1.05
-    max_split: int | None = None
-    partitions: int = 64
-    delta: float = 0.01
     output: bool = True
     check: bool = False  # tests: every store's _check() after every piece
     solo_rounds: int = 0  # tests: the first rounds give a piece to replica 0 only (as while helpers start)
-    fail_after: dict[int, int] = field(default_factory=dict)  # test hook: replica -> rounds before it raises
 
 
 @dataclass

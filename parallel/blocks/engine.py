@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from oij.parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
+from oij.parallel.config import PATTERN_NAMES
 from oij.parallel.registry import EngineOptions, EngineRun, get, register
 from oij.reference.blocks import supports
 from oij.spec.batch import Results
@@ -52,6 +53,5 @@ def _register(pattern: str, what: str) -> None:
         return run_blocks_engine(pattern, q, events, options)
 
 
-for _p, _what in (("kp", "KP-OIJ"), ("dp", "DP-OIJ"), ("hp", "HP-OIJ"), ("key", "Key-OIJ"),
-                  ("scale", "Scale-OIJ")):
+for _p, _what in PATTERN_NAMES.items():
     _register(_p, _what)

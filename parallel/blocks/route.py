@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.config import DELTA, PARTITIONS, PATTERNS, THETA
 from oij.parallel.runtime.balance import assign
 from oij.parallel.shared.schedule import alg3
 
@@ -46,7 +47,6 @@ U64 = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-PATTERNS = ("kp", "dp", "hp", "key", "scale")
 
 
 def key_digest(keys: npt.NDArray[Any]) -> U64:
@@ -100,10 +100,10 @@ class Router:
 
     pattern: str
     n: int
-    theta: float = 1.05
+    theta: float = THETA
     max_split: int | None = None
-    partitions: int = 64
-    delta: float = 0.01
+    partitions: int = PARTITIONS
+    delta: float = DELTA
     groups: Groups = field(default_factory=Groups)
     calibrated: bool = False
 

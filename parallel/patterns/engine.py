@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from oij.parallel.config import ROUTED_PATTERNS, epoch_size
 from oij.parallel.registry import EngineOptions, EngineRun
 from oij.parallel.runtime.driver import JobOptions, Runtime
-from oij.parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events
+from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events
 from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
 from oij.parallel.runtime.metrics import compute_metrics
 from oij.spec.batch import Results
@@ -38,13 +39,6 @@ def job_options(pattern: str, options: EngineOptions) -> JobOptions:
     kw: dict[str, Any] = {k: options.extra[k] for k in _JOB_FIELDS if k in options.extra}
     return JobOptions(pattern=pattern, replicas=options.replicas, emitters=options.emitters, batch=options.batch,
                       **kw)
-
-
-def epoch_size(opt: JobOptions) -> int:
-    """Events per epoch: enough for a few full batches per channel and replica."""
-    if opt.epoch:
-        return opt.epoch
-    return max(EPOCH_MIN, 4 * opt.batch * opt.replicas * opt.emitters)
 
 
 class PatternPlan(JobPlan):
@@ -69,7 +63,7 @@ class PatternPlan(JobPlan):
             raise ValueError(f"batch must be in [1, 4096], got {opt.batch}")
         if opt.emitters < 1:
             raise ValueError(f"emitters must be >= 1, got {opt.emitters}")
-        if opt.pattern not in ("kp", "dp", "hp"):
+        if opt.pattern not in ROUTED_PATTERNS:
             raise ValueError(f"unknown pattern {opt.pattern!r}")
 
     def router(self) -> Router:

@@ -38,13 +38,14 @@ import os
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import shared_memory
 from queue import Empty
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.config import EngineConfig
 from oij.parallel.runtime.replica import replica_main
 from oij.parallel.runtime.ring import check_platform
 
@@ -56,26 +57,14 @@ class EngineFailure(RuntimeError):
 
 
 @dataclass
-class JobOptions:
-    """Everything that defines one run besides the query and the input."""
+class JobOptions(EngineConfig):
+    """Everything that defines one run of the event engine (KP, DP, HP) besides the query and the input: the
+    shared settings (:class:`~oij.parallel.config.EngineConfig`) and the event engine's own."""
 
-    pattern: str = "kp"
-    replicas: int = 2
-    emitters: int = 1
-    batch: int = 32
     collector: str = "auto"  # auto | standard | rr | naive
-    slots: int = 64
-    result_width: int = 4096
-    theta: float = 1.05
-    max_split: int | None = None
     calibration: int = 4096  # HP: tuples observed before Alg. 1 runs
     sync_map: bool = False  # HP: wait for the map instead of applying it when it arrives
-    epoch: int | None = None  # events per epoch (default from batch, replicas, emitters)
-    rate: float | None = None  # tuples per second of wall clock (None: as fast as possible)
-    seed: int = 0
     trace: bool = False
-    fail_after: dict[int, int] = field(default_factory=dict)  # test hook: replica -> batches before it raises
-    stall: tuple[int, ...] = ()  # test hook: replicas that stop consuming
     cond_index: bool = False  # with a cond: the SPO-Join style cond index (oij.parallel.runtime.store)
 
 

@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 I64 = npt.NDArray[np.int64]
 
-EPOCH_MIN = 8192
 """Events per epoch at least: one epoch is one routing call and one CLOSE per ring, a fixed cost of a few
 hundred microseconds in numpy, so small epochs made the driver the bottleneck (issue 14: 7,816 epochs of
 256 events cost 1.5 s of routing on 2x10^6 tuples).  Larger epochs only delay DP/HP deliveries a little."""

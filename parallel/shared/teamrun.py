@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.config import EngineConfig, epoch_size
 from oij.parallel.registry import EngineOptions, EngineRun
 from oij.parallel.runtime.driver import Runtime
-from oij.parallel.runtime.emitter import EPOCH_MIN, Chunk, Routed, Router, chunks_from_events, key_hash
+from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events, key_hash
 from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
 from oij.parallel.runtime.metrics import balance, compute_metrics
 from oij.parallel.runtime.sink import Sink
@@ -47,29 +48,19 @@ I64 = npt.NDArray[np.int64]
 
 
 @dataclass
-class TeamOptions:
-    """Options of a ``key`` or ``scale`` run (``scale``-only ones are ignored by ``key``)."""
+class TeamOptions(EngineConfig):
+    """Options of a ``key`` or ``scale`` run: the shared settings (:class:`~oij.parallel.config.EngineConfig`;
+    ``partitions`` and ``delta`` are Scale-OIJ's) and the teams' own (``scale``-only ones are ignored by
+    ``key``)."""
 
     pattern: str = "scale"
-    replicas: int = 2
-    emitters: int = 1
-    batch: int = 32
-    slots: int = 64
-    result_width: int = 4096
-    epoch: int | None = None
-    rate: float | None = None
-    seed: int = 0
-    partitions: int = 64  # scale: key partitions (hash ranges) of the team map
-    delta: float = 0.01  # scale: Alg. 3 threshold
     decay: float = 0.5  # scale: Alg. 3 lambda
     schedule_every: int = 4096  # scale: tuples between two runs of Alg. 3 (0: never)
     rule: str = "team"  # scale: team | self | arrival (the last two are negative controls)
     incremental: bool = True  # scale: incremental aggregation (False: recompute every window)
     arena: int = 1 << 24  # scale: words per joiner index arena
     sample_every: int = 8192  # tuples per sample of the per-joiner loads over time
-    fail_after: dict[int, int] = field(default_factory=dict)  # test hook: joiner -> batches before it raises
     lag: dict[int, float] = field(default_factory=dict)  # test hook: joiner -> seconds slept before each insert
-    stall: tuple[int, ...] = ()
     collector: str = "standard"  # fixed: every tuple of a job has one joiner (read by compute_metrics)
 
 
@@ -81,10 +72,6 @@ def team_options(pattern: str, options: EngineOptions) -> TeamOptions:
     kw: dict[str, Any] = {k: options.extra[k] for k in _FIELDS if k in options.extra}
     return TeamOptions(pattern=pattern, replicas=options.replicas, emitters=options.emitters, batch=options.batch,
                        **kw)
-
-
-def epoch_size(opt: TeamOptions) -> int:
-    return opt.epoch or max(EPOCH_MIN, 4 * opt.batch * opt.replicas * opt.emitters)
 
 
 class ScaleRouter(Router):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oij.parallel.config import PATTERNS
 from oij.reference.batchjoin import compute_pair_columns
 
 from oij.bench import peers
@@ -33,7 +34,7 @@ def test_quick_peers_run_agrees_everywhere(tmp_path: Path) -> None:
     w = res["workloads"]["uniform"]
     ran = {row["system"]: row for row in w["rows"]}
     assert "oij join [jsonl]" in ran and "numpy floor [parquet]" in ran
-    assert {f"oij run {p} x2 [jsonl]" for p in peers.PATTERNS} <= set(ran)
+    assert {f"oij run {p} x2 [jsonl]" for p in PATTERNS} <= set(ran)
     for row in w["rows"]:
         assert row["failed"] is None, (row["system"], row["failed"])
         assert row["same"] is True, row["system"]
@@ -43,7 +44,7 @@ def test_quick_peers_run_agrees_everywhere(tmp_path: Path) -> None:
     for name, ok in available.items():
         assert any(s.startswith(name) for s in ran) == ok, name
         assert (name in w["skipped"]) == (not ok), name
-    assert (tmp_path / "docs" / "peers-table.rst").read_text().count("* - oij run") >= len(peers.PATTERNS)
+    assert (tmp_path / "docs" / "peers-table.rst").read_text().count("* - oij run") >= len(PATTERNS)
     assert (tmp_path / "docs" / "peers.png").stat().st_size > 1000
     assert {g["goal"] for g in res["goals"]}
 
