@@ -38,9 +38,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from oij.drivers.files import QueryFlags, check_outputs, input_events, progress
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.pipelines.files import QueryFlags, check_outputs, input_events, progress
 from oij.spark.salting import SPARK_THETA
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query, StreamTuple
@@ -400,7 +400,7 @@ def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[
                  prog: Progress) -> None:
     """Step 3: the engines, on one pool of replica processes (a new one after an engine that broke it)."""
     from oij.parallel.registry import get
-    from oij.parallel.runtime.driver import Runtime
+    from oij.parallel.runtime.pool import Runtime
 
     pool: Runtime | None = None
     try:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from oij.parallel.blocks import engine as blocks
+from oij.parallel.blocks import registered as blocks
 from oij.parallel.patterns import dp, hp, kp
 from oij.parallel.shared import keyoij, scaleoij
 

@@ -2,9 +2,9 @@
 
 Every part that handles events in numpy columns uses this type::
 
-    oij-jsonl / Parquet --readers (oij.io.blocks)-------------------> EventBlock (keys as read)
+    oij-jsonl / Parquet --readers (oij.io.columnar)-------------------> EventBlock (keys as read)
     generator (oij.workloads.generator.Block.events) ---------------> EventBlock (key indexes, key_prefix)
-    EventBlock --BlockOracle.feed (oij.reference.blocks)                  (the block path of the oracle)
+    EventBlock --BlockOracle.feed (oij.reference.block_oracle)                  (the block path of the oracle)
     EventBlock --chunks (oij.parallel.runtime.emitter.Chunk.events) ------> EventBlock (dense key codes) + cond operands
     EventBlock --pieces (oij.parallel.blocks.driver) --> the block engine's replicas
 
@@ -121,7 +121,7 @@ class EventBlock:
 
     def columns(self) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], npt.NDArray[Any], I64,
                                npt.NDArray[Any], F64, I64]:
-        """(kind, side, id, ts, key, value, channel): what :meth:`oij.reference.blocks.BlockOracle.feed` takes."""
+        """(kind, side, id, ts, key, value, channel): what :meth:`oij.reference.block_oracle.BlockOracle.feed` takes."""
         return self.kind, self.side, self.id, self.ts, self.key, self.value, self.channel
 
     @staticmethod

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from oij.parallel.runtime.driver import Runtime
+from oij.parallel.runtime.pool import Runtime
 
 from .procs import alive, segments
 

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from oij.parallel.registry import EngineOptions
-from oij.parallel.runtime.driver import Runtime
+from oij.parallel.runtime.pool import Runtime
 
 
 def segments() -> set[str]:

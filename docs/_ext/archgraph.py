@@ -14,7 +14,7 @@ from typing import Any
 UNITS = [
     ["oij.cli", "oij.commands"],
     ["oij.check", "oij.bench", "oij.adapters"],
-    ["oij.testing", "oij.proofs", "oij.drivers"],
+    ["oij.testing", "oij.proofs", "oij.pipelines"],
     ["oij.parallel", "oij.spark"],
     ["oij.workloads", "oij.io"],
     ["oij.reference"],

@@ -14,7 +14,7 @@ Every row carries counted figures that do not depend on the machine
 work) next to the times, because this machine is shared and noisy.
 
 Processes and shared memory: experiments that run engines create one
-:class:`oij.parallel.runtime.driver.Runtime` per run (its replica processes and
+:class:`oij.parallel.runtime.pool.Runtime` per run (its replica processes and
 segments) and close it before returning, also on error.
 """
 
@@ -59,8 +59,8 @@ class Context:
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def runtime(self, replicas: int) -> Any:
-        """A :class:`~oij.parallel.runtime.driver.Runtime` with at least ``replicas`` processes (reused)."""
-        from oij.parallel.runtime.driver import Runtime
+        """A :class:`~oij.parallel.runtime.pool.Runtime` with at least ``replicas`` processes (reused)."""
+        from oij.parallel.runtime.pool import Runtime
 
         if self._runtime is None or self.replicas < replicas:
             self.close()

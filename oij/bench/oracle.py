@@ -9,7 +9,7 @@ Method (docs/reference.rst has the write-up):
   emitted pairs drained every 2^16 events;
 * *end to end*: the workload is written to an oij-jsonl file, then
   ``oij join FILE -o /dev/null`` is timed in-process (in arrival order and in
-  the canonical order: the block path of :mod:`oij.reference.blocks`, and the
+  the canonical order: the block path of :mod:`oij.reference.block_oracle`, and the
   event path again with ``OIJ_JOIN_PATH=event``), next to a bare loop that
   only decodes the lines (orjson, the decoder the reader uses, and the
   standard library's json, for scale);
@@ -110,8 +110,8 @@ def operator_alone(preset: str, events: int, seed: int, repeat: int) -> dict[str
 
 
 def _join(argv: list[str]) -> int:
-    """``oij join PATH -o OUT [--order arrival]`` in this process (:func:`oij.drivers.join.join_file`)."""
-    from oij.drivers.join import JoinOptions, join_file
+    """``oij join PATH -o OUT [--order arrival]`` in this process (:func:`oij.pipelines.join.join_file`)."""
+    from oij.pipelines.join import JoinOptions, join_file
 
     path, _, out, *rest = argv
     return join_file(JoinOptions(file=path, output=out, no_progress=True,

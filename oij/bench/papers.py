@@ -27,9 +27,9 @@ SEC = 1_000_000  # the presets' time unit is the microsecond
 
 def _ppoij(cell: Cell, ctx: Context, *, cdf: bool = False) -> Row:
     from oij.parallel.config import epoch_size
-    from oij.parallel.patterns.engine import run_chunks
-    from oij.parallel.runtime.driver import JobOptions
+    from oij.parallel.patterns.entry import run_chunks
     from oij.parallel.runtime.emitter import chunks_from_blocks
+    from oij.parallel.runtime.pool import JobOptions
     from oij.workloads import generate_blocks, resolve, with_overrides
 
     preset = "ppoij-uniform" if cell["dist"] == "uniform" else "ppoij-skewed"

@@ -7,7 +7,7 @@ Method (docs/results.rst has the write-up and the table):
   late, so every system's exact result is the batch join) and written as oij-jsonl, Parquet and, for
   the JVM peers, a CSV of ``side,id,ts,key`` (oij's time units read as ms); writing them is not timed;
 * every system is one process, timed by wall clock from start to exit, reading a file and writing its
-  pairs to a file: ``oij join`` (its block path, :mod:`oij.reference.blocks`; and, on oij-jsonl, its event path
+  pairs to a file: ``oij join`` (its block path, :mod:`oij.reference.block_oracle`; and, on oij-jsonl, its event path
   too, ``OIJ_JOIN_PATH=event``: the oracle event by event), ``oij run`` for every pattern at 1 and 2
   replicas, the numpy floor
   (:mod:`oij.reference.batchjoin`: columnar read, sort + searchsorted, column-wise write), Flink's
@@ -131,7 +131,7 @@ def write_inputs(d: Path, name: str, params: Any, events: int, seed: int) -> dic
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    from oij.io.blocks import read_parquet_blocks
+    from oij.io.columnar import read_parquet_blocks
     from oij.workloads import write_workload
 
     paths = {"jsonl": d / f"{name}.jsonl", "parquet": d / f"{name}.parquet", "csv": d / f"{name}.csv"}

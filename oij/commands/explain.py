@@ -12,8 +12,8 @@ import argparse
 import sys
 
 from oij.commands.common import UsageError, add_query_flags, options
-from oij.drivers.files import QueryFlags, input_events, refuse_same_file
 from oij.io.atomic import write_text
+from oij.pipelines.files import QueryFlags, input_events, refuse_same_file
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

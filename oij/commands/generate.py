@@ -8,7 +8,7 @@ import sys
 import orjson
 
 from oij.commands.common import UsageError, add_query_flags, options
-from oij.drivers.files import QueryFlags, input_events, progress
+from oij.pipelines.files import QueryFlags, input_events, progress
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from oij.drivers.generate import GenerateOptions, generate_file, tuple_count, workload_params
+    from oij.pipelines.generate import GenerateOptions, generate_file, tuple_count, workload_params
     from oij.workloads import PRESETS
 
     if args.list:

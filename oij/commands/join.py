@@ -1,6 +1,6 @@
 """``oij join FILE [-o OUT]``: run the reference oracle over an event file and write the result lines.
 
-The work, its two paths (block and event) and ``OIJ_JOIN_PATH`` are :mod:`oij.drivers.join`'s.
+The work, its two paths (block and event) and ``OIJ_JOIN_PATH`` are :mod:`oij.pipelines.join`'s.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 
 from oij.commands.common import add_query_flags, options
-from oij.drivers.join import JoinOptions, join_file
-from oij.drivers.restartable import StateOptions, join_with_state
+from oij.pipelines.join import JoinOptions, join_file
+from oij.pipelines.restartable import StateOptions, join_with_state
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

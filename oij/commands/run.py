@@ -2,7 +2,7 @@
 
 Writes the result lines in exactly the canonical form of ``oij join`` (so the two can be diffed), prints a
 metrics table on stderr, and with ``--metrics`` writes them as JSON; the work is
-:func:`oij.drivers.run.run_engine`'s.
+:func:`oij.pipelines.run.run_engine`'s.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oij.drivers.run import RunOptions, run_engine
-    from oij.parallel.runtime.driver import EngineFailure
+    from oij.parallel.runtime.pool import EngineFailure
+    from oij.pipelines.run import RunOptions, run_engine
 
     try:
         report = run_engine(options(RunOptions, args))

@@ -38,7 +38,7 @@ def open_events(path: str, q: Query | None = None,
 
         return (*read_parquet(path, q), None)
     if path.endswith(".parquet"):
-        from oij.io.blocks import blocks_to_events
+        from oij.io.columnar import blocks_to_events
 
         query, blocks, _ = open_blocks(path, q)
         return query, blocks_to_events(blocks), None
@@ -53,7 +53,7 @@ def open_events(path: str, q: Query | None = None,
 
 def open_blocks(path: str, q: Query | None = None,
                 int64_ids: bool = False) -> tuple[Query, Iterator[EventBlock], IO[bytes] | None]:
-    """Like :func:`open_events`, but the events come in column blocks (:mod:`oij.io.blocks`).
+    """Like :func:`open_events`, but the events come in column blocks (:mod:`oij.io.columnar`).
 
     ``int64_ids``: an id beyond 64 bits is an input error naming its line (Parquet ids are int64 anyway).
 
@@ -62,7 +62,7 @@ def open_blocks(path: str, q: Query | None = None,
     """
     import sys
 
-    from oij.io.blocks import read_jsonl_blocks, read_parquet_blocks
+    from oij.io.columnar import read_jsonl_blocks, read_parquet_blocks
     from oij.io.jsonl import read_jsonl
     from oij.reference.columns import EventBlock as Block
 

@@ -3,7 +3,7 @@
 A *piece* is a byte range of whole lines of an oij-jsonl file (after its query line) or one row group of a
 Parquet file.  :func:`plan_pieces` cuts a file (the driver reads only the query and a few bytes around each
 cut); :func:`decode_piece` turns one piece into an :class:`~oij.reference.columns.EventBlock` in whatever process holds
-it, through the columnar fast path of :mod:`oij.io.blocks` or the per-line reader, with a parser of its own.
+it, through the columnar fast path of :mod:`oij.io.columnar` or the per-line reader, with a parser of its own.
 
 What a piece cannot know by itself is decided by whoever reads the pieces in order (the parallel engines'
 driver, :mod:`oij.parallel.blocks.driver`):
@@ -162,7 +162,7 @@ def decode_piece(piece: Piece, q: Query, threads: bool = False,
     :class:`~oij.io.errors.InputError` from here says only that the piece is bad; :func:`reread_piece` says
     where (module docstring).  O(piece size).
     """
-    from oij.io.blocks import decode_jsonl_chunk, decode_parquet_rows
+    from oij.io.columnar import decode_jsonl_chunk, decode_parquet_rows
 
     p = EventParser(q, piece.path, int64_ids=True)
     if piece.parquet:
@@ -178,7 +178,7 @@ def reread_piece(piece: Piece, q: Query, p: EventParser, before: int) -> EventBl
     from oij.reference.columns import EventBlock as Block
 
     if piece.parquet:
-        from oij.io.blocks import read_slow
+        from oij.io.columnar import read_slow
         from oij.io.parquet import row_events
 
         tb = GroupCache().get(piece.path, piece.group, q, False).slice(piece.start, piece.size())
@@ -188,7 +188,7 @@ def reread_piece(piece: Piece, q: Query, p: EventParser, before: int) -> EventBl
             blocks.append(read_slow(row_events(batch, row, p, piece.path)))
             row += batch.num_rows
         return Block.concat(blocks)
-    from oij.io.blocks import read_slow
+    from oij.io.columnar import read_slow
 
     return read_slow(line_events(io.BytesIO(_read_bytes(piece)), before, p))
 

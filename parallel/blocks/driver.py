@@ -22,14 +22,15 @@ Data flow of one job (n workers, the runtime's replica processes; pieces in file
 before it.  Pass 1 (decode): each piece's summary -- per-channel maxima of its watermarks, or its largest
 ts.  The driver folds the summaries in piece order: the carry into piece i is the fold of pieces ``< i``,
 the W after it is the fold's minimum over channels (or largest ts minus the lateness).  Pass 2 (route):
-:func:`oij.reference.blocks.watermarks_before` / :func:`~oij.reference.blocks.lateness_before` from the carry give
+:func:`oij.reference.block_oracle.watermarks_before` / :func:`~oij.reference.block_oracle.lateness_before` from
+the carry give
 :math:`W_i` at every arrival, exactly as the sequential block path computes it (its step 1: a prefix
 maximum is associative, so a fold of piece summaries equals the maximum over the prefix).
 
 **Why the output is the oracle's.**  Lateness is decided per event with the sequential W (above).  Each
 worker's store receives, in arrival order, the on-time tuples routed to it, piece by piece, each piece with
-the W after it: that is :class:`oij.reference.blocks.BlockStore`'s contract, whose argument (the module
-docstring of :mod:`oij.reference.blocks`, steps 3-4) needs only that every tuple is on time, that W after a
+the W after it: that is :class:`oij.reference.block_oracle.BlockStore`'s contract, whose argument (the module
+docstring of :mod:`oij.reference.block_oracle`, steps 3-4) needs only that every tuple is on time, that W after a
 block bounds every later on-time tuple from below, and that all probes a stored base can match reach its
 store (:mod:`oij.parallel.blocks.route`).  So each base's pairs and row are made once, by its replica; the union
 over replicas is the oracle's multiset.  The canonical order is a sort, so the bytes are the oracle's when
@@ -43,7 +44,7 @@ arrived before it: W after piece i is sent with piece i's rows, and the pieces o
 piece order, after all of them are routed.  A block run is therefore one particular event-at-a-time run of
 the checked protocol -- the standard collector's, with every channel's punctuation delivered at piece ends
 -- with the events of a piece processed together, which changes what is stored in between, never what is
-found (oij.reference.blocks, step 3).
+found (oij.reference.block_oracle, step 3).
 
 **Input errors.**  Workers number their piece's lines from 1 and check ids within the piece only; the driver
 reads the pieces' reports in order, adds every piece's ids to one :class:`~oij.io.errors.IdSet`, and on any
@@ -53,7 +54,7 @@ raises the error the sequential reader raises -- the first one in the file, with
 Ownership (who creates / who frees): :func:`execute` creates every shared-memory box of the job
 (:mod:`oij.parallel.blocks.exchange`) and the job directory (the workers' sorted runs and part files), and frees
 the boxes in a ``finally`` block; the caller removes the job directory once it has copied the part files
-(:class:`BlockRun` names it).  Processes belong to the :class:`~oij.parallel.runtime.driver.Runtime`, which the
+(:class:`BlockRun` names it).  Processes belong to the :class:`~oij.parallel.runtime.pool.Runtime`, which the
 caller closes; any failure (an input error, a worker's exception or death, Ctrl-C) propagates after the
 boxes are unlinked, and closing the runtime stops every worker.
 """
@@ -75,8 +76,8 @@ from oij.parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
 from oij.parallel.blocks.job import BlockJob
 from oij.parallel.blocks.route import Router
 from oij.parallel.config import EngineConfig
-from oij.parallel.runtime.driver import EngineFailure, Runtime
-from oij.reference.blocks import NEG, w_after_lateness
+from oij.parallel.runtime.pool import EngineFailure, Runtime
+from oij.reference.block_oracle import NEG, w_after_lateness
 from oij.reference.columns import EventBlock
 from oij.spec.model import Event, Query
 
@@ -174,7 +175,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             ) -> BlockRun:
     """Run one block job: replica 0 in this process, replicas 1 .. n-1 on ``rt``'s processes (None for one
     replica).  Raises the input's :class:`~oij.io.errors.InputError` or
-    :class:`~oij.parallel.runtime.driver.EngineFailure`."""
+    :class:`~oij.parallel.runtime.pool.EngineFailure`."""
     n = opt.replicas
     helpers = 0 if rt is None else rt.n
     if n < 1 or n - 1 > helpers:
@@ -243,7 +244,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
 def _new_box(boxes: list[Box], name: str, layout: Layout, cap: int) -> Box:
     """Create a box and record it in ``boxes`` as one step: a Ctrl-C between the two would leave a segment in
     /dev/shm that the ``finally`` of :func:`execute` does not know (oij's CLI defers the signal until the
-    section ends, as :class:`~oij.parallel.runtime.driver.Runtime` does for its abort segment)."""
+    section ends, as :class:`~oij.parallel.runtime.pool.Runtime` does for its abort segment)."""
     with signals_deferred():
         box = Box.create(name, layout, cap)
         boxes.append(box)

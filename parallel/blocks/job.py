@@ -4,7 +4,7 @@ Data flow inside worker r (each step is one control message from the driver, eac
 
     decode(i):  piece i (its own byte range or row group, or the driver's inbox) --> columns, key digests,
                 its tuple ids --> outbox[r][slot].ids;  reply: lines, W summary, end, errors, key counts
-    route(i):   carry (W before the piece) --> W at every arrival (oij.reference.blocks.watermarks_before /
+    route(i):   carry (W before the piece) --> W at every arrival (oij.reference.block_oracle.watermarks_before /
                 lateness_before) --> late ids (to r's sorter) --> on-time tuples --Router--> outbox[r][slot]
     join(t):    for every piece of round t, in piece order: outbox[w][slot] rows for r --> BlockStore.add(...,
                 W after the piece) --> pairs / rows --> r's CanonicalSorter (int64 columns, spilled runs)
@@ -13,7 +13,7 @@ Data flow inside worker r (each step is one control message from the driver, eac
 
 So the driver never touches a tuple: it checks ids, hands out carries and W, and concatenates r's part files.
 
-The store is :class:`oij.reference.blocks.BlockStore`, the oracle's block path itself: a routed subset of the
+The store is :class:`oij.reference.block_oracle.BlockStore`, the oracle's block path itself: a routed subset of the
 on-time tuples, with W after each piece, gives exactly the pairs and rows of the bases routed here
 (:mod:`oij.parallel.blocks.route` says why each base's pairs all meet at its replica).  ``key`` (Key-OIJ) uses
 :class:`ScanStore`, which joins a base only when it is final and counts the whole key buffer as visited, as
@@ -37,7 +37,15 @@ import numpy.typing as npt
 from oij.parallel.blocks.exchange import Box, BoxSpec
 from oij.parallel.blocks.route import Groups, Router, key_digest
 from oij.parallel.runtime.replica import Aborted
-from oij.reference.blocks import NEG, BlockOutput, BlockStore, Tuples, lateness_before, watermarks_before, window_pairs
+from oij.reference.block_oracle import (
+    NEG,
+    BlockOutput,
+    BlockStore,
+    Tuples,
+    lateness_before,
+    watermarks_before,
+    window_pairs,
+)
 from oij.reference.columns import EventBlock
 from oij.spec.model import Query
 

@@ -25,6 +25,6 @@ from oij.spec.model import Event, Query
 @register("dp", "DP-OIJ: broadcast of one shared copy, one owner per tuple, round-robin collector "
           "(processes + shared memory)")
 def dp_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from oij.parallel.patterns.engine import run_engine
+    from oij.parallel.patterns.entry import run_engine
 
     return run_engine("dp", q, events, options)

@@ -26,7 +26,7 @@ from oij.spec.model import Event, Query
 @register("hp", "HP-OIJ: calibration as KP, Alg. 1 key -> replica sets, partial multicast, per-key "
           "round-robin collectors, key-based watermarks (processes + shared memory)")
 def hp_engine(q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
-    from oij.parallel.patterns.engine import run_engine
+    from oij.parallel.patterns.entry import run_engine
 
     return run_engine("hp", q, events, options)
 

@@ -145,7 +145,7 @@ def chunks_from_events(events: Iterable[Event], size: int, codes: KeyCodes | Non
 
 def chunks_from_event_blocks(blocks: Iterable[EventBlock], size: int, codes: KeyCodes | None = None,
                              counter: list[int] | None = None, q: Query | None = None) -> Iterator[Chunk]:
-    """Chunks of ``size`` events from the reader's column blocks (:mod:`oij.io.blocks`); stops at the end.
+    """Chunks of ``size`` events from the reader's column blocks (:mod:`oij.io.columnar`); stops at the end.
 
     ``counter[0]`` is increased by the number of tuples read.
     """

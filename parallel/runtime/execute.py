@@ -1,6 +1,6 @@
 """One job of chunks on the runtime's replica processes: the execute loop every ring-fed engine shares.
 
-Its users describe their job with a :class:`JobPlan`: KP/DP/HP (:class:`oij.parallel.patterns.engine.PatternPlan`)
+Its users describe their job with a :class:`JobPlan`: KP/DP/HP (:class:`oij.parallel.patterns.entry.PatternPlan`)
 and Key-OIJ/Scale-OIJ (:class:`oij.parallel.shared.teamrun.TeamPlan`).  The loop itself -- starting the job on
 the replicas, feeding, watching for failing replicas, collecting, tearing down -- is :func:`execute_job`.
 
@@ -16,15 +16,15 @@ Data flow of one job (driver process)::
 
 Ownership (who creates / who frees):
 
-* Processes: the :class:`~oij.parallel.runtime.driver.Runtime`'s.  It starts them and only it stops them
-  (:meth:`~oij.parallel.runtime.driver.Runtime.close`).  :func:`execute_job` closes the runtime on any failure --
-  a replica's exception or death (:class:`~oij.parallel.runtime.driver.EngineFailure`), a driver exception,
+* Processes: the :class:`~oij.parallel.runtime.pool.Runtime`'s.  It starts them and only it stops them
+  (:meth:`~oij.parallel.runtime.pool.Runtime.close`).  :func:`execute_job` closes the runtime on any failure --
+  a replica's exception or death (:class:`~oij.parallel.runtime.pool.EngineFailure`), a driver exception,
   Ctrl-C -- and marks it broken unless the failure is an EngineFailure (which already did).
 * Shared memory: :func:`execute_job` creates the job's input rings (``<prefix>-i<k>``) and result rings
   (``<prefix>-r<r>``), then :meth:`JobPlan.create` creates the plan's own segments (Scale-OIJ: one index
   per joiner and the team map).  One ``finally`` block closes and unlinks all of them, whatever happens:
   the rings, then :meth:`JobPlan.free`.  Replicas only attach and close.  ``<prefix>`` is
-  ``oij-<pid>-<tag>-<job>`` (:meth:`~oij.parallel.runtime.driver.Runtime.begin_job`).
+  ``oij-<pid>-<tag>-<job>`` (:meth:`~oij.parallel.runtime.pool.Runtime.begin_job`).
 * :class:`Pump` owns nothing.
 """
 
@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy.typing as npt
-from oij.parallel.runtime.driver import EngineFailure, Runtime
 from oij.parallel.runtime.emitter import Chunk, Routed, Router, order_channels
+from oij.parallel.runtime.pool import EngineFailure, Runtime
 from oij.parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
 from oij.parallel.runtime.sink import Sink
 from oij.spec.batch import Results
@@ -94,7 +94,7 @@ class Pump:
 
 
 class LoopOptions(Protocol):
-    """The options the loop reads (:class:`~oij.parallel.runtime.driver.JobOptions`,
+    """The options the loop reads (:class:`~oij.parallel.runtime.pool.JobOptions`,
     :class:`~oij.parallel.shared.teamrun.TeamOptions`)."""
 
     replicas: int

@@ -6,7 +6,7 @@ Data flow inside replica r::
                                   |                ^
                                   +-- W (per channel, or per key and channel for HP) --> JoinState.advance
 
-Control flow: the process is started once by :class:`oij.parallel.runtime.driver.Runtime`
+Control flow: the process is started once by :class:`oij.parallel.runtime.pool.Runtime`
 (spawn start method: the entry point :func:`replica_main` is importable and
 takes only picklable arguments) and then waits on its control queue for
 ``("job", spec)`` messages; for each job it attaches the job's rings, runs

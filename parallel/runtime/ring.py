@@ -29,7 +29,7 @@ protocol needs.  (A weakly ordered CPU would need fences; the runtime checks
 the architecture, see :func:`check_platform`.)
 
 Ownership: the process that calls :meth:`Ring.create` (always the driver, see
-:mod:`oij.parallel.runtime.driver`) owns the segment and is the only one that calls
+:mod:`oij.parallel.runtime.pool`) owns the segment and is the only one that calls
 :meth:`Ring.unlink`; other processes :meth:`Ring.attach` and :meth:`Ring.close`.
 """
 

@@ -1,5 +1,5 @@
 """The driver of ``key`` and ``scale`` jobs, on the runtime's replica processes
-(:class:`oij.parallel.runtime.driver.Runtime`).
+(:class:`oij.parallel.runtime.pool.Runtime`).
 
 Data flow of one job (driver process)::
 
@@ -17,9 +17,9 @@ Ownership (who creates / who frees): :func:`~oij.parallel.runtime.execute.execut
 result rings and unlinks them in its ``finally`` block; for ``scale``, :meth:`TeamPlan.create` creates one
 index per joiner (:mod:`oij.parallel.shared.swmr`) and the team map (:mod:`oij.parallel.shared.teams`), and
 :meth:`TeamPlan.free`, called from that same ``finally`` block, unlinks them.  The processes belong to the
-:class:`~oij.parallel.runtime.driver.Runtime`; on any failure (an exception in a joiner, a killed joiner, a
+:class:`~oij.parallel.runtime.pool.Runtime`; on any failure (an exception in a joiner, a killed joiner, a
 driver exception, Ctrl-C) the runtime is closed exactly as for KP/DP/HP (no process left, every segment
-unlinked) and :class:`~oij.parallel.runtime.driver.EngineFailure` names the cause.
+unlinked) and :class:`~oij.parallel.runtime.pool.EngineFailure` names the cause.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import numpy as np
 import numpy.typing as npt
 from oij.parallel.config import EngineConfig, epoch_size
 from oij.parallel.registry import EngineOptions, EngineRun
-from oij.parallel.runtime.driver import Runtime
 from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events, key_hash
 from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
 from oij.parallel.runtime.metrics import balance, compute_metrics
+from oij.parallel.runtime.pool import Runtime
 from oij.parallel.runtime.sink import Sink
 from oij.parallel.shared.schedule import alg3, loads, unbalancedness
 from oij.parallel.shared.swmr import Index, IndexSpec
@@ -289,7 +289,7 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
     """Run ``key``/``scale`` over ``chunks``; (canonical results, metrics).  Owns ``rt`` only if not given.
 
     With ``stream``, results go to it as they complete and the returned results are empty; ``columns``:
-    as :func:`oij.parallel.patterns.engine.run_chunks`.
+    as :func:`oij.parallel.patterns.entry.run_chunks`.
     """
     rt = runtime if runtime is not None else Runtime(opt.replicas, start_method)
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oij.bench import shapes
-from oij.drivers.join import JoinOptions, join_file
 from oij.io.jsonl import read_jsonl
+from oij.pipelines.join import JoinOptions, join_file
 from oij.workloads import write_workload
 
 pytestmark = pytest.mark.timeout(300)

@@ -3,7 +3,7 @@
 ``python tests/impls/restart_bugs.py MODE`` reads one case on stdin event by event, feeds
 :class:`oij.reference.oracle.Oracle`, prints each event's rows as they come, and checkpoints after every event:
 it writes the operator's snapshot to ``$OIJ_STATE_DIR/snap-K`` atomically (with ``oij join --state``'s
-:func:`~oij.drivers.restartable.save`), then prints ``{"type":"checkpoint","events":K}``.  On a restart
+:func:`~oij.pipelines.restartable.save`), then prints ``{"type":"checkpoint","events":K}``.  On a restart
 (``OIJ_CHECKPOINT=K > 0``) it restores ``snap-K``.
 Modes, each the negative control of one way recovery goes wrong:
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, 
 from oij.reference.checkpoint import restore, snapshot
 from oij.reference.oracle import Oracle
 
-from oij.drivers.restartable import save
+from oij.pipelines.restartable import save
 from tests.impls.oracle_cmd import event_of, read_case, value_text
 
 MODES = ("correct", "checkpoint-before-emit", "reemit-after-restore", "no-restore", "forget-matched", "min-watermark")

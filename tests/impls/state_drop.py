@@ -41,7 +41,7 @@ from oij.reference.checkpoint import restore, snapshot
 from oij.reference.oracle import Oracle
 from oij.spec.model import NO_WATERMARK, Query
 
-from oij.drivers.restartable import save
+from oij.pipelines.restartable import save
 from tests.impls.oracle_cmd import event_of, read_case
 from tests.impls.restart_bugs import _lines
 

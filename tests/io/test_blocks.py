@@ -1,4 +1,4 @@
-"""The columnar reader (oij.io.blocks) against the per-line readers, and the column-wise writer.
+"""The columnar reader (oij.io.columnar) against the per-line readers, and the column-wise writer.
 
 The per-line readers define what a file means; the block reader must give the
 same events, or the same error after the same valid prefix, on every input --
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from oij.spec.batch import Results
 from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
-from oij.io import blocks as blocks_mod
-from oij.io.blocks import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
+from oij.io import columnar as blocks_mod
+from oij.io.columnar import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
 from oij.io.errors import IdSet, InputError
 from oij.io.jsonl import canonical_pair_order, pair_lines, read_jsonl, result_lines
 from oij.io.parquet import read_parquet, write_parquet

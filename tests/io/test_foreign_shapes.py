@@ -2,7 +2,7 @@
 
 Files another tool writes differ from oij's in ways the format allows -- any field order, spaces after
 ``:`` and ``,``, absent optional fields, string keys, CRLF, values with exponents, blank lines, spaces
-before a line's end.  The general columnar path (pyarrow's reader and the checks of :mod:`oij.io.blocks`)
+before a line's end.  The general columnar path (pyarrow's reader and the checks of :mod:`oij.io.columnar`)
 must take every such file (no block left to the per-line reader) and give exactly the per-line reader's
 events; with one error planted, both give the same error (file, line, field) after the same events.
 
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oij.io import blocks as blocks_mod
+from oij.io import columnar as blocks_mod
 from oij.io import template as template_mod
 from tests.io.test_blocks import _blocks, _per_line, _same  # the differential of the two readers
 

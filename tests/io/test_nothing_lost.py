@@ -491,7 +491,7 @@ def test_an_input_error_leaves_the_old_target_but_streams_the_prefix_to_stdout(t
 def test_negative_control_a_plain_open_would_lose_the_old_target(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # The same run with the atomic writer replaced by a plain open(): the check above must see the damage.
-    import oij.drivers.files as common
+    import oij.pipelines.files as common
 
     @contextlib.contextmanager
     def plain(path: str) -> Iterator[io.TextIOWrapper]:

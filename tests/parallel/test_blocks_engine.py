@@ -24,8 +24,8 @@ from oij.parallel.blocks import driver as bdriver
 from oij.parallel.blocks import route as broute
 from oij.parallel.blocks.driver import BlockOptions, file_source, run
 from oij.parallel.registry import EngineOptions, get
-from oij.parallel.runtime.driver import EngineFailure, Runtime
-from oij.reference.blocks import NEG, run_blocks
+from oij.parallel.runtime.pool import EngineFailure, Runtime
+from oij.reference.block_oracle import NEG, run_blocks
 from oij.reference.oracle import run_events
 from oij.spec.model import End, Event, Query, StreamTuple
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oij.parallel.patterns.engine import run_chunks
+from oij.parallel.patterns.entry import run_chunks
 from oij.parallel.patterns.hp import assign, is_balanced, model_loads
 from oij.parallel.registry import EngineOptions, get
-from oij.parallel.runtime.driver import EngineFailure, JobOptions, Runtime
 from oij.parallel.runtime.emitter import Chunk, chunks_from_events
+from oij.parallel.runtime.pool import EngineFailure, JobOptions, Runtime
 from oij.reference.oracle import run_events
 from oij.spec import ordering
 from oij.spec.batch import Results

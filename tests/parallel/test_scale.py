@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oij.parallel.registry import get
-from oij.parallel.runtime.driver import EngineFailure, Runtime
 from oij.parallel.runtime.emitter import chunks_from_events
+from oij.parallel.runtime.pool import EngineFailure, Runtime
 from oij.parallel.shared.aggr import Acc
 from oij.parallel.shared.schedule import alg3, unbalancedness
 from oij.parallel.shared.teamrun import TeamOptions, run_chunks

@@ -283,9 +283,9 @@ PRIVATE_ATTRIBUTE_ALLOWED: dict[str, str] = {
         "replaced by one that ignores the bound (a negative control)" + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_extsort.py: oij.io.extsort._merge":
         "wrapped to count the merge's fan-in" + _ELSEWHERE.format("oij/io/"),
-    "tests/io/test_foreign_shapes.py: oij.io.blocks._equals":
+    "tests/io/test_foreign_shapes.py: oij.io.columnar._equals":
         "replaced by one that compares lengths only (a negative control)" + _ELSEWHERE.format("oij/io/"),
-    "tests/io/test_foreign_shapes.py: oij.io.blocks._string_parts":
+    "tests/io/test_foreign_shapes.py: oij.io.columnar._string_parts":
         "wrapped to clip a byte of each key (a negative control)" + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_foreign_shapes.py: oij.io.template._parse":
         "wrapped by a spy that counts its calls" + _ELSEWHERE.format("oij/io/"),

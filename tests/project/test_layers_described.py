@@ -116,7 +116,7 @@ def test_the_descriptions_say_what_the_contract_says() -> None:
 
 CONTRACT = """
 # bottom up:
-# oij.spec <- oij.io <- oij.parallel <- oij.proofs | oij.drivers <- oij.cli
+# oij.spec <- oij.io <- oij.parallel <- oij.proofs | oij.pipelines <- oij.cli
 [tool.importlinter]
 root_packages = ["oij"]
 [[tool.importlinter.contracts]]
@@ -126,7 +126,7 @@ layers = ["oij.parallel.a", "oij.parallel.b"]
 [[tool.importlinter.contracts]]
 name = "layers"
 type = "layers"
-layers = ["oij.cli", "oij.proofs | oij.drivers", "oij.parallel", "oij.io", "oij.spec"]
+layers = ["oij.cli", "oij.proofs | oij.pipelines", "oij.parallel", "oij.io", "oij.spec"]
 """
 
 TABLE = """The layers
@@ -134,7 +134,7 @@ TABLE = """The layers
 
 ====================================  =====
 ``oij.cli``                           top
-``oij.proofs``, ``oij.drivers``       two, with ``oij.parallel`` named
+``oij.proofs``, ``oij.pipelines``     two, with ``oij.parallel`` named
                                       on a continuation line
 ``oij.parallel``                      engines
 ``oij.io``                            readers
@@ -148,7 +148,7 @@ FOLDERS = {"spec": "oij.spec", "parallel": "oij.parallel", "proofs": "oij.proofs
 
 def test_the_parsers_read_the_contract_and_the_table() -> None:
     layers = contract_layers(CONTRACT)
-    assert layers == [frozenset({"oij.cli"}), frozenset({"oij.proofs", "oij.drivers"}), frozenset({"oij.parallel"}),
+    assert layers == [frozenset({"oij.cli"}), frozenset({"oij.proofs", "oij.pipelines"}), frozenset({"oij.parallel"}),
                       frozenset({"oij.io"}), frozenset({"oij.spec"})]
     assert table_layers(TABLE) == layers
     assert comment_layers(CONTRACT) == layers
@@ -164,12 +164,12 @@ def test_a_description_that_disagrees_is_named() -> None:
     under ``parallel``, a README that goes spec, reference, parallel, proofs with the readers left in ``oij/``
     above them -- a table with two rows swapped, a comment with a layer left out, a placement that is false."""
     layers = contract_layers(CONTRACT)
-    moved = TABLE.replace("``oij.proofs``, ``oij.drivers``       two",
-                          "``oij.drivers``                       two")
+    moved = TABLE.replace("``oij.proofs``, ``oij.pipelines``     two",
+                          "``oij.pipelines``                     two")
     moved = moved.replace("``oij.io``                            readers",
                           "``oij.io``, ``oij.proofs``            readers")
     assert disagreements(layers, table_layers(moved), ORDER) == [
-        "table row 2: ['oij.drivers'], the contract: ['oij.drivers', 'oij.proofs']",
+        "table row 2: ['oij.pipelines'], the contract: ['oij.pipelines', 'oij.proofs']",
         "table row 4: ['oij.io', 'oij.proofs'], the contract: ['oij.io']"]
     assert disagreements(layers, layers, ["oij.spec", "oij.parallel", "oij.proofs"]) == [
         "README: names no oij.io"]
@@ -183,5 +183,5 @@ def test_a_description_that_disagrees_is_named() -> None:
         "table row 4: ['oij.parallel'], the contract: ['oij.io']"]
     short = comment_layers(CONTRACT.replace("oij.io <- ", ""))
     assert disagreements(layers, layers, ORDER, short)[0].startswith("pyproject.toml's comment: ")
-    assert disagreements(layers, layers, ORDER, layers, [("oij.proofs", "oij.drivers")]) == [
-        "proofs/README.md: oij.proofs above oij.drivers, the contract: not so"]
+    assert disagreements(layers, layers, ORDER, layers, [("oij.proofs", "oij.pipelines")]) == [
+        "proofs/README.md: oij.proofs above oij.pipelines, the contract: not so"]

@@ -1,5 +1,5 @@
-"""The block path (oij.reference.blocks) against the event-by-event oracle (oij.reference.oracle), and ``oij join``
-on it.
+"""The block path (oij.reference.block_oracle) against the event-by-event oracle (oij.reference.oracle), and
+``oij join`` on it.
 
 * Property: on Hypothesis workloads with every feature the block path supports (both the project's strategies
   and the conformance kit's cases), fed in tiny blocks (1-7 events, so every boundary is crossed), the output
@@ -31,15 +31,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from oij.reference import blocks as blocks_mod
-from oij.reference.blocks import BlockOracle, KeyCodes, event_columns, run_blocks, supports, window_pairs
+from oij.reference import block_oracle as blocks_mod
+from oij.reference.block_oracle import BlockOracle, KeyCodes, event_columns, run_blocks, supports, window_pairs
 from oij.reference.oracle import Oracle, run_events
 from oij.spec.batch import Results
 from oij.spec.model import AggregateKind, End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
-from oij.drivers import join as join_mod
 from oij.io.jsonl import write_events
+from oij.pipelines import join as join_mod
 from oij.testing import Case, cases
 from tests.io.test_nothing_lost import mutated
 from tests.strategies import workloads
@@ -375,7 +375,7 @@ def test_the_columnar_reader_feeds_the_same_bytes(tmp_path: Path, params: list[s
     src = tmp_path / "w.jsonl"
     assert main(["generate", "teach-watermarks", *params, "-n", "5000", "-o", str(src), "--no-progress"]) == 0
     monkeypatch.setenv("OIJ_SORT_RUN_ROWS", "500")
-    from oij.io.blocks import STATS
+    from oij.io.columnar import STATS
 
     outs = []
     fast = STATS["fast"]

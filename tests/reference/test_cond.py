@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oij.parallel.registry import get
-from oij.parallel.runtime.driver import Runtime
+from oij.parallel.runtime.pool import Runtime
 from oij.reference.oracle import run_events
 from oij.spec.model import End, Event, Query, StreamTuple
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from oij.parallel.registry import EngineOptions, engines
-from oij.parallel.runtime.driver import Runtime
+from oij.parallel.runtime.pool import Runtime
 from oij.reference.oracle import Oracle
 from oij.spec.batch import Results
 from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermark

@@ -112,7 +112,7 @@ def test_kp_sums_are_not_exact_yet(capsys: pytest.CaptureFixture[str]) -> None:
     """A known bug the kit found once it ran the test vectors first: the event engines' KP/DP/HP sum in float64,
     so the vector 1e16 + 1 - 1e16 gives 0.0 where the exact sum is 1.0.  Pinned so that a fix shows up here
     (then delete this test and claim aggregates above); docs/conformance.rst lists it.  The block engine sums
-    exactly (oij.reference.blocks' exact integers), and conforms on the same vector."""
+    exactly (oij.reference.block_oracle' exact integers), and conforms on the same vector."""
     from oij.testing._vectors import vectors
 
     case = next(v.case for v in vectors() if (v.feature, v.name) == ("aggregates", "sum-exact"))

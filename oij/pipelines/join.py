@@ -2,10 +2,10 @@
 
 Two paths to the same bytes:
 
-* **the block path** (:mod:`oij.reference.blocks`), whenever its output is the event-by-event oracle's: the
+* **the block path** (:mod:`oij.reference.block_oracle`), whenever its output is the event-by-event oracle's: the
   canonical order (the default), no ``--stats``, the canonical profile, and a query it supports
-  (:func:`oij.reference.blocks.supports`: every query without a joining condition).  A file is read in column
-  blocks (:mod:`oij.io.blocks`: the per-line reader's events and errors); stdin, Parquet datasets and small
+  (:func:`oij.reference.block_oracle.supports`: every query without a joining condition).  A file is read in column
+  blocks (:mod:`oij.io.columnar`: the per-line reader's events and errors); stdin, Parquet datasets and small
   files (``SMALL_FILE``) line by line, grouped into blocks; each block is decided with numpy and its
   pairs go to the external sort (:class:`oij.io.extsort.CanonicalSorter`) as columns;
 * **the event path** (:class:`oij.reference.oracle.Oracle`, one event at a time) otherwise: ``--order arrival``
@@ -33,7 +33,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from oij.drivers.files import (
+from oij.errors import UsageError
+from oij.io.atomic import write_text
+from oij.io.errors import InputError
+from oij.io.extsort import CanonicalSorter
+from oij.io.jsonl import result_lines
+from oij.pipelines.files import (
     QueryFlags,
     check_outputs,
     input_events,
@@ -43,18 +48,13 @@ from oij.drivers.files import (
     progress,
     sort_dir,
 )
-from oij.errors import UsageError
-from oij.io.atomic import write_text
-from oij.io.errors import InputError
-from oij.io.extsort import CanonicalSorter
-from oij.io.jsonl import result_lines
 from oij.reference.oracle import Oracle
 from oij.spec.batch import Results
 from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 if TYPE_CHECKING:
-    from oij.io.blocks import EventBlock
-    from oij.reference.blocks import BlockOracle
+    from oij.io.columnar import EventBlock
+    from oij.reference.block_oracle import BlockOracle
 
 PATHS = ("auto", "block", "event")
 """Values of ``OIJ_JOIN_PATH`` (module docstring)."""
@@ -169,7 +169,7 @@ def _explain(err: InputError, output: str | None, n: int) -> None:
 # ---------------------------------------------------------------------- the block path
 
 Columns = tuple[Any, Any, Any, Any, Any, Any, Any]
-"""kind, side, id, ts, key, value, channel: the columns :meth:`oij.reference.blocks.BlockOracle.feed` takes."""
+"""kind, side, id, ts, key, value, channel: the columns :meth:`oij.reference.block_oracle.BlockOracle.feed` takes."""
 
 
 @dataclass
@@ -183,7 +183,7 @@ class _Source:
 
 def _run_blocks(args: JoinOptions) -> int:
     """The block path (module docstring); a query it does not support goes to the event path, same reader."""
-    from oij.reference.blocks import BlockOracle
+    from oij.reference.block_oracle import BlockOracle
 
     with open_input(args.file, args, _open_source) as (q, src):
         if src.blocks is None:
@@ -222,7 +222,7 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
     if the block path supports the query, else events.  Returns the query, the source, the stream to close."""
     from oij.io import DATASET_BLOCK, STDIN_BLOCK
     from oij.io.jsonl import read_jsonl
-    from oij.reference.blocks import supports
+    from oij.reference.block_oracle import supports
 
     if os.path.isdir(path):  # a Parquet dataset: its files one after the other, row by row
         from oij.io.parquet import read_parquet
@@ -230,7 +230,7 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
         query, events = read_parquet(path, q)
         return query, _grouped(query, events, DATASET_BLOCK), None
     if path.endswith(".parquet"):
-        from oij.io.blocks import blocks_to_events, read_parquet_blocks
+        from oij.io.columnar import blocks_to_events, read_parquet_blocks
 
         query, blocks = read_parquet_blocks(path, q)
         if not supports(query):
@@ -251,7 +251,7 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
         return query, _Source(events=events), f
     if os.path.isfile(path) and os.path.getsize(path) < SMALL_FILE:
         return query, _Source(blocks=_group(events, DATASET_BLOCK)), f
-    from oij.io.blocks import jsonl_blocks_after_query
+    from oij.io.columnar import jsonl_blocks_after_query
 
     return query, _Source(blocks=_block_columns(jsonl_blocks_after_query(f, path, query))), f
 
@@ -262,7 +262,7 @@ def _block_columns(blocks: Iterator[EventBlock]) -> Iterator[tuple[Columns, bool
 
 
 def _grouped(q: Query, events: Iterator[Event], size: int) -> _Source:
-    from oij.reference.blocks import supports
+    from oij.reference.block_oracle import supports
 
     return _Source(blocks=_group(events, size)) if supports(q) else _Source(events=events)
 
@@ -270,7 +270,7 @@ def _grouped(q: Query, events: Iterator[Event], size: int) -> _Source:
 def _group(events: Iterator[Event], size: int) -> Iterator[tuple[Columns, bool]]:
     """Events as column blocks of at most ``size``; on an input error, the events before it as a last block,
     then the error (a stream keeps its valid prefix, as on the event path)."""
-    from oij.reference.blocks import event_columns
+    from oij.reference.block_oracle import event_columns
 
     buf: list[Event] = []
     try:

@@ -12,7 +12,7 @@ replica 0, which runs Alg. 1; the router adopts the map it sends back at an
 epoch boundary, or waits for it with ``sync_map``).  It creates no segment.
 
 Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
-:class:`~oij.parallel.runtime.driver.Runtime` (tests reuse one pool of processes
+:class:`~oij.parallel.runtime.pool.Runtime` (tests reuse one pool of processes
 across many runs); otherwise a runtime is created here and closed before
 returning, on success and on failure alike.
 """
@@ -24,10 +24,10 @@ from typing import Any
 
 from oij.parallel.config import ROUTED_PATTERNS, epoch_size
 from oij.parallel.registry import EngineOptions, EngineRun
-from oij.parallel.runtime.driver import JobOptions, Runtime
 from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events
 from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
 from oij.parallel.runtime.metrics import compute_metrics
+from oij.parallel.runtime.pool import JobOptions, Runtime
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query, StreamTuple
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from oij.drivers.files import check_outputs
 from oij.errors import UsageError
+from oij.pipelines.files import check_outputs
 
 
 def workload_params(preset: str | None, params: Sequence[str] = ()) -> Any:

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from oij.drivers.files import QueryFlags, check_outputs, input_blocks, output_file, query_from_flags, sort_dir
 from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
@@ -34,6 +33,7 @@ from oij.parallel.config import (
     engine_config,
     epoch_size,
 )
+from oij.pipelines.files import QueryFlags, check_outputs, input_blocks, output_file, query_from_flags, sort_dir
 from oij.spec.batch import Results
 from oij.spec.model import Query
 
@@ -132,8 +132,8 @@ def _check(args: RunOptions) -> None:
 
 def run_engine(args: RunOptions) -> RunReport:
     """Run the engine ``args`` choose on their input; the output and the JSON files written.  An engine that
-    fails raises :class:`oij.parallel.runtime.driver.EngineFailure`."""
-    from oij.parallel.runtime.driver import EngineFailure, JobOptions
+    fails raises :class:`oij.parallel.runtime.pool.EngineFailure`."""
+    from oij.parallel.runtime.pool import EngineFailure, JobOptions
 
     if uses_blocks(args):
         m = _run_blocks(args)
@@ -190,7 +190,7 @@ def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
         raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
     check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
     opt = engine_config(BlockOptions, args, output=not args.no_output)
-    from oij.reference.blocks import supports
+    from oij.reference.block_oracle import supports
 
     source: Any
     if args.preset is not None:
@@ -254,7 +254,7 @@ def _preset_params(args: RunOptions) -> tuple[Any, int]:
 
 def _preset_blocks(args: RunOptions) -> tuple[Query, Any]:
     """A generated stream as event blocks (generated before the clock starts), ending with the end flag."""
-    from oij.io.blocks import EventBlock
+    from oij.io.columnar import EventBlock
     from oij.workloads import ParamError, generate_blocks
 
     try:
@@ -347,13 +347,13 @@ def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], No
 
 
 def _runner(args: RunOptions) -> Any:
-    """kp/dp/hp run on :mod:`oij.parallel.patterns.engine`; key/scale on :mod:`oij.parallel.shared.teamrun`
+    """kp/dp/hp run on :mod:`oij.parallel.patterns.entry`; key/scale on :mod:`oij.parallel.shared.teamrun`
     (same runtime)."""
     if args.pattern in TEAM_PATTERNS:
         from oij.parallel.shared.teamrun import run_chunks as team_run
 
         return team_run
-    from oij.parallel.patterns.engine import run_chunks
+    from oij.parallel.patterns.entry import run_chunks
 
     return run_chunks
 

@@ -10,7 +10,7 @@ Data flow (one job's loop is :func:`oij.parallel.runtime.execute.execute_job`)::
 
 Ownership (who creates / who frees):
 
-* :class:`~oij.parallel.runtime.driver.Runtime` starts the replica processes (spawn by default) and is
+* :class:`~oij.parallel.runtime.pool.Runtime` starts the replica processes (spawn by default) and is
   the only one to stop them (:meth:`Runtime.close`: abort flag, ``exit``
   message, join, then terminate, then kill), and it creates and unlinks the
   one-word *abort* segment the replicas watch.

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from oij.parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
 from oij.parallel.config import PATTERN_NAMES
 from oij.parallel.registry import EngineOptions, EngineRun, get, register
-from oij.reference.blocks import supports
+from oij.reference.block_oracle import supports
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query
 
