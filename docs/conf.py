@@ -25,7 +25,7 @@ nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|p
                          r"(\..*)?"),
                         (r"py:class", r"oij\.io\.extsort\._\w+"),  # private helpers named in public annotations
                         (r"py:.*", r"oij\.proofs\.verdicts\.S"),
-                        (r"py:class", r"oij\.drivers\.files\.T"),  # the type variable of progress()
+                        (r"py:class", r"oij\.pipelines\.files\.T"),  # the type variable of progress()
                         (r"py:class", r"Outcome"),  # oij.testing._runner's, imported for type checking only
                         (r"py:class", r"SearchStrategy"),  # hypothesis's, imported for type checking only
                         (r"py:class", r"ProtocolError"),  # oij.testing._protocol's, a private module's name

@@ -3,7 +3,7 @@ one reader for oij-jsonl, Parquet and stdin, outputs refused when they are an in
 written atomically (the file appears whole, or the old one stays), a progress bar on a terminal.
 
 :class:`QueryFlags` are the flags that give (or override) the query of a Parquet input; the options of the
-drivers (:mod:`oij.pipelines.join`, :mod:`oij.pipelines.run`) extend it.
+pipelines (:mod:`oij.pipelines.join`, :mod:`oij.pipelines.run`) extend it.
 """
 
 from __future__ import annotations
