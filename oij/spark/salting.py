@@ -9,7 +9,7 @@ salt ``hash(id) mod S(g)``) and replicates its probe side S(g) times, so the
 group's work is spread over S(g) tasks at the price of S(g) - 1 extra copies
 of its probes.
 
-S(g) is the splitting degree that PPOIJ's Alg. 1 (002_7c903de5405f5b7f.txt
+S(g) is the splitting degree that PPOIJ's Alg. 1 ([PPOIJ]_
 §3.3, "Assign keys to OIJ replicas") gives the group, with the groups' work
 shares as the frequencies f and the tasks as the N replicas: first every
 group goes to the least-loaded replica (descending frequency); if the load is

@@ -6,7 +6,7 @@ Data flow inside one replica (:mod:`oij.parallel.runtime.replica` feeds it)::
     watermark       --> JoinState.advance --> partial rows of bases that became final; purge
 
 State buffer: a *two-tier store* per side, the IM-tree idea of Shahvarani &
-Jacobsen (003, §3.2): a small mutable tier (``delta``, re-sorted when a batch
+Jacobsen ([PIM-Tree]_ §3.2): a small mutable tier (``delta``, re-sorted when a batch
 is inserted) and a large immutable tier (``main``) that is rebuilt by merging
 ``delta`` into it when ``delta`` grows past a fraction of ``main`` (merge
 ratio); expired entries are dropped during the merge (coarse-grained
@@ -34,7 +34,7 @@ its cond operands (``ch``/``cl``, :func:`oij.reference.cond.operand_rows`) and a
 candidate (x, y) passes iff :func:`oij.reference.cond.cond_mask` holds for it.
 Purging and finality are unchanged (they depend on keys, times and W only).
 
-The cond index (``cond_index=True``: SPO-Join's idea, 004 §3, in this
+The cond index (``cond_index=True``: SPO-Join's idea, [SPO-Join]_ §3, in this
 store's terms).  Filtering visits every candidate of the window; with a 1 %
 selective cond, 99 % of those visits are wasted.  With the index every tier
 also keeps, per indexable comparison i (``< <= > >= ==``), its entries

@@ -15,12 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _READING_ITEM = re.compile(r"^\s*\d+\.\s+:mod:`(oij\.spec\.\w+)`", re.MULTILINE)
 _PAPER_NUMBER = re.compile(r"(?<![\w.,:/-])00[0-4](?![0-9A-Za-z])")
 
-NUMBER_ALLOWED = {
-    "parallel/runtime/store.py": "cites 003 and 004 in its module docstring; parallel/ is being edited elsewhere "
-                                 "(issue 48's moves): to become [PIM-Tree]_ and [SPO-Join]_ once that lands",
-    "oij/spark/salting.py": "names 002's file in its module docstring; oij/spark/ is being edited elsewhere: to "
-                            "become [PPOIJ]_ once that lands",
-}
+NUMBER_ALLOWED: dict[str, str] = {}
 """Files that may still cite a paper by its number, and why (each a debt, not a rule)."""
 
 
