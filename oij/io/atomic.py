@@ -5,6 +5,10 @@ full disk) the target is left exactly as it was, absent or the old file, and
 the temporary file is removed.  A process killed with SIGKILL may leave its
 temporary file (``.NAME.oij-tmp-*`` beside the target) but never a torn
 target.
+
+A target that exists and is not a regular file -- ``/dev/null``, a named pipe, a terminal -- holds nothing to
+lose and must stay what it is: it is opened and written in place (a rename over it would put a regular file
+where the device was, and as root it would succeed).
 """
 
 from __future__ import annotations
@@ -113,9 +117,26 @@ def atomic_text(path: str) -> Iterator[IO[str]]:
                 f.flush()
 
 
+def is_special(path: str) -> bool:
+    """``path`` exists and is not a regular file or a directory (a device, a named pipe, a socket): written in
+    place, never replaced (module docstring)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 @contextlib.contextmanager
 def atomic_binary(path: str) -> Iterator[IO[bytes]]:
-    """``path`` opened for writing bytes; it appears (whole) only if the block completes."""
+    """``path`` opened for writing bytes; it appears (whole) only if the block completes (a device or a pipe:
+    written in place, :func:`is_special`)."""
+    if is_special(path):
+        with naming(path), open(path, "wb") as special:
+            yield special
+        return
     directory = os.path.dirname(os.path.abspath(path))
     done = False
     tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)
@@ -146,7 +167,12 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
     """A temporary path beside ``path`` for a writer that opens files itself (Parquet); renamed over ``path``
-    (after an fsync) only if the block completes, removed otherwise."""
+    (after an fsync) only if the block completes, removed otherwise.  A device or a pipe (:func:`is_special`) is
+    handed to the writer as it is."""
+    if is_special(path):
+        with naming(path):
+            yield path
+        return
     directory = os.path.dirname(os.path.abspath(path))
     done = False
     tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)

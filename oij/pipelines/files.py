@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from oij.errors import UsageError
 from oij.io import open_blocks, open_events
-from oij.io.atomic import atomic_text, check_writable
+from oij.io.atomic import atomic_text, check_writable, is_special
 from oij.io.errors import InputError
 from oij.spec.model import Event, Query, SpecError, check_query
 
@@ -177,14 +177,15 @@ def is_stdout(path: str | None) -> bool:
 
 def sort_dir(args: Any) -> str | None:
     """Where the canonical order's sorted runs go (oij/io/extsort.py): ``--tmp-dir``, else beside the output
-    file, else (stdout) ``$TMPDIR`` (``args``: options with ``tmp_dir`` and ``output``)."""
+    file, else (stdout, or an output that is a device or a pipe such as ``/dev/null``) ``$TMPDIR`` (``args``:
+    options with ``tmp_dir`` and ``output``)."""
     d: str | None = getattr(args, "tmp_dir", None)
     if d:
         if not os.path.isdir(d) or not os.access(d, os.W_OK):
             raise UsageError(f"--tmp-dir {d}: not a writable directory")
         return d
     out: str | None = getattr(args, "output", None)
-    if out and out != "-":
+    if out and out != "-" and not is_special(out):
         return os.path.dirname(os.path.abspath(out))
     return None
 

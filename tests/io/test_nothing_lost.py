@@ -198,7 +198,7 @@ def test_run_and_check_judge_fuzzed_files_as_join_does(data: bytes, n: int,
         assert out_run == out
     else:
         _assert_one_line_error(err_run, path)
-    rc_chk, _o, err_chk = _judged(["check", path, "--no-spark", "--patterns", "kp", "--out", str(tmp_path / "chk"),
+    rc_chk, _o, err_chk = _judged(["check", path, "--no-spark", "--engines", "kp", "--out", str(tmp_path / "chk"),
                                    "--no-progress"])
     assert (rc_chk == 2) == (rc == 2), (rc, rc_chk, err_chk)
 
@@ -503,3 +503,37 @@ def test_negative_control_a_plain_open_would_lose_the_old_target(tmp_path: Path,
     target.write_bytes(b"old\n")
     rc, _out, _err = _judged(["join", str(src), "-o", str(target), "--order", "arrival"])
     assert rc == 2 and target.read_bytes() != b"old\n"
+
+
+def test_a_device_or_a_pipe_is_written_in_place_never_replaced(workload: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-o`` naming a named pipe or ``/dev/null``: the bytes go through it, and it is still a pipe or a device
+    after (the atomic rename would put a regular file in its place, and as root it succeeds).  Negative control:
+    with the rule off, the pipe is replaced by a regular file."""
+    import stat
+
+    from oij.io import atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    want = subprocess.run([*OIJ, "join", str(workload), "--no-progress"], capture_output=True, check=True,
+                          timeout=120).stdout
+
+    def through_pipe(wait: float) -> tuple[int, bytes]:
+        with open(tmp_path / "got", "wb") as sink:
+            cat = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+            rc = main(["join", str(workload), "-o", str(fifo), "--no-progress"])
+            try:
+                cat.wait(timeout=wait)
+            except subprocess.TimeoutExpired:  # the rename left cat waiting on a pipe no writer will open
+                cat.kill()
+                cat.wait()
+        return rc, (tmp_path / "got").read_bytes()
+
+    rc, got = through_pipe(60)
+    assert rc == 0 and got == want and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert main(["join", str(workload), "-o", os.devnull, "--no-progress"]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    monkeypatch.setattr(atomic, "is_special", lambda path: False)
+    rc, got = through_pipe(2)
+    assert rc == 0 and got == b"" and stat.S_ISREG(os.stat(fifo).st_mode)
