@@ -59,7 +59,7 @@ class CheckOptions(QueryFlags):
     preset: str | None = None
     events: int | None = None
     seed: int = 1
-    patterns: str | None = None
+    engines: str | None = None
     replicas: int = 2
     batch: int = 32
     spark: bool = True
@@ -113,17 +113,17 @@ def _engines(args: CheckOptions) -> list[str]:
     from oij.parallel.registry import engines
 
     known = engines()
-    if args.patterns is None:
+    if args.engines is None:
         return sorted(known)
-    names = [n.strip() for n in args.patterns.split(",") if n.strip()]
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(
-            f"--patterns: unknown engine {unknown[0]!r}; registered: {', '.join(sorted(known)) or 'none yet'}"
+            f"--engines: unknown engine {unknown[0]!r}; registered: {', '.join(sorted(known)) or 'none yet'}"
         )
     reserved = [n for n in names if n in (SPARK_ORACLE, SEQ_ORACLE)]
     if reserved:
-        raise UsageError(f"--patterns: {reserved[0]!r} is the name of an oracle")
+        raise UsageError(f"--engines: {reserved[0]!r} is the name of an oracle")
     return names
 
 
@@ -162,8 +162,7 @@ def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: CheckOp
     row = Row(name)
     t = time.perf_counter()
     try:
-        run = fn(q, events, EngineOptions(replicas=args.replicas, batch=args.batch,
-                                          extra={"runtime": pool} if pool is not None else {}))
+        run = fn(q, events, EngineOptions(replicas=args.replicas, batch=args.batch, runtime=pool))
     except Exception as e:  # an engine that crashes disagrees; the report says why
         row.wall_s = time.perf_counter() - t
         row.error = f"{type(e).__name__}: {e}"
@@ -348,13 +347,13 @@ def _engines_to_run(args: CheckOptions, w: _Workload, names: list[str], prog: Pr
     cannot run (engines or ``--no-spark`` past ``seq_limit``, a profile past ``sim_limit`` without Spark)."""
     profiled = args.profile != "canonical"
     n_events = w.n_events
-    if w.events is None and names and args.patterns is None:
+    if w.events is None and names and args.engines is None:
         prog.say(f"{n_events} events > --seq-limit {args.seq_limit}: the engines need the workload in memory; "
                  f"skipping {', '.join(names)}")
         names = []
     if w.events is None and names:
         raise UsageError(f"the workload has {n_events} events, more than --seq-limit {args.seq_limit}: engines "
-                         f"need it in memory; raise --seq-limit or choose no --patterns")
+                         f"need it in memory; raise --seq-limit or choose no --engines")
     if profiled and not args.spark and (w.events is None or n_events > args.sim_limit):
         raise UsageError(f"--profile {args.profile} with --no-spark: the workload has {n_events} events; profiles "
                          f"are simulated in memory up to --sim-limit {args.sim_limit} (and --seq-limit "
@@ -573,7 +572,7 @@ def check(args: CheckOptions) -> CheckReport:
 
     prog = Progress(not args.no_progress)
     _check_options(args)
-    names = _engines(args) if args.patterns is not None or not args.got else []
+    names = _engines(args) if args.engines is not None or not args.got else []
     gots = parse_got(args.got, [SPARK_ORACLE, SEQ_ORACLE, *names])
     got_columns = parse_columns(args.got_columns, [n for n, _ in gots])
     if args.spark:

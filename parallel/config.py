@@ -19,7 +19,8 @@ PATTERN_NAMES = {"kp": "KP-OIJ", "dp": "DP-OIJ", "hp": "HP-OIJ", "key": "Key-OIJ
 """Every parallel pattern: its name on the command line -> its name in the papers."""
 
 PATTERNS = tuple(PATTERN_NAMES)
-"""Every parallel pattern, as ``oij run --pattern`` and ``oij check --patterns`` name them."""
+"""Every parallel pattern, as ``oij run --pattern`` names them (``oij check --engines`` takes these names for
+the event engine and ``blocks-<pattern>`` for the block engine)."""
 
 ROUTED_PATTERNS = ("kp", "dp", "hp")
 """The patterns of the paper's routing rules (emitters route each tuple to its replicas); ``key`` and ``scale``

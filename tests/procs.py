@@ -25,4 +25,4 @@ def alive(pid: int) -> bool:
 
 def opts(rt: Runtime, replicas: int, batch: int, emitters: int, **extra: Any) -> EngineOptions:
     """Engine options that run on the shared pool ``rt``."""
-    return EngineOptions(replicas=replicas, batch=batch, emitters=emitters, extra={"runtime": rt, **extra})
+    return EngineOptions(replicas=replicas, batch=batch, emitters=emitters, runtime=rt, settings=extra)

@@ -1,10 +1,10 @@
 """The block engines in the registry: ``blocks-kp``, ``blocks-dp``, ``blocks-hp``, ``blocks-key``,
 ``blocks-scale`` (:mod:`oij.parallel.blocks.driver`), for ``oij check`` and the differential tests.
 
-An engine takes the whole event sequence: it is cut into pieces of at most ``extra["piece_events"]`` events
+An engine takes the whole event sequence: it is cut into pieces of at most ``options.settings["piece_events"]`` events
 (default :data:`~oij.parallel.blocks.driver.PIECE_EVENTS`) that the driver copies to the workers.  A query the
 block path does not compute (a joining condition) runs on the same pattern's event engine, which says so in
-its metrics (``engine``).  Helper processes come from ``extra["runtime"]`` (a shared pool) or are started and
+its metrics (``engine``).  Helper processes come from ``options.runtime`` (a shared pool) or are started and
 stopped per run.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oij.parallel.blocks.driver import PIECE_EVENTS, BlockOptions, BlockRun, events_source, run
+from oij.parallel.blocks.driver import BlockOptions, BlockRun, events_source, run
 from oij.parallel.config import PATTERN_NAMES
-from oij.parallel.registry import EngineOptions, EngineRun, get, register
+from oij.parallel.registry import EngineOptions, EngineRun, get, options_for, register
 from oij.reference.block_oracle import supports
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query
@@ -28,11 +28,7 @@ def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: 
         inner = get(pattern)(q, events, options)
         inner.metrics["engine"] = "events (the block path has no cond)"
         return inner
-    x = options.extra
-    opt = BlockOptions(pattern=pattern, replicas=options.replicas,
-                       piece_events=int(x.get("piece_events", PIECE_EVENTS)), check=bool(x.get("check", False)),
-                       solo_rounds=int(x.get("solo_rounds", 0)),
-                       fail_after=dict(x.get("fail_after", {})))
+    opt = options_for(BlockOptions, pattern, options)
     got: list[Results] = []
 
     def keep(br: BlockRun) -> None:
@@ -42,8 +38,8 @@ def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: 
                 lines += f.readlines()
         got.append(parse_result_lines(lines))
 
-    metrics = run(events_source(q, events, opt.piece_events), opt, keep, rt=x.get("runtime"),
-                  start_method=x.get("start_method", "spawn"))
+    metrics = run(events_source(q, events, opt.piece_events), opt, keep, rt=options.runtime,
+                  start_method=options.start_method)
     return EngineRun(got[0] if got else Results(), metrics)
 
 

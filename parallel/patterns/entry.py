@@ -11,7 +11,7 @@ calibration (after ``calibration`` tuples, the per-emitter key counts go to
 replica 0, which runs Alg. 1; the router adopts the map it sends back at an
 epoch boundary, or waits for it with ``sync_map``).  It creates no segment.
 
-Ownership: if ``options.extra["runtime"]`` is given, the caller owns that
+Ownership: if ``options.runtime`` is given, the caller owns that
 :class:`~oij.parallel.runtime.pool.Runtime` (tests reuse one pool of processes
 across many runs); otherwise a runtime is created here and closed before
 returning, on success and on failure alike.
@@ -22,23 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from oij.parallel.config import ROUTED_PATTERNS, epoch_size
-from oij.parallel.registry import EngineOptions, EngineRun
-from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events
-from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
+from oij.parallel.config import ROUTED_PATTERNS
+from oij.parallel.registry import EngineOptions, EngineRun, options_for
+from oij.parallel.runtime.emitter import Chunk, Routed, Router
+from oij.parallel.runtime.execute import JobPlan, Pump, execute_job, run_registered
 from oij.parallel.runtime.metrics import compute_metrics
 from oij.parallel.runtime.pool import JobOptions, Runtime
 from oij.spec.batch import Results
-from oij.spec.model import Event, Query, StreamTuple
-
-_JOB_FIELDS = ("collector", "slots", "result_width", "theta", "max_split", "calibration", "sync_map", "epoch",
-               "rate", "seed", "trace", "fail_after", "stall", "cond_index")
-
-
-def job_options(pattern: str, options: EngineOptions) -> JobOptions:
-    kw: dict[str, Any] = {k: options.extra[k] for k in _JOB_FIELDS if k in options.extra}
-    return JobOptions(pattern=pattern, replicas=options.replicas, emitters=options.emitters, batch=options.batch,
-                      **kw)
+from oij.spec.model import Event, Query
 
 
 class PatternPlan(JobPlan):
@@ -143,9 +134,4 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 
 def run_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
     """The registry's engine callable for ``pattern``."""
-    opt = job_options(pattern, options)
-    chunks = chunks_from_events(events, epoch_size(opt), q=q)
-    n = sum(1 for e in events if type(e) is StreamTuple)
-    res, metrics = run_chunks(pattern, q, chunks, n, opt, options.extra.get("runtime"),
-                              options.extra.get("start_method", "spawn"))
-    return EngineRun(res, metrics)
+    return run_registered(q, events, options_for(JobOptions, pattern, options), options, run_chunks)

@@ -31,17 +31,19 @@ Ownership (who creates / who frees):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy.typing as npt
-from oij.parallel.runtime.emitter import Chunk, Routed, Router, order_channels
+from oij.parallel.config import C, epoch_size
+from oij.parallel.registry import EngineOptions, EngineRun
+from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events, order_channels
 from oij.parallel.runtime.pool import EngineFailure, Runtime
 from oij.parallel.runtime.ring import KIND_CLOSE, KIND_END, RESULT, TUPLE, Ring, ring_dtype
 from oij.parallel.runtime.sink import Sink
 from oij.spec.batch import Results
 from oij.spec.match import lower_offset, upper_offset
-from oij.spec.model import Query
+from oij.spec.model import Event, Query, StreamTuple
 
 
 class Pump:
@@ -259,3 +261,18 @@ def _drive(rt: Runtime, q: Query, chunks: Iterable[Chunk], plan: JobPlan, router
     }
     return sink, drive
 
+
+
+RunChunks = Callable[[str, Query, Iterable[Chunk], int, C, Runtime | None, str], tuple[Results, dict[str, Any]]]
+"""An event engine's run: ``(pattern, query, chunks, tuples, options, runtime or None, start method) -> (results,
+metrics)``."""
+
+
+def run_registered(q: Query, events: Sequence[Event], opt: C, options: EngineOptions,
+                   run_chunks: RunChunks[C]) -> EngineRun:
+    """A registered event engine's call: ``events`` cut into epochs of :func:`~oij.parallel.config.epoch_size`
+    and run by ``run_chunks`` with ``opt``, on ``options.runtime`` (or a runtime of its own).  O(events) here."""
+    chunks = chunks_from_events(events, epoch_size(opt), q=q)
+    n = sum(1 for e in events if type(e) is StreamTuple)
+    res, metrics = run_chunks(opt.pattern, q, chunks, n, opt, options.runtime, options.start_method)
+    return EngineRun(res, metrics)

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from oij.parallel.config import EngineConfig, epoch_size
-from oij.parallel.registry import EngineOptions, EngineRun
-from oij.parallel.runtime.emitter import Chunk, Routed, Router, chunks_from_events, key_hash
-from oij.parallel.runtime.execute import JobPlan, Pump, execute_job
+from oij.parallel.config import EngineConfig
+from oij.parallel.registry import EngineOptions, EngineRun, options_for
+from oij.parallel.runtime.emitter import Chunk, Routed, Router, key_hash
+from oij.parallel.runtime.execute import JobPlan, Pump, execute_job, run_registered
 from oij.parallel.runtime.metrics import balance, compute_metrics
 from oij.parallel.runtime.pool import Runtime
 from oij.parallel.runtime.sink import Sink
@@ -42,7 +42,7 @@ from oij.parallel.shared.schedule import alg3, loads, unbalancedness
 from oij.parallel.shared.swmr import Index, IndexSpec
 from oij.parallel.shared.teams import TeamMap, partition_of
 from oij.spec.batch import Results
-from oij.spec.model import Event, Query, StreamTuple
+from oij.spec.model import Event, Query
 
 I64 = npt.NDArray[np.int64]
 
@@ -62,16 +62,6 @@ class TeamOptions(EngineConfig):
     sample_every: int = 8192  # tuples per sample of the per-joiner loads over time
     lag: dict[int, float] = field(default_factory=dict)  # test hook: joiner -> seconds slept before each insert
     collector: str = "standard"  # fixed: every tuple of a job has one joiner (read by compute_metrics)
-
-
-_FIELDS = ("slots", "result_width", "epoch", "rate", "seed", "partitions", "delta", "decay", "schedule_every",
-           "rule", "incremental", "arena", "sample_every", "fail_after", "lag", "stall")
-
-
-def team_options(pattern: str, options: EngineOptions) -> TeamOptions:
-    kw: dict[str, Any] = {k: options.extra[k] for k in _FIELDS if k in options.extra}
-    return TeamOptions(pattern=pattern, replicas=options.replicas, emitters=options.emitters, batch=options.batch,
-                       **kw)
 
 
 class ScaleRouter(Router):
@@ -306,9 +296,4 @@ def run_chunks(pattern: str, q: Query, chunks: Iterable[Chunk], events: int, opt
 
 def run_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:
     """The registry's engine callable for ``key`` and ``scale``."""
-    opt = team_options(pattern, options)
-    chunks = chunks_from_events(events, epoch_size(opt), q=q)
-    n = sum(1 for e in events if type(e) is StreamTuple)
-    res, metrics = run_chunks(pattern, q, chunks, n, opt, options.extra.get("runtime"),
-                              options.extra.get("start_method", "spawn"))
-    return EngineRun(res, metrics)
+    return run_registered(q, events, options_for(TeamOptions, pattern, options), options, run_chunks)

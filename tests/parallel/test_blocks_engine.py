@@ -42,7 +42,7 @@ PATTERNS = ["kp", "dp", "hp", "key", "scale"]
 
 
 def _opts(rt: Runtime, replicas: int, **extra: Any) -> EngineOptions:
-    return EngineOptions(replicas=replicas, extra={"runtime": rt, "check": True, **extra})
+    return EngineOptions(replicas=replicas, runtime=rt, settings={"check": True, **extra})
 
 
 def _int64_ids(events: list[Event]) -> bool:
@@ -150,7 +150,7 @@ def test_the_routing_check_catches_a_dp_that_does_not_broadcast(monkeypatch: pyt
     events: list[Event] = [*(StreamTuple("base" if i % 2 else "probe", i, i, 1) for i in range(1, 40)), End()]
     got = bdriver.run(bdriver.events_source(q, events), BlockOptions("dp", 2, output=True), rt=None)
     assert got["tuples"] == 39
-    res = get("blocks-dp")(q, events, EngineOptions(replicas=2, extra={}))
+    res = get("blocks-dp")(q, events, EngineOptions(replicas=2))
     assert res.results != run_events(events, q)
 
 

@@ -100,7 +100,7 @@ class Lockstep(RuleBasedStateMachine):
         self.ended = True
         want = self.oracle.results()
         for name, engine in engines().items():
-            run = engine(self.q, self.events, EngineOptions(replicas=2, batch=2, extra=dict(_SHARED)))
+            run = engine(self.q, self.events, EngineOptions(replicas=2, batch=2, runtime=_SHARED.get("runtime")))
             assert same_results(run.results, want), f"engine {name} disagrees with the oracle"
 
     @precondition(lambda self: self.ended)
