@@ -1,4 +1,4 @@
-"""``oij check [FILE | --preset P] [--patterns ...]``: check every engine against the oracles (the main job).
+"""``oij check [FILE | --preset P] [--engines ...]``: check every engine against the oracles (the main job).
 
 The steps are :func:`oij.check.check`'s; this module parses the flags and prints its :class:`~oij.check.CheckReport`.
 Exit code 0 iff every engine (and the sequential oracle) agrees with the reference, 1 otherwise, 2 on bad input.
@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--preset", help=f"generate this workload preset (default {DEFAULT_PRESET} when no FILE)")
     p.add_argument("--events", type=int, default=None, help=f"tuples to generate (default {DEFAULT_EVENTS})")
     p.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
-    p.add_argument("--patterns", help="comma-separated engine names (default: every registered engine)")
+    p.add_argument("--engines", "--patterns", dest="engines", metavar="NAMES",
+                   help="comma-separated names of registered engines: a pattern on the event engine (kp, dp, hp, "
+                   "key, scale), blocks-<pattern> on the block engine, or one you registered; default: every "
+                   "registered engine (--patterns is its older name)")
     p.add_argument("--replicas", type=int, default=2, help="replicas per engine (default 2)")
     p.add_argument("--batch", type=int, default=32, help="batch size per engine (default 32)")
     p.add_argument("--spark", dest="spark", action="store_true", default=True, help="run the Spark oracle (default)")
@@ -46,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--first", type=int, default=10, help="differences listed per engine (default 10)")
     p.add_argument("--got", action="append", metavar="NAME=PATH", default=[],
                    help="also judge another system's output: oij-jsonl result lines, Parquet (file or dataset "
-                   "directory) or CSV with a header; repeatable. With --got, no engine runs unless --patterns names "
+                   "directory) or CSV with a header; repeatable. With --got, no engine runs unless --engines names "
                    "some; each difference gets a small replay case in OUT/replays/")
     p.add_argument("--got-columns", metavar="[NAME:]FIELD=COLUMN,...", action="append", default=[],
                    help="column names of a --got output written by another tool (of --got NAME, or of every --got): "

@@ -229,13 +229,15 @@ def test_check_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str], sp
     bad = str(tmp_path / "bad.parquet")
     _bad_parquet(bad, {"type": ["tuple", "end"], "ts": ["1", None]}, Query(0, 1))
     assert main(["check", bad, "--out", out, "--no-progress"]) == 2
-    assert main(["check", "--patterns", "nope", "--out", out, "--no-progress"]) == 2
+    assert main(["check", "--engines", "nope", "--out", out, "--no-progress"]) == 2
+    assert main(["check", "--patterns", "blocks-nope", "--out", out, "--no-progress"]) == 2  # the older name
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 4 and all(line.startswith("oij: error: ") for line in err)
+    assert len(err) == 5 and all(line.startswith("oij: error: ") for line in err)
     assert "missing.jsonl" in err[0] and "No such file" in err[0]
     assert "missing.parquet" in err[1] and "No such file" in err[1]
     assert "ts: schema mismatch" in err[2]
     assert "unknown engine 'nope'" in err[3]
+    assert "--engines: unknown engine 'blocks-nope'" in err[4]
 
 
 def test_java_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -303,7 +305,7 @@ def test_check_reports_exactly_the_planted_pair(
     want = run_events(list(it), q)
     out = tmp_path / "out"
     rc = main(["check", "--preset", "builtin-small", "--events", "1500", "--seed", "3", "--out", str(out),
-               "--no-progress", "--patterns", "drop,dup,late,same", spark_flag])
+               "--no-progress", "--engines", "drop,dup,late,same", spark_flag])
     assert rc == 1
     report = json.loads((out / "report.json").read_text())
     rows = {r["engine"]: r for r in report["engines"]}
@@ -353,7 +355,7 @@ def test_check_flags_wrong_aggregates_at_1e9(spark: Any, tmp_path: Path, monkeyp
                                 "value": e.value}) + "\n")
         f.write('{"type":"end"}\n')
     out = tmp_path / "out"
-    assert main(["check", str(src), "--patterns", "nudge,tiny", "--out", str(out), "--no-progress"]) == 1
+    assert main(["check", str(src), "--engines", "nudge,tiny", "--out", str(out), "--no-progress"]) == 1
     rows = {r["engine"]: r for r in json.loads((out / "report.json").read_text())["engines"]}
     assert rows["tiny"]["agrees"] is True
     n = rows["nudge"]
@@ -364,7 +366,7 @@ def test_check_flags_wrong_aggregates_at_1e9(spark: Any, tmp_path: Path, monkeyp
 
 def test_check_default_runs_clean(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert main(["check", "--events", "3000", "--out", str(out), "--no-progress", "--patterns", ""]) == 0
+    assert main(["check", "--events", "3000", "--out", str(out), "--no-progress", "--engines", ""]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["all_agree"] and report["reference"] == "spark-oracle"
 
@@ -380,7 +382,7 @@ def test_local_cluster(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
          "--master", "local-cluster[2,1,1024]", "--driver-memory", "1g", "--out", str(out), "--no-progress",
-         "--patterns", ""],
+         "--engines", ""],
         capture_output=True, text=True, timeout=280, env=env,
     )
     assert p.returncode == 0, p.stdout + p.stderr
