@@ -303,7 +303,7 @@ def conform_adapter(name: str) -> ConformAdapter:
 
     adapter = get_adapter(name)
     return ConformAdapter(adapter.name, frozenset(adapter.features), adapter.profile,
-                          lambda: adapter.start(None), lambda options: restart_command(adapter, options))
+                          lambda: adapter.open_session(None), lambda options: restart_command(adapter, options))
 
 
 def parse_options(items: Sequence[str]) -> dict[str, str]:

@@ -3,6 +3,7 @@
 Data flow::
 
     for each (implementation, mode): oij conform [--session] [-j J] -- CMD   (a child process, timed)
+    for each adapter named:          oij conform --adapter NAME --profile P  (its own profile, one JVM)
         -> {impl, mode, jobs, wall_s, cpu_s (the tree's user+sys), cases, verdict}
     -> result {"runs": [...], "provenance": ...} written atomically to --out
 
@@ -32,11 +33,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True)
 class Subject:
-    """An implementation to time: a name, its command, and whether it speaks the session protocol."""
+    """An implementation to time: a name, its command (empty for an adapter), whether it speaks the session
+    protocol, and the arguments of ``oij conform`` that choose it (an adapter and the profile it follows)."""
 
     name: str
     argv: tuple[str, ...]
     session: bool
+    chooses: tuple[str, ...] = ()
 
 
 def subjects() -> list[Subject]:
@@ -46,10 +49,19 @@ def subjects() -> list[Subject]:
             Subject("sorted_oij", (sys.executable, str(REPO / "tests" / "impls" / "sorted_oij.py")), True)]
 
 
+def adapter_subject(name: str) -> Subject:
+    """A real system through its adapter (``oij conform --adapter NAME``), judged against the profile the adapter
+    names (at the canonical default it fails on its first differing case, which times nothing)."""
+    from oij.adapters import ADAPTERS
+
+    return Subject(f"adapter {name}", (), False, ("--adapter", name, "--profile", ADAPTERS[name].profile))
+
+
 def time_conform(subject: Subject, mode: str, jobs: int = 1) -> dict[str, Any]:
     """Run ``oij conform`` at its defaults on ``subject`` (``mode`` ``per-case`` or ``session``); its wall
     and CPU seconds, cases and verdict line."""
-    argv = ["oij", "conform", "-j", str(jobs)] + (["--session"] if mode == "session" else []) + ["--", *subject.argv]
+    argv = ["oij", "conform", "-j", str(jobs)] + (["--session"] if mode == "session" else []) + [*subject.chooses]
+    argv += ["--", *subject.argv] if subject.argv else []
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -64,12 +76,15 @@ def time_conform(subject: Subject, mode: str, jobs: int = 1) -> dict[str, Any]:
             "cases": int(m.group(1)) if m else None, "verdict": first, "load_avg_at_start": round(load, 2)}
 
 
-def measure(out: str, *, jobs: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
-    """Time every subject per case (at each of ``jobs``) and, when it can, in a session; write ``out``."""
+def measure(out: str, *, jobs: tuple[int, ...] = (1, 2), adapters: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Time every subject per case (at each of ``jobs``) and, when it can, in a session, then each adapter of
+    ``adapters`` at its defaults (one run: the adapter runs its cases in one system); write ``out``."""
     from oij.io.atomic import write_text
 
     prov = capture()
     runs = []
+    for name in adapters:
+        runs.append(time_conform(adapter_subject(name), "per-case"))
     for s in subjects():
         for j in jobs:
             run = time_conform(s, "per-case", j)

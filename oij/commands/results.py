@@ -19,6 +19,8 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.set_defaults(func=run_tables)
     c = bsub.add_parser("conform-time", help="the time of oij conform at its defaults: one process per case, "
                         "two at a time, and one session")
+    c.add_argument("--adapters", default="", help="comma-separated adapters (oij adapter NAME) to time too, each "
+                   "at its defaults against its own profile (default: none)")
     c.add_argument("--out", default="conform-time.json", help="where the raw numbers go")
     c.set_defaults(func=run_conform_time)
     r = bsub.add_parser("recovery", help="real engines under crashes and restores: the kit's restart mode on each "
@@ -50,11 +52,17 @@ def run_tables(args: argparse.Namespace) -> int:
 
 
 def run_conform_time(args: argparse.Namespace) -> int:
+    from oij.adapters import ADAPTERS
     from oij.bench.conformtime import measure
+    from oij.errors import UsageError
 
-    result = measure(args.out)
+    adapters = tuple(a for a in args.adapters.split(",") if a)
+    unknown = [a for a in adapters if a not in ADAPTERS]
+    if unknown:
+        raise UsageError(f"--adapters: unknown adapter {unknown[0]!r}; known: {', '.join(ADAPTERS)}")
+    result = measure(args.out, adapters=adapters)
     for r in result["runs"]:
-        print(f"{r['impl']:12s} {r['mode']:12s} {r['wall_s']:8.1f} s wall {r['cpu_s']:8.1f} s CPU "
+        print(f"{r['impl']:18s} {r['mode']:12s} {r['wall_s']:8.1f} s wall {r['cpu_s']:8.1f} s CPU "
               f"{r['cases']} cases  exit {r['exit']}")
     print(f"raw numbers: {args.out}")
     return 0

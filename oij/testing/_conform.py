@@ -12,10 +12,12 @@ Data flow::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -34,13 +36,17 @@ Say = Callable[..., Any]
 class ConformAdapter:
     """A real system's adapter as :func:`conform` uses it, resolved by the caller
     (``oij.adapters.conform_adapter``: the adapters sit above the kit): its name, the features it claims, the
-    profile that explains it, the implementation it runs in this process, and the command line of its
-    restartable drive given ``-o KEY=VALUE`` options."""
+    profile that explains it, how it is started in this process, and the command line of its restartable drive
+    given ``-o KEY=VALUE`` options.
+
+    ``open()`` starts the system for all the cases of a run: a context manager whose value runs one case, and
+    whose exit stops the system (a JVM that serves every case, where the adapter has one: the cases of one run
+    then pay for one start-up, not one each)."""
 
     name: str
     features: frozenset[str]
     profile: str
-    start: Callable[[], Impl]
+    open: Callable[[], AbstractContextManager[Impl]]
     restart_command: Callable[[Sequence[str]], list[str]]
 
 
@@ -126,60 +132,61 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
                          "--timeout > 0")
     if o.state_bound and (o.adapter is not None or o.replay):
         raise UsageError("--state-bound runs a command (-- CMD), not --adapter or --replay")
-    impl: Impl = cmd
-    if adapter is not None:
-        feats = feats & adapter.features if o.features else adapter.features
-        if o.jobs != 1:
-            raise UsageError("--adapter runs in this process: -j must be 1")
-        impl = adapter.start()
-        cmd = ["oij", "adapter", adapter.name]
-    if o.session and o.adapter is not None:
-        raise UsageError("--adapter already runs every case in this process: --session is for a command")
-    if o.replay:
-        if o.session:
-            from oij.testing._runner import Session
+    with contextlib.ExitStack() as stack:  # an adapter's system, stopped whichever way the run ends
+        impl: Impl = cmd
+        if adapter is not None:
+            feats = feats & adapter.features if o.features else adapter.features
+            if o.jobs != 1:
+                raise UsageError("--adapter runs in this process: -j must be 1")
+            impl = stack.enter_context(adapter.open())
+            cmd = ["oij", "adapter", adapter.name]
+        if o.session and o.adapter is not None:
+            raise UsageError("--adapter already runs every case in this process: --session is for a command")
+        if o.replay:
+            if o.session:
+                from oij.testing._runner import Session
 
-            with Session(cmd) as s:
-                return _replay(o.replay, s, cmd, profile, feats, o.timeout, say)
-        return _replay(o.replay, impl, cmd, profile, feats, o.timeout, say)
-    if o.max_examples == 0 and o.no_vectors:
-        return _state_bound(cmd, feats, o, say)
-    if o.jobs > 1 or o.session:
-        res = search_parallel(cmd, features=feats, profile=profile, max_examples=o.max_examples,
-                              seed=o.seed, timeout=o.timeout, jobs=o.jobs, vectors=not o.no_vectors,
-                              session=o.session, small_scope=o.small_scope)
-    else:
-        res = search(impl, features=feats, profile=profile, max_examples=o.max_examples, seed=o.seed,
-                     timeout=o.timeout, vectors=not o.no_vectors, small_scope=o.small_scope)
-    if res.failure is None:
-        _print_pass(res, profile, feats, say)
-        return _state_bound(cmd, feats, o, say) if o.state_bound else 0
-    f = res.failure
-    say(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
-          f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
-    say(f"found by: {res.found_by}\n")
-    if o.session and passes_fresh(cmd, f.case, profile, feats, o.timeout):
-        say("in a fresh session this case passes: the failure depends on the cases before it in the same "
-              "session, so CMD does not reset its state between cases (the session protocol requires it); "
-              "run without --session to judge the cases alone\n")
-    say(f.report)
-    if "|" in f.case.encoding:
-        say(f"\nthe case was written with {f.case.encoding.split('|', 1)[1].replace('|', ', ')} "
-              f"(oij/testing/_case.py encode): the replay file below has the same text")
-    write_text(o.replay_out, f.case.to_jsonl())
-    if profile is CANONICAL:
-        from oij.testing._explain import explain, explain_svg
+                with Session(cmd) as s:
+                    return _replay(o.replay, s, cmd, profile, feats, o.timeout, say)
+            return _replay(o.replay, impl, cmd, profile, feats, o.timeout, say)
+        if o.max_examples == 0 and o.no_vectors:
+            return _state_bound(cmd, feats, o, say)
+        if o.jobs > 1 or o.session:
+            res = search_parallel(cmd, features=feats, profile=profile, max_examples=o.max_examples,
+                                  seed=o.seed, timeout=o.timeout, jobs=o.jobs, vectors=not o.no_vectors,
+                                  session=o.session, small_scope=o.small_scope)
+        else:
+            res = search(impl, features=feats, profile=profile, max_examples=o.max_examples, seed=o.seed,
+                         timeout=o.timeout, vectors=not o.no_vectors, small_scope=o.small_scope)
+        if res.failure is None:
+            _print_pass(res, profile, feats, say)
+            return _state_bound(cmd, feats, o, say) if o.state_bound else 0
+        f = res.failure
+        say(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
+              f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
+        say(f"found by: {res.found_by}\n")
+        if o.session and passes_fresh(cmd, f.case, profile, feats, o.timeout):
+            say("in a fresh session this case passes: the failure depends on the cases before it in the same "
+                  "session, so CMD does not reset its state between cases (the session protocol requires it); "
+                  "run without --session to judge the cases alone\n")
+        say(f.report)
+        if "|" in f.case.encoding:
+            say(f"\nthe case was written with {f.case.encoding.split('|', 1)[1].replace('|', ', ')} "
+                  f"(oij/testing/_case.py encode): the replay file below has the same text")
+        write_text(o.replay_out, f.case.to_jsonl())
+        if profile is CANONICAL:
+            from oij.testing._explain import explain, explain_svg
 
-        svg = os.path.splitext(o.replay_out)[0] + ".svg"
-        write_text(svg, explain_svg(f.case.query, explain(f.case.query, f.case.events), f.got,
-                                    f"counterexample ({f.kind}): {' '.join(cmd)}"))
-        say(f"\npicture of the case (oracle's rows; missing dashed red, unexpected dashed purple): {svg}")
-    how = f"--adapter {o.adapter}" if o.adapter is not None else (
-        f"{'--session ' if o.session else ''}-- {' '.join(cmd)}")
-    say(f"\nreplay: oij conform --replay {o.replay_out} {how}")
-    if profile is CANONICAL:
-        _print_fingerprint(res, feats, say)
-    return 1
+            svg = os.path.splitext(o.replay_out)[0] + ".svg"
+            write_text(svg, explain_svg(f.case.query, explain(f.case.query, f.case.events), f.got,
+                                        f"counterexample ({f.kind}): {' '.join(cmd)}"))
+            say(f"\npicture of the case (oracle's rows; missing dashed red, unexpected dashed purple): {svg}")
+        how = f"--adapter {o.adapter}" if o.adapter is not None else (
+            f"{'--session ' if o.session else ''}-- {' '.join(cmd)}")
+        say(f"\nreplay: oij conform --replay {o.replay_out} {how}")
+        if profile is CANONICAL:
+            _print_fingerprint(res, feats, say)
+        return 1
 
 
 def _state_bound(cmd: list[str], feats: frozenset[str], o: ConformOptions, say: Say) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,35 @@ def test_a_session_leaves_no_jvm_behind() -> None:
     with pytest.raises(RuntimeError, match="ended"):
         s.run_case(case.query, list(case.events))
     s.close()
+
+
+def test_oij_conform_with_the_adapter_runs_every_case_on_one_jvm(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """``oij conform --adapter flink-ds`` starts the adapter's session once for the whole run (one JVM, stopped at
+    the end), not a JVM per case: 6 generated cases conform to the adapter's profile with one Session made, and
+    its JVM is gone after.  Negative control: the same run against the canonical semantics fails on a case."""
+    import io
+
+    from oij.adapters import conform_adapter
+    from oij.flink import datastream
+    from oij.testing import ConformOptions, conform
+
+    made: list[int] = []
+
+    class Counted(datastream.Session):
+        def __init__(self, pace_ms: int = datastream.PACE_MS) -> None:
+            super().__init__(pace_ms)
+            made.append(self.pid)
+
+    monkeypatch.setattr(datastream, "Session", Counted)
+    out = io.StringIO()
+    opts = ConformOptions(adapter="flink-ds", profile="flink-datastream", max_examples=6, no_vectors=True)
+    assert conform(opts, out=out, adapter=conform_adapter("flink-ds")) == 0, out.getvalue()
+    assert out.getvalue().startswith("conforms: ") and len(made) == 1
+    assert not alive(made[0])
+    bad = io.StringIO()
+    canonical = ConformOptions(adapter="flink-ds", max_examples=30, no_vectors=True,
+                               replay_out=str(tmp_path / "f.jsonl"))
+    assert conform(canonical, out=bad, adapter=conform_adapter("flink-ds")) == 1, bad.getvalue()
+    assert "does NOT conform to the canonical semantics" in bad.getvalue() and len(made) == 2
+    assert not alive(made[1])
