@@ -21,6 +21,7 @@ nitpicky = True
 # No network at build time (no intersphinx): types of other packages in signatures are not linked.
 nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|pyarrow|collections|typing|"
                          r"multiprocessing|shared_memory|np|bisect|concurrent|argparse|pathlib|io|os|queue|threading|fractions|decimal|"
+                         r"contextlib|AbstractContextManager|"
                          r"pa)"  # pyarrow as the readers import it (for type checking only, where it is lazy)
                          r"(\..*)?"),
                         (r"py:class", r"oij\.io\.extsort\._\w+"),  # private helpers named in public annotations
