@@ -21,19 +21,23 @@ import json
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from oij.spec.model import Event, Query
 
 from oij.bench.kitpower import Recording
 from oij.cli import main
 from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
 from oij.testing._edges import EDGES, compute_edges, do_keys_collide
+from oij.testing._runner import Outcome
 from tests.impls.accum_bugs import BUGS
-from tests.testing.test_kit_regressions import in_process
+from tests.testing.test_kit_regressions import in_process, outcome_in_process
 
 IMPLS = Path(__file__).parent.parent / "impls"
 REPO = Path(__file__).parent.parent.parent
@@ -69,11 +73,30 @@ def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
         assert found.group(1).startswith("search, case "), out
 
 
-def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixture[str]) -> None:
-    # the judge is the oracle itself: this checks oracle_cmd.py's reading and writing (the vectors, then 10 cases)
-    rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "10", "--", sys.executable,
-                      str(IMPLS / "oracle_cmd.py"))
+def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge is the oracle itself: this checks oracle_cmd.py's reading and writing (the vectors, then 10
+    cases), its ``main`` run in this process on each case's text (kit-power and the state-bound tests run it as a
+    process).  Negative control: an oracle_cmd.py that drops the cond of the query fails the same run."""
+    from tests.impls import oracle_cmd
+
+    def oracle_in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
+        del argv, timeout
+        return outcome_in_process(oracle_cmd.main, stdin)
+
+    monkeypatch.setattr("oij.testing._runner.run_command", oracle_in_process)
+    args = ("--features", "all,cond", "--max-examples", "10", "--", sys.executable, str(IMPLS / "oracle_cmd.py"))
+    rc, out = conform(capsys, *args)
     assert rc == 0, out
+    real = oracle_cmd.read_case
+
+    def without_cond(lines: list[str]) -> tuple[Query, list[Event]]:
+        q, events = real(lines)
+        return dc_replace(q, cond=()), events
+
+    monkeypatch.setattr(oracle_cmd, "read_case", without_cond)
+    rc, out = conform(capsys, *args)
+    assert rc == 1 and "does NOT conform" in out, out
 
 
 @pytest.fixture(scope="session")
