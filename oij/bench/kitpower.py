@@ -164,8 +164,8 @@ def _cosmic() -> tuple[Any, Any, Any, Any]:
 
 
 def enumerate_mutants(target: Target, source: str) -> list[Mutant]:
-    """Every mutant of ``source`` under the kept operators, in a fixed order (one parse per operator; the mutated
-    source is made when the mutant runs, by :func:`mutant_source`).  Fresh :class:`Mutant` objects each call; the
+    """Every mutant of ``source`` under the kept operators, in a fixed order (one parse, one walk per operator; the
+    mutated source is made when the mutant runs, by :func:`mutant_source`).  Fresh :class:`Mutant` objects each call; the
     positions are found once per source text in a process (:func:`_positions`)."""
     lines = source.splitlines()
     return [Mutant(target.name, name, occ, row, lines[row - 1].strip()) for name, occ, row in _positions(source)]
@@ -186,11 +186,12 @@ def _positions(source: str) -> tuple[tuple[str, int, int], ...]:
             return node
 
     out: list[tuple[str, int, int]] = []
+    tree = get_ast(source)  # one parse: a counting walk returns every node as it is, so the tree is unchanged
     for name in sorted(plugins.operator_names()):
         if not keep_operator(name):
             continue
         counter = Count(plugins.get_operator(name)())
-        counter.walk(get_ast(source))
+        counter.walk(tree)
         out += [(name, occ, row) for occ, row in enumerate(counter.rows)]
     return tuple(out)
 
