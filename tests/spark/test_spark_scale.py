@@ -343,16 +343,22 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------------------------------------ the cluster
 def test_a_standalone_cluster_starts_and_leaves_nothing_behind() -> None:
-    """oij.spark.cluster: two workers registered with the master, then every JVM gone on exit (also on error)."""
+    """oij.spark.cluster: two workers registered with the master, then every JVM gone on exit (also on error).
+    Only this process's children count: another test's cluster may come and go meanwhile on the other worker."""
     from oij.spark import cluster
+
+    me = os.getpid()
 
     def jvms() -> int:
         n = 0
         for d in Path("/proc").iterdir():
             try:
-                n += d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes()
-            except OSError:  # a process that ended meanwhile
+                if not d.name.isdigit() or b"org.apache.spark.deploy." not in (d / "cmdline").read_bytes():
+                    continue
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):  # a process that ended meanwhile
                 continue
+            n += ppid == me
         return n
 
     before = jvms()
