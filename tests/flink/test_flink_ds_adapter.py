@@ -120,7 +120,7 @@ def test_a_session_leaves_no_jvm_behind() -> None:
 def test_oij_conform_with_the_adapter_runs_every_case_on_one_jvm(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
     """``oij conform --adapter flink-ds`` starts the adapter's session once for the whole run (one JVM, stopped at
-    the end), not a JVM per case: 6 generated cases conform to the adapter's profile with one Session made, and
+    the end), not a JVM per case: 3 generated cases conform to the adapter's profile with one Session made, and
     its JVM is gone after.  Negative control: the same run against the canonical semantics fails on a case."""
     import io
 
@@ -137,7 +137,7 @@ def test_oij_conform_with_the_adapter_runs_every_case_on_one_jvm(monkeypatch: py
 
     monkeypatch.setattr(datastream, "Session", Counted)
     out = io.StringIO()
-    opts = ConformOptions(adapter="flink-ds", profile="flink-datastream", max_examples=6, no_vectors=True)
+    opts = ConformOptions(adapter="flink-ds", profile="flink-datastream", max_examples=3, no_vectors=True)
     assert conform(opts, out=out, adapter=conform_adapter("flink-ds")) == 0, out.getvalue()
     assert out.getvalue().startswith("conforms: ") and len(made) == 1
     assert not alive(made[0])
