@@ -109,9 +109,17 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "4g", timeout: fl
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m oij.spark.cluster [WORKERS]``: start a cluster, print its URL, stop it on Ctrl-C."""
+    """``python -m oij.spark.cluster [WORKERS]``: start a cluster, print its URL, stop it on Ctrl-C or SIGTERM.
+
+    SIGTERM (``kill``, and a shell's ``kill %1`` of the ``&`` job the docs show; a background job ignores
+    SIGINT) is taken as Ctrl-C, so the JVMs, each in a process group of its own, are stopped too."""
     args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _interrupted)
     with standalone(int(args[0]) if args else 2) as url:
         print(url, flush=True)
         try:

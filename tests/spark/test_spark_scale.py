@@ -368,3 +368,45 @@ def test_a_standalone_cluster_starts_and_leaves_nothing_behind() -> None:
         assert port > 0 and jvms() == before + 3
         raise RuntimeError("planted")
     assert jvms() == before
+
+
+@pytest.mark.timeout(180)
+def test_the_cluster_command_stops_its_jvms_on_sigterm() -> None:
+    """``python -m oij.spark.cluster 1`` run as the docs show (a background job, ended with ``kill``): SIGTERM stops
+    its master and worker JVMs with it.  Negative control: a SIGKILL, which no handler sees, leaves them (killed
+    here by hand)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.procs import alive
+
+    def start() -> tuple[subprocess.Popen[str], list[int]]:
+        p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", "1"], stdout=subprocess.PIPE, text=True,
+                             stderr=subprocess.DEVNULL)
+        assert p.stdout is not None and p.stdout.readline().startswith("spark://127.0.0.1:")
+        kids = []
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes() and \
+                        int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
+                    kids.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+        assert len(kids) == 2  # the master and one worker
+        return p, kids
+
+    p, kids = start()
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 0
+    assert not any(alive(k) for k in kids)
+    p, kids = start()
+    p.kill()
+    p.wait(timeout=60)
+    time.sleep(1)
+    try:
+        assert all(alive(k) for k in kids)  # the control: nothing stopped them
+    finally:
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
