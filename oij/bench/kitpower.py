@@ -165,8 +165,8 @@ def _cosmic() -> tuple[Any, Any, Any, Any]:
 
 def enumerate_mutants(target: Target, source: str) -> list[Mutant]:
     """Every mutant of ``source`` under the kept operators, in a fixed order (one parse, one walk per operator; the
-    mutated source is made when the mutant runs, by :func:`mutant_source`).  Fresh :class:`Mutant` objects each call; the
-    positions are found once per source text in a process (:func:`_positions`)."""
+    mutated source is made when the mutant runs, by :func:`mutant_source`).  Fresh :class:`Mutant` objects each
+    call; the positions are found once per source text in a process (:func:`_positions`)."""
     lines = source.splitlines()
     return [Mutant(target.name, name, occ, row, lines[row - 1].strip()) for name, occ, row in _positions(source)]
 
