@@ -354,7 +354,7 @@ def jsonl_blocks_after_query(stream: IO[bytes], path: str, q: Query, block_bytes
     return _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
 
 
-def _whole_lines(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
+def whole_lines(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
     """The stream in chunks of whole lines, about ``block_bytes`` each (the last one may lack its newline)."""
     rest: list[bytes] = []  # the text after the last newline read so far (no newline in it), in pieces
     while True:
@@ -379,6 +379,7 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
     pyarrow's reader; a pure function of the chunk) runs one chunk ahead on a helper thread, while this
     thread checks the chunk before it in the stream's order (:func:`_commit_jsonl`) and its consumer joins it:
     pyarrow and numpy release the GIL while they work.  Any doubt: the per-line reader, here, in order."""
+    import itertools
     from concurrent.futures import Future, ThreadPoolExecutor
 
     p = EventParser(q, path, int64_ids)
@@ -387,7 +388,7 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
     ex = ThreadPoolExecutor(1, thread_name_prefix="oij-decode")
     pending: tuple[bytes, int, Future[_Decoded | None]] | None = None
     try:
-        for chunk in [*_whole_lines(stream, block_bytes), b""]:
+        for chunk in itertools.chain(whole_lines(stream, block_bytes), [b""]):  # lazily: one chunk ahead, no more
             ahead = None
             if chunk:
                 lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast

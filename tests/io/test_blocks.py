@@ -142,6 +142,55 @@ def test_clean_generated_files_take_the_fast_path(tmp_path: Path) -> None:
         assert blocks_mod.STATS["fast"] > before["fast"] + 10
 
 
+class _CountingReader(io.RawIOBase):
+    """A file that counts the bytes its reader took so far."""
+
+    def __init__(self, data: bytes) -> None:
+        self._f = io.BytesIO(data)
+        self.taken = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._f.readinto(b)
+        self.taken += n
+        return n
+
+
+def _taken_at_first_block(data: bytes, block: int) -> tuple[int, int]:
+    raw = _CountingReader(data)
+    _q, it = read_jsonl_blocks(raw, "w.jsonl", block)  # type: ignore[arg-type]
+    next(it)
+    taken = raw.taken
+    it.close()
+    return taken, len(data)
+
+
+def test_the_block_reader_streams_holding_a_chunk_ahead_not_the_file(tmp_path: Path) -> None:
+    """The reader holds the chunk it checks and the one being decoded ahead, never the rest of the input: at its
+    first block it has taken a few chunks of a 100-chunk file, not the whole of it."""
+    f = tmp_path / "w.jsonl"
+    write_workload(str(f), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 20_000, 1)
+    data = f.read_bytes()
+    block = len(data) // 100
+    taken, size = _taken_at_first_block(data, block)
+    assert taken <= 4 * block < size
+
+
+def test_negative_control_a_reader_that_lists_its_chunks_first_is_caught(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """The bug this test was written for: ``[*whole_lines(...)]`` read the whole file before the first block."""
+    f = tmp_path / "w.jsonl"
+    write_workload(str(f), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 20_000, 1)
+    data = f.read_bytes()
+    block = len(data) // 100
+    whole = blocks_mod.whole_lines
+    monkeypatch.setattr(blocks_mod, "whole_lines", lambda stream, b: iter(list(whole(stream, b))))
+    taken, size = _taken_at_first_block(data, block)
+    assert taken == size
+
+
 @st.composite
 def parquet_events(draw: st.DrawFn) -> tuple[Query, list[Any], str]:
     keys = draw(st.sampled_from(["int", "str"]))
