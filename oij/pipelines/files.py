@@ -13,7 +13,7 @@ import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from oij.errors import UsageError
@@ -42,13 +42,14 @@ class QueryFlags:
     lateness: int | None = None
 
 
+def flags_given(args: QueryFlags) -> bool:
+    """Whether any query flag is given."""
+    return any(getattr(args, f.name) not in (None, False) for f in fields(QueryFlags))
+
+
 def query_from_flags(args: QueryFlags, base: Query | None, path: str) -> Query | None:
     """The query the flags describe, on top of ``base`` (the stored one), or None if no flag is given."""
-    given = any(
-        getattr(args, n) not in (None, False)
-        for n in ("lower", "upper", "lower_exclusive", "upper_exclusive", "aggregate", "join", "channels", "lateness")
-    )
-    if not given:
+    if not flags_given(args):
         return None
     if base is None and (args.lower is None or args.upper is None):
         raise InputError(path, 0, "query", "--lower and --upper are both needed when the file stores no query")
@@ -107,6 +108,79 @@ def open_input(path: str, args: QueryFlags, opener: Any) -> Iterator[tuple[Query
     finally:
         if f is not None:
             f.close()
+
+
+def is_parquet_path(path: str) -> bool:
+    """``path`` names a Parquet file or dataset (a directory), by its name: what the readers go by."""
+    return path.endswith(".parquet") or os.path.isdir(path)
+
+
+def plan_input(path: str, args: QueryFlags) -> tuple[Query | None, Query | None]:
+    """The query ``path`` will be read with, the flags applied, and the override to open it with: for Parquet the
+    flags' query on top of the stored one (both the same; None: none given, the stored one is read); for
+    oij-jsonl the query line (read now: its errors come first, as on opening) with no override, flags refused;
+    for stdin (``-``) no query yet.  Raises :class:`InputError`.  O(1) reads."""
+    if is_parquet_path(path):
+        from oij.io.parquet import parquet_query
+
+        if not os.path.exists(path):
+            raise InputError(path, 0, "file", "No such file or directory")
+        stored = parquet_query(path)
+        override = query_from_flags(args, stored, path)
+        return override or stored, override
+    if path == "-":
+        if flags_given(args):
+            raise InputError(path, 1, "query", "query flags apply to Parquet input; oij-jsonl carries its query")
+        return None, None
+    from oij.io.jsonl import read_query_line
+
+    try:
+        with open(path, "rb") as f:
+            q = read_query_line(f, path)
+    except OSError as e:
+        raise InputError(path, 0, "file", e.strerror or str(e)) from None
+    if query_from_flags(args, q, path) is not None:
+        raise InputError(path, 1, "query", "query flags apply to Parquet input; oij-jsonl carries its query")
+    return q, None
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A pipeline's files, resolved from its options in one step (:func:`plan_files`), before any work: every
+    output checked (not an input, writable), the input's query with the flags applied, the sort directory.
+    The pipeline opens its files through this object and does not go back to its options."""
+
+    input: str | None  # None: no input file (a generated preset)
+    query: Query | None  # the query the input is read with (None: stdin's, read on opening; or no input)
+    override: Query | None  # the flags' query for a Parquet input (None: its stored one)
+    output: str | None  # result lines (None or "-": stdout)
+    sort_dir: str | None  # the canonical order's sorted runs (:func:`sort_dir`)
+
+    def open_output(self) -> contextlib.AbstractContextManager[IO[str]]:
+        """The result file, written atomically (:func:`output_file`)."""
+        return output_file(self.output, [self.input])
+
+    @contextlib.contextmanager
+    def open_blocks(self) -> Iterator[tuple[Query, Iterator[EventBlock]]]:
+        """The input's query and its events in column blocks (ids within 64 bits), the file closed afterwards."""
+        assert self.input is not None
+        q, blocks, f = open_blocks(self.input, self.override, int64_ids=True)
+        try:
+            yield q, blocks
+        finally:
+            if f is not None:
+                f.close()
+
+
+def plan_files(args: QueryFlags, input: str | None, output: str | None, others: Iterable[str | None] = (),
+               *, results: bool = True) -> FilePlan:
+    """Resolve a pipeline's files from its options (``args``: query flags, ``tmp_dir``): refuse an output
+    (``output`` when ``results``, and ``others``) that is an input or cannot be written, read the input's query
+    with the flags (:func:`plan_input`), choose the sort directory.  Raises :class:`UsageError` or
+    :class:`InputError` before any work."""
+    check_outputs([output if results else None, *others], [input])
+    q, override = plan_input(input, args) if input is not None else (None, None)
+    return FilePlan(input, q, override, output, sort_dir(args) if results else None)
 
 
 def progress(it: Iterable[T], *, enabled: bool, desc: str, total: int | None = None) -> Iterable[T]:
@@ -190,5 +264,6 @@ def sort_dir(args: Any) -> str | None:
     return None
 
 
-__all__ = ["QueryFlags", "UsageError", "check_outputs", "input_blocks", "input_events", "is_stdout", "open_input",
-           "output_file", "progress", "query_from_flags", "refuse_same_file", "sort_dir"]
+__all__ = ["FilePlan", "QueryFlags", "UsageError", "check_outputs", "flags_given", "input_blocks", "input_events",
+           "is_parquet_path", "is_stdout", "open_input", "output_file", "plan_files", "plan_input", "progress",
+           "query_from_flags", "refuse_same_file", "sort_dir"]

@@ -33,7 +33,7 @@ from oij.parallel.config import (
     engine_config,
     epoch_size,
 )
-from oij.pipelines.files import QueryFlags, check_outputs, input_blocks, output_file, query_from_flags, sort_dir
+from oij.pipelines.files import FilePlan, QueryFlags, plan_files
 from oij.spec.batch import Results
 from oij.spec.model import Query
 
@@ -106,13 +106,29 @@ def uses_blocks(args: RunOptions) -> bool:
     return args.engine == "blocks" or (args.engine == "auto" and not event_opts)
 
 
-def _check(args: RunOptions) -> None:
+EVENT_BATCH = 256
+"""The event engine's tuples per batch when ``--batch`` is not given (PPOIJ's b=32 pays numpy's per-call cost per
+32 tuples: docs/results.rst)."""
 
+
+@dataclass(frozen=True)
+class RunPlan:
+    """``oij run``'s options resolved in one pass (:func:`plan_run`), before any work: which engine, its one
+    configuration object, the query and the files.  The run reads ``args`` only for what it does itself (the
+    preset to generate, the output order, the JSON files)."""
+
+    args: RunOptions
+    blocks: bool  # the block engine (parallel/blocks), else the event engine
+    config: EngineConfig  # BlockOptions, JobOptions or TeamOptions, every setting from ``args``
+    files: FilePlan
+    query: Query | None  # the input's query (None: stdin's, known once it is read)
+
+
+def check_run(args: RunOptions) -> None:
+    """Refuse (:class:`UsageError`) options out of range or that contradict each other; reads no file."""
     if (args.file is None) == (args.preset is None):
         raise UsageError("give a FILE or --preset, not both and not neither")
-    if args.batch is None:
-        args.batch = 256
-    if not 1 <= args.batch <= 4096:
+    if args.batch is not None and not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch must be in [1, 4096], got {args.batch}")
     if args.replicas < 1 or args.replicas > 64:
         raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
@@ -130,19 +146,52 @@ def _check(args: RunOptions) -> None:
         raise UsageError(f"--events must be >= 0, got {args.events}")
 
 
-def run_engine(args: RunOptions) -> RunReport:
-    """Run the engine ``args`` choose on their input; the output and the JSON files written.  An engine that
-    fails raises :class:`oij.parallel.runtime.pool.EngineFailure`."""
-    from oij.parallel.runtime.pool import EngineFailure, JobOptions
+def plan_run(args: RunOptions) -> RunPlan:
+    """Every check of ``args`` and of the files they name, once, then the engine and its configuration:
+    the block engine under ``--engine blocks``, or under ``auto`` (:func:`uses_blocks`) for a file or a preset
+    whose query has no joining condition; else the event engine.  Raises :class:`UsageError` or
+    :class:`~oij.io.errors.InputError`; starts nothing."""
+    from oij.reference.block_oracle import supports
 
-    if uses_blocks(args):
-        m = _run_blocks(args)
-        if m is not None:
-            return RunReport(m, True)
-    _check(args)
-    check_outputs([None if args.no_output else args.output, args.metrics, args.cdf], [args.file])
-    assert args.batch is not None  # set by _check
-    opt: EngineConfig = _team(args) if args.pattern in TEAM_PATTERNS else engine_config(JobOptions, args)
+    check_run(args)
+    blocks = uses_blocks(args)
+    files = plan_files(args, args.file, args.output, [args.metrics, args.cdf], results=not args.no_output)
+    query = files.query if args.preset is None else _preset_params(args)[0].query()
+    if blocks and args.engine == "auto" and (args.file == "-" or os.path.isdir(str(args.file))):
+        blocks = False  # stdin and Parquet datasets are read event by event anyway
+    if blocks and query is not None and not supports(query):
+        if args.engine == "blocks":
+            raise UsageError("--engine blocks: the query has a joining condition (cond), which only the event "
+                             "engine computes")
+        blocks = False
+    if blocks:
+        from oij.parallel.blocks.driver import BlockOptions
+
+        config: EngineConfig = engine_config(BlockOptions, args, output=not args.no_output)
+    elif args.pattern in TEAM_PATTERNS:
+        config = _team(args)
+    else:
+        from oij.parallel.runtime.pool import JobOptions
+
+        config = engine_config(JobOptions, args, batch=EVENT_BATCH if args.batch is None else args.batch)
+    return RunPlan(args, blocks, config, files, query)
+
+
+def run_engine(args: RunOptions) -> RunReport:
+    """Run the engine ``args`` choose on their input (:func:`plan_run`); the output and the JSON files written.
+    An engine that fails raises :class:`oij.parallel.runtime.pool.EngineFailure`."""
+    plan = plan_run(args)
+    if plan.blocks:
+        return RunReport(_run_blocks(plan), True)
+    return RunReport(_run_events(plan), False)
+
+
+def _run_events(plan: RunPlan) -> dict[str, Any]:
+    """The event engine (KP/DP/HP or Key/Scale-OIJ on the replica pool): results to the output in the chosen
+    order; the metrics."""
+    from oij.parallel.runtime.pool import EngineFailure
+
+    args, opt = plan.args, plan.config
     ep = epoch_size(opt)
     t_setup = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -151,22 +200,22 @@ def run_engine(args: RunOptions) -> RunReport:
         if args.no_output:
             stream = _discard
         elif args.order == "arrival":  # results go out as they complete; the file appears whole at the end, or not
-            out = stack.enter_context(output_file(args.output, [args.file]))
+            out = stack.enter_context(plan.files.open_output())
 
             def stream(r: Results) -> None:
                 out.writelines(result_lines(r))
         else:  # canonical: results go to the external sort as they complete (bounded memory), then out in order
-            sorter = stack.enter_context(CanonicalSorter(sort_dir(args)))
+            sorter = stack.enter_context(CanonicalSorter(plan.files.sort_dir))
             stream = _SortedStream(sorter)
         failure: EngineFailure | None = None
         try:
-            _q, _res, metrics = _execute(args, opt, ep, stream)
+            metrics = _execute(plan, ep, stream)
         except EngineFailure as e:  # raised after the block, which commits what was written (as before)
             failure = e
         if failure is None:
             metrics["setup_and_total_s"] = time.perf_counter() - t_setup
         if sorter is not None and failure is None:
-            with output_file(args.output, [args.file]) as out2:
+            with plan.files.open_output() as out2:
                 sorter.write(out2)
     if failure is not None:
         raise failure
@@ -174,58 +223,43 @@ def run_engine(args: RunOptions) -> RunReport:
         _write_json(args.metrics, {k: v for k, v in metrics.items() if k != "latency_cdf"})
     if args.cdf:
         _write_json(args.cdf, metrics.get("latency_cdf", []))
-    return RunReport(metrics, False)
+    return metrics
 
 
-def _run_blocks(args: RunOptions) -> dict[str, Any] | None:
-    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output.  None
-    (the event engine then runs) for a query with a joining condition, and -- unless ``--engine blocks`` --
-    for stdin and Parquet datasets, which are read event by event anyway."""
-    from oij.io.errors import InputError
+def _run_blocks(plan: RunPlan) -> dict[str, Any]:
+    """The block engine (parallel/blocks): the library runs it, the result goes to the atomic output."""
     from oij.parallel.blocks.driver import BlockOptions, ColumnSource, file_source
     from oij.parallel.blocks.driver import run as run_blocks
-    if (args.file is None) == (args.preset is None):
-        raise UsageError("give a FILE or --preset, not both and not neither")
-    if args.replicas < 1 or args.replicas > 64:
-        raise UsageError(f"--replicas must be in [1, 64], got {args.replicas}")
-    check_outputs([None if args.no_output else args.output, args.metrics], [args.file])
-    opt = engine_config(BlockOptions, args, output=not args.no_output)
-    from oij.reference.block_oracle import supports
 
+    args, opt = plan.args, plan.config
+    assert isinstance(opt, BlockOptions)
     source: Any
     if args.preset is not None:
         q, blocks = _preset_blocks(args)
         source = ColumnSource(q, blocks, 1 << 17)
-    elif args.engine == "auto" and (args.file == "-" or os.path.isdir(str(args.file))):
-        return None
     else:
-        assert args.file is not None  # a FILE or --preset, checked above
-        if args.file.endswith(".parquet") or os.path.isdir(args.file):
-            from oij.io.parquet import parquet_query
-
-            if not os.path.exists(args.file):
-                raise InputError(args.file, 0, "file", "No such file or directory")
-            source = file_source(args.file, query_from_flags(args, parquet_query(args.file), args.file))
-        else:
-            source = file_source(args.file)
-            if query_from_flags(args, source.query, args.file) is not None:
-                raise InputError(args.file, 1, "query",
-                                 "query flags apply to Parquet input; oij-jsonl carries its query")
-    if not supports(source.query):
-        if args.engine == "blocks":
+        assert args.file is not None  # a FILE or --preset (check_run)
+        source = file_source(args.file, plan.files.override)
+        if not supports_query(source.query):  # stdin under --engine blocks: its query is known only now
             raise UsageError("--engine blocks: the query has a joining condition (cond), which only the event "
                              "engine computes")
-        return None
     with contextlib.ExitStack() as stack:
         write = None
         if not args.no_output:
-            write = stack.enter_context(output_file(args.output, [args.file]))
-        m: dict[str, Any] = run_blocks(source, opt, None if write is None else _writer(write), sort_dir(args),
+            write = stack.enter_context(plan.files.open_output())
+        m: dict[str, Any] = run_blocks(source, opt, None if write is None else _writer(write), plan.files.sort_dir,
                                        args.start_method)
     m["input"] = {"preset": args.preset, "seed": args.seed} if args.preset else {"file": args.file}
     if args.metrics:
         _write_json(args.metrics, m)
     return m
+
+
+def supports_query(q: Query) -> bool:
+    """Whether the block engine computes ``q`` (no joining condition: :func:`oij.reference.block_oracle.supports`)."""
+    from oij.reference.block_oracle import supports
+
+    return supports(q)
 
 
 def _writer(out: Any) -> Any:
@@ -238,31 +272,35 @@ def _writer(out: Any) -> Any:
 
 
 def _preset_params(args: RunOptions) -> tuple[Any, int]:
-    """The preset's parameters with the ``--param`` overrides, and the number of tuples to generate."""
-    from oij.workloads import parse_value, resolve, with_overrides
+    """The preset's parameters with the ``--param`` overrides, and the number of tuples to generate
+    (:class:`UsageError` for an unknown preset or parameter)."""
+    from oij.workloads import ParamError, parse_value, resolve, with_overrides
 
     over: dict[str, Any] = {}
     for item in args.param:
         name, sep, raw = item.partition("=")
         if not sep:
             raise UsageError(f"--param wants NAME=VALUE, got {item!r}")
-        over[name] = parse_value(name, raw)
+        try:
+            over[name] = parse_value(name, raw)
+        except (ParamError, KeyError) as e:
+            raise UsageError(str(e).strip("'\"")) from None
     assert args.preset is not None
-    params = with_overrides(resolve(args.preset), over)
+    try:
+        params = with_overrides(resolve(args.preset), over)
+    except (ParamError, KeyError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
     return params, args.events if args.events is not None else params.events
 
 
 def _preset_blocks(args: RunOptions) -> tuple[Query, Any]:
     """A generated stream as event blocks (generated before the clock starts), ending with the end flag."""
     from oij.io.columnar import EventBlock
-    from oij.workloads import ParamError, generate_blocks
+    from oij.workloads import generate_blocks
 
-    try:
-        params, n_events = _preset_params(args)
-        q, gen = generate_blocks(params, n_events, args.seed)
-        blocks = [b.events for b in gen]
-    except (ParamError, KeyError) as e:
-        raise UsageError(str(e).strip("'\"")) from None
+    params, n_events = _preset_params(args)
+    q, gen = generate_blocks(params, n_events, args.seed)
+    blocks = [b.events for b in gen]
     blocks.append(EventBlock.from_events([]))
     blocks[-1].end = True
     return q, iter(blocks)
@@ -311,39 +349,35 @@ class _SortedStream:
         self.sorter.add_pair_columns(a, b, np.zeros(len(a), np.bool_))
 
 
-def _execute(args: RunOptions, opt: Any, ep: int, stream: Callable[[Results], None] | None
-             ) -> tuple[Query, Results, dict[str, Any]]:
-    """Run the engine on the preset or the file: the query, the (canonical or empty) results, the metrics."""
+def _execute(plan: RunPlan, ep: int, stream: Callable[[Results], None] | None) -> dict[str, Any]:
+    """Run the event engine on the preset or the file: the metrics (the results went to ``stream``)."""
     from oij.parallel.runtime.emitter import chunks_from_blocks, chunks_from_event_blocks
 
+    args, opt = plan.args, plan.config
     cdf = 100 if args.cdf else 0
     if args.preset is not None:
-        from oij.workloads import ParamError, generate_blocks
+        from oij.workloads import generate_blocks
 
-        try:
-            params, n_events = _preset_params(args)
-            q, blocks = generate_blocks(params, n_events, args.seed)
-            chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
-        except (ParamError, KeyError) as e:
-            raise UsageError(str(e).strip("'\"")) from None
-        res, metrics = _runner(args)(args.pattern, q, chunks, n_events, opt,
-                                          start_method=args.start_method, cdf_points=cdf, stream=stream,
-                                          columns=True)
+        params, n_events = _preset_params(args)
+        q, blocks = generate_blocks(params, n_events, args.seed)
+        chunks = list(chunks_from_blocks(blocks, ep, q))  # generated before the clock starts
+        metrics: dict[str, Any]
+        _res, metrics = _runner(args)(args.pattern, q, chunks, n_events, opt, start_method=args.start_method,
+                                      cdf_points=cdf, stream=stream, columns=True)
         metrics["input"] = {"preset": args.preset, "seed": args.seed, "params": args.param}
-        return q, res, metrics
-    assert args.file is not None  # a FILE or --preset, checked by _check
-    with input_blocks(args.file, args) as (q, fblocks):
+        return metrics
+    with plan.files.open_blocks() as (q, fblocks):
         counted = [0]
         chunks_in = chunks_from_event_blocks(fblocks, ep, counter=counted, q=q)
-        res, metrics = _runner(args)(args.pattern, q, chunks_in, 0, opt,
-                                          start_method=args.start_method, cdf_points=cdf, stream=stream, columns=True)
+        _res, metrics = _runner(args)(args.pattern, q, chunks_in, 0, opt, start_method=args.start_method,
+                                      cdf_points=cdf, stream=stream, columns=True)
         for _rest in fblocks:  # the engines stop at the end row: the reader must still see what follows
             pass
     metrics["events"] = counted[0]
     wall = metrics["wall_s"]
     metrics["throughput_tuples_per_s"] = counted[0] / wall if wall > 0 else None
     metrics["input"] = {"file": args.file}
-    return q, res, metrics
+    return metrics
 
 
 def _runner(args: RunOptions) -> Any:
@@ -359,16 +393,16 @@ def _runner(args: RunOptions) -> Any:
 
 
 def _team(args: RunOptions) -> Any:
-    """The options of a key or scale run (its own settings checked; the shared ones by ``_check``)."""
+    """The options of a key or scale run on the event engine (its own settings checked; the shared ones by
+    :func:`check_run`)."""
     from oij.parallel.shared.teamrun import TeamOptions
 
     if not 1 <= args.partitions <= 1 << 20 or args.schedule_every < 0 or not 0 <= args.decay <= 1 or \
             args.arena_mb < 1 or args.replicas > 63:
         raise UsageError("need 1 <= --partitions, --schedule-every >= 0, 0 <= --decay <= 1, --arena-mb >= 1, "
                          "--replicas <= 63")
-    assert args.batch is not None  # set by _check
     return engine_config(TeamOptions, args, incremental=not args.no_incremental, arena=args.arena_mb << 17,
-                         collector=TeamOptions.collector)
+                         collector=TeamOptions.collector, batch=EVENT_BATCH if args.batch is None else args.batch)
 
 
 def _write_json(path: str, obj: Any) -> None:
@@ -415,4 +449,5 @@ def metrics_table(m: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["EVENT_ONLY", "RunOptions", "RunReport", "block_table", "metrics_table", "run_engine", "uses_blocks"]
+__all__ = ["EVENT_BATCH", "EVENT_ONLY", "RunOptions", "RunPlan", "RunReport", "block_table", "check_run",
+           "metrics_table", "plan_run", "run_engine", "supports_query", "uses_blocks"]

@@ -132,16 +132,16 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
                          "--timeout > 0")
     if o.state_bound and (o.adapter is not None or o.replay):
         raise UsageError("--state-bound runs a command (-- CMD), not --adapter or --replay")
+    if o.adapter is not None and o.jobs != 1:  # (checked before the adapter's system starts)
+        raise UsageError("--adapter runs in this process: -j must be 1")
+    if o.adapter is not None and o.session:
+        raise UsageError("--adapter already runs every case in this process: --session is for a command")
     with contextlib.ExitStack() as stack:  # an adapter's system, stopped whichever way the run ends
         impl: Impl = cmd
         if adapter is not None:
             feats = feats & adapter.features if o.features else adapter.features
-            if o.jobs != 1:
-                raise UsageError("--adapter runs in this process: -j must be 1")
             impl = stack.enter_context(adapter.open())
             cmd = ["oij", "adapter", adapter.name]
-        if o.session and o.adapter is not None:
-            raise UsageError("--adapter already runs every case in this process: --session is for a command")
         if o.replay:
             if o.session:
                 from oij.testing._runner import Session

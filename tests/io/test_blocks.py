@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,8 @@ def _taken_at_first_block(data: bytes, block: int) -> tuple[int, int]:
     _q, it = read_jsonl_blocks(raw, "w.jsonl", block)  # type: ignore[arg-type]
     next(it)
     taken = raw.taken
-    it.close()
+    assert isinstance(it, Generator)
+    it.close()  # the helper thread stopped
     return taken, len(data)
 
 

@@ -348,3 +348,28 @@ def test_own_public_and_shared_attribute_accesses_are_not_flagged() -> None:
     ok = ("import oij.testing\noij.testing._runner.search\nfrom oij.parallel import registry\nregistry.names()\n"
           "import os\nos._exit\nx = object()\nx._private\nfrom oij.spec.model import Query\nQuery.__name__\n")
     assert private_attributes(ok) == []
+
+
+# ------------------------------------------------------------------------------ oij run's options, one pass
+def calls_into(text: str, module: str) -> list[str]:
+    """The calls in ``text`` (Python) of names it imports from ``module`` (``from module import name``)."""
+    tree = ast.parse(text)
+    names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == module
+             for a in n.names}
+    return [n.func.id for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names]
+
+
+def test_oij_run_resolves_its_files_in_one_call() -> None:
+    """``oij run``'s options go to ``oij.pipelines.files`` once (``plan_files``, in ``plan_run``) and come back as
+    one :class:`~oij.pipelines.files.FilePlan`; the run then opens its files through that object, never calling
+    back into the module with the options."""
+    text = (ROOT / "oij" / "pipelines" / "run.py").read_text()
+    assert calls_into(text, "oij.pipelines.files") == ["plan_files"]
+
+
+def test_a_second_call_into_the_files_module_is_seen() -> None:
+    """Negative control of the walk above: the back-and-forth it replaced (a check, then the output) is two calls."""
+    before = ("from oij.pipelines.files import check_outputs, output_file\n"
+              "def run(args):\n    check_outputs([args.output])\n    with output_file(args.output):\n        pass\n")
+    assert calls_into(before, "oij.pipelines.files") == ["check_outputs", "output_file"]

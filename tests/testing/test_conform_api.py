@@ -7,14 +7,17 @@ the ones the command documents; options that do not go together are a UsageError
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from oij.errors import UsageError
-from oij.testing import ConformOptions, conform
+from oij.testing import ConformAdapter, ConformOptions, conform
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 
@@ -45,3 +48,31 @@ def test_options_that_do_not_go_together_are_a_usage_error() -> None:
         conform(ConformOptions(), io.StringIO())
     with pytest.raises(UsageError, match="--max-examples"):
         conform(ConformOptions(cmd=("x",), max_examples=0), io.StringIO())
+
+
+def _recording_adapter(opened: list[str]) -> ConformAdapter:
+    """An adapter whose system records each start (and runs no case)."""
+
+    @contextlib.contextmanager
+    def start() -> Iterator[Any]:
+        opened.append("started")
+        yield lambda *a, **k: None
+
+    return ConformAdapter("recorder", frozenset(), "canonical", start, lambda options: ["true"])
+
+
+@pytest.mark.parametrize(("change", "message"), [({"session": True}, "--session is for a command"),
+                                                 ({"jobs": 2}, "-j must be 1")])
+def test_an_adapter_with_options_it_cannot_take_is_refused_before_its_system_starts(change: dict[str, Any],
+                                                                                     message: str) -> None:
+    """``--adapter`` with ``--session`` or ``-j 2`` is a UsageError, raised before the adapter's system (a JVM for
+    flink-ds) is started; the same adapter without them is started (the control that the recorder records)."""
+    opened: list[str] = []
+    with pytest.raises(UsageError, match=message):
+        conform(ConformOptions(adapter="recorder", max_examples=1, no_vectors=True, **change), io.StringIO(),
+                _recording_adapter(opened))
+    assert opened == []
+    with contextlib.suppress(Exception):
+        conform(ConformOptions(adapter="recorder", max_examples=1, no_vectors=True), io.StringIO(),
+                _recording_adapter(opened))
+    assert opened == ["started"]
