@@ -20,6 +20,13 @@ from .procs import alive, segments
 # 32 CPU-seconds with the defaults, 17 with these), and the test command is short of CPU on two cores.  Each JVM
 # says "Picked up JAVA_TOOL_OPTIONS" on stderr.  A value already in the environment is kept.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every Spark JVM the tests start (the session below, and those of the commands and adapters they run) computes
+# frames of a few hundred rows: there, compiling each query's Java code (whole-stage codegen, then Janino) costs
+# more than interpreting its expressions.  Spark's own suites run both modes and hold them to the same answers;
+# `oij check` keeps codegen (the bare-install test runs it so, on Spark's defaults).  Measured on
+# tests/spark/test_spark.py alone: 58 CPU-seconds of the session's JVM with codegen, 43 without.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false "
+                      "--conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell")
 
 
 def _group(item: pytest.Item) -> str | None:

@@ -282,13 +282,17 @@ class Recording:
 
 def record(target: Target, repo: Path, into: Path, timeout: float, extra: tuple[str, ...] = ()) -> Recording:
     """Run the unmutated target under ``oij conform`` at its defaults (plus ``extra`` options) through
-    ``_mutrun record``, then replay it once with line tracing (see oij/bench/mutrun.py)."""
+    ``mutrun record``, then replay it once with line tracing (see oij/bench/mutrun.py).  The recorder runs once
+    per case, as a script on the standard library alone (``-I -S``: no site, no ``oij`` package import; measured:
+    31 ms of CPU a start with its child against 53 ms for ``python -m oij.bench.mutrun``)."""
     import ast
+
+    from oij.bench import mutrun as _mutrun
 
     rec = into / f"rec-{target.name}{'-deep' if extra else ''}"
     m = Mutant(target.name, "none", 0, 0, "")
     wrapped = Target(target.name, target.path, target.package,
-                     (sys.executable, "-m", "oij.bench.mutrun", "record", str(rec), "--", *target.command),
+                     (sys.executable, "-I", "-S", _mutrun.__file__, "record", str(rec), "--", *target.command),
                      target.features)
     report: list[str] = []
     run_mutant(m, wrapped, repo, timeout, source=False, extra=extra, output=report)

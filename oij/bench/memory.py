@@ -1,7 +1,8 @@
 """Peak memory of ``oij join`` and every pattern as the stream grows (flat = bounded): ``oij bench memory``
 (``memory_bench``; the bounded-memory check of docs/reference.rst, a benchmark, never a test).
 
-Each command runs as its own process on a generated workload; :func:`oij.proctree.measure` samples its
+Each command runs as its own process on a generated workload, Parquet and/or oij-jsonl (``--formats``: the
+jsonl reader once held every chunk of its input, which the Parquet runs could not show); :func:`oij.proctree.measure` samples its
 process tree every 0.1 s: peak PSS summed over the tree (shared memory counted once, in proportion), the main
 process's and the largest child's peak RSS.  The rows go to ``--out`` after every run (with
 :func:`oij.bench.provenance`); ``memory_table`` is the table printed at the end.
@@ -31,6 +32,7 @@ class MemoryBenchOptions:
     sizes: str = "1000000,10000000"
     commands: str = "join,kp,dp,hp,key,scale"
     mode: str = "default"
+    formats: str = "parquet"
     replicas: int = 2
     skip: str = ""
     seed: int = 1
@@ -64,14 +66,17 @@ def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
     bad = [c for c in commands if c not in ("join", *PATTERNS)]
     if bad:
         raise UsageError(f"--commands: unknown {', '.join(bad)}; known: join, kp, dp, hp, key, scale")
+    formats = [x for x in args.formats.split(",") if x]
+    if not formats or any(f not in ("parquet", "jsonl") for f in formats):
+        raise UsageError(f"--formats: parquet and/or jsonl, got {args.formats!r}")
     skip = {x for x in args.skip.split(",") if x}
     rows: list[dict[str, Any]] = []
     oij = [sys.executable, "-m", "oij.cli"]
     with tempfile.TemporaryDirectory() as d:
         for preset in presets:
             params = with_overrides(resolve(preset), {"aggregate": None})
-            for n in sizes:
-                path = os.path.join(d, f"{preset}-{n}.parquet")
+            for n, fmt in ((n, fmt) for n in sizes for fmt in formats):
+                path = os.path.join(d, f"{preset}-{n}.{fmt}")
                 write_workload(path, params, n, args.seed)
                 for c in commands:
                     if f"{preset}:{c}:{n}" in skip:
@@ -84,14 +89,15 @@ def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
                     else:
                         argv = ([*oij, "join", path, "-o", out, "--no-progress"] if c == "join" else
                                 [*oij, "run", path, "--pattern", c, "--replicas", str(args.replicas), "-o", out])
-                    print(f"{preset} {c} {n:,} tuples ...", file=sys.stderr, flush=True)
+                    print(f"{preset} {c} {n:,} tuples ({fmt}) ...", file=sys.stderr, flush=True)
                     m = measure_tree(argv)
                     lines = 0
                     if os.path.exists(out):
                         with open(out, "rb") as f:
                             lines = sum(buf.count(b"\n") for buf in iter(lambda: f.read(1 << 20), b""))
                         os.unlink(out)
-                    row = {"preset": preset, "command": c, "tuples": n, "mode": args.mode, "output_lines": lines, **m}
+                    row = {"preset": preset, "command": c, "tuples": n, "format": fmt, "mode": args.mode,
+                           "output_lines": lines, **m}
                     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
                     rows.append(row)
                     from oij.bench import provenance
@@ -109,12 +115,13 @@ def memory_table(rows: list[dict[str, Any]]) -> str:
     sizes = sorted({r["tuples"] for r in rows})
     head = ["preset", "command", *[f"{n:,} MiB" for n in sizes], "ratio"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    keys = list(dict.fromkeys((r["preset"], r["command"]) for r in rows))
-    for preset, c in keys:
-        by = {r["tuples"]: r["tree_pss_peak_mib"] for r in rows if r["preset"] == preset and r["command"] == c}
+    keys = list(dict.fromkeys((r["preset"], r["command"], r.get("format", "parquet")) for r in rows))
+    for preset, c, fmt in keys:
+        by = {r["tuples"]: r["tree_pss_peak_mib"] for r in rows
+              if (r["preset"], r["command"], r.get("format", "parquet")) == (preset, c, fmt)}
         cells = [f"{by[n]:.0f}" if n in by else "-" for n in sizes]
         ratio = f"{by[sizes[-1]] / by[sizes[0]]:.2f}" if sizes[0] in by and sizes[-1] in by else "-"
-        lines.append(f"| {preset} | {c} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append(f"| {preset} | {c} ({fmt}) | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines)
 
 

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--mode", choices=["default", "streamed"], default="default",
                    help="default: the commands' default flags, the canonical output written to a file (sorted "
                    "runs spilled beside it); streamed: oij join --order arrival -o /dev/null, oij run --no-output")
+    m.add_argument("--formats", default="parquet",
+                   help="comma-separated input formats, parquet and/or jsonl (oij-jsonl as oij generate writes it)")
     m.add_argument("--replicas", type=int, default=2)
     m.add_argument("--skip", default="", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
     m.add_argument("--seed", type=int, default=1)

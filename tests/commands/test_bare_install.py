@@ -68,7 +68,9 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bare]:
     src, venv, work = tmp / "src", tmp / "venv", tmp / "work"
     shutil.copytree(ROOT, src, ignore=IGNORED)
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    # (and not the test suite's Spark options, tests/conftest.py: `oij check` here runs on Spark's defaults)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYSPARK_SUBMIT_ARGS")}
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"

@@ -40,6 +40,7 @@ from oij.testing._runner import Session, judge
 from oij.testing._state import check_state
 from oij.testing._vectors import vectors
 from tests.procs import alive
+from tests.testing.test_kit_regressions import in_process
 
 IMPLS = Path(__file__).parent.parent / "impls"
 REPO = Path(__file__).parent.parent.parent
@@ -123,13 +124,18 @@ def vector_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.timeout(300)
 def test_verify_features_passes_a_cond_less_implementation_and_fails_a_wrong_one(
         vector_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The whole set, with the command run in this process (:func:`tests.testing.test_kit_regressions.in_process`:
+    the same text in, the same lines out; kit-power's recording runs the same implementation on every vector as
+    a process); then the two negative controls as real processes, on a subset."""
     capsys.readouterr()
-    rc = main(["vectors", "verify", str(vector_dir), "-j", "2", "--features=all,-cond", "--", *BUGS, "correct"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("oij.testing._runner.run_command", in_process)
+        rc = main(["vectors", "verify", str(vector_dir), "--features=all,-cond", "--", *BUGS, "correct"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "0 failed" in out and "skipped: they need features not claimed: cond" in out, out
-    # the two negative controls on a subset (a process per vector: the whole set once is enough): the first vector
-    # of every feature, every representation vector and every cond vector
+    # the two negative controls on a subset (a process per vector): the first vector of every feature, every
+    # representation vector and every cond vector
     rows = [json.loads(x) for x in (vector_dir / "manifest.jsonl").read_text().splitlines()]
     firsts = {r["feature"]: r["case"] for r in reversed(rows)}
     picked = [r for r in rows
