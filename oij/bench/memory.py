@@ -2,10 +2,10 @@
 (``memory_bench``; the bounded-memory check of docs/reference.rst, a benchmark, never a test).
 
 Each command runs as its own process on a generated workload, Parquet and/or oij-jsonl (``--formats``: the
-jsonl reader once held every chunk of its input, which the Parquet runs could not show);
+jsonl reader once held every chunk of its input, which the Parquet runs could not show).
 :func:`oij.proctree.measure` samples its process tree every 0.1 s: peak PSS summed over the tree (shared
-memory counted once, in proportion), the main process's and the largest child's peak RSS.  The rows go to ``--out`` after every run (with
-:func:`oij.bench.provenance`); ``memory_table`` is the table printed at the end.
+memory counted once, in proportion), the main process's and the largest child's peak RSS.  The rows go to
+``--out`` after every run (with :func:`oij.bench.provenance`); ``memory_table`` is the table printed at the end.
 """
 
 from __future__ import annotations
