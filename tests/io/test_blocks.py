@@ -161,7 +161,7 @@ class _CountingReader(io.RawIOBase):
 
 def _taken_at_first_block(data: bytes, block: int) -> tuple[int, int]:
     raw = _CountingReader(data)
-    _q, it = read_jsonl_blocks(raw, "w.jsonl", block)  # type: ignore[arg-type]
+    _q, it = read_jsonl_blocks(io.BufferedReader(raw), "w.jsonl", block)  # as open(path, "rb") gives it
     next(it)
     taken = raw.taken
     assert isinstance(it, Generator)
