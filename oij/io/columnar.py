@@ -193,8 +193,9 @@ def _string_parts(a: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.ui
 
 def _equals(a: pa.Array, text: str) -> npt.NDArray[np.bool_]:
     """Row-wise ``a == text`` for a string, dictionary-of-strings or null column (null rows: False); doubt for
-    another type.  Byte by byte on the Arrow buffers: the rows of ``text``'s length, then each byte of it
-    (``text`` is ASCII, so equal bytes are equal text, whatever the rest of the column holds).  O(n len(text))."""
+    another type.  On the Arrow buffers: the rows of ``text``'s length, then their bytes (one 8-byte word a row
+    for a text of at most 8 bytes, else byte by byte; ``text`` is ASCII, so equal bytes are equal text, whatever
+    the rest of the column holds).  O(n) (O(n len(text)) for a longer text)."""
     import pyarrow as pa
 
     n = len(a)
@@ -213,7 +214,15 @@ def _equals(a: pa.Array, text: str) -> npt.NDArray[np.bool_]:
     offs, data = _string_parts(a)
     eq: npt.NDArray[np.bool_] = (offs[1:] - offs[:-1]) == len(want)
     rows = np.flatnonzero(eq)
-    if len(rows):
+    if len(rows) and len(want) <= 8:
+        # one gather of 8 bytes a row: the data seen as overlapping little-endian words, one starting at each byte
+        # (padded so that the last row's word stays inside), masked to the text's length
+        padded = np.concatenate([data[offs[0]: offs[-1]], np.zeros(8, np.uint8)])
+        words: npt.NDArray[np.uint64] = np.ndarray((len(padded) - 7,), np.dtype("<u8"), padded, 0, (1,))
+        packed = int.from_bytes(want.tobytes(), "little")
+        mask = np.uint64((1 << (8 * len(want))) - 1)
+        eq[rows] = (words[offs[rows] - offs[0]] & mask) == np.uint64(packed)
+    elif len(rows):
         start = offs[rows]
         for j, byte in enumerate(want.tolist()):
             eq[rows] &= data[start + j] == byte

@@ -221,7 +221,8 @@ class BlockJob:
         tids = blk.id[is_t]
         if tids.dtype != np.int64:  # the reader refuses ids beyond int64 for the engines
             raise ValueError("ids must fit in int64")
-        self.boxes[self.me][slot].put("", ids=np.sort(tids))  # sorted here, in parallel: the driver's check is O(n)
+        # sorted here, in parallel (a timsort: ids come nearly in order): the driver's check is O(n)
+        self.boxes[self.me][slot].put("", ids=np.sort(tids, kind="stable"))
         digest = key_digest(blk.key[is_t])
         if self.q.lateness is None:
             cm = np.full(self.q.channels, NEG, np.int64)

@@ -168,6 +168,22 @@ def test_negative_control_a_string_check_on_lengths_only_is_caught(monkeypatch: 
     assert not _same(_per_line(data), _blocks(data, 1 << 20))
 
 
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["tuple", "tuplf", "uple", "tuples", "probe", "prob", "base",
+                                                      "basE", "watermark", "watermarK", "end", "", "\u00e9nd"]),
+                          st.text(max_size=10)), max_size=60),
+       st.integers(0, 5), st.booleans(), st.sampled_from(["tuple", "probe", "base", "end", "watermark", ""]))
+def test_equals_is_string_equality(values: list[str | None], cut: int, large: bool, text: str) -> None:
+    """``_equals`` (one masked 8-byte word a row, byte by byte past 8 bytes) against Python's ``==``: on string
+    and large-string columns, sliced (an offset into the buffers), with nulls, and as a dictionary column."""
+    import pyarrow as pa
+
+    col = pa.array(values, pa.large_string() if large else pa.string())[cut:]
+    want = [v == text for v in values[cut:]]
+    assert blocks_mod._equals(col, text).tolist() == want
+    assert blocks_mod._equals(col.dictionary_encode(), text).tolist() == want
+
+
 def test_negative_control_keys_packed_without_their_last_byte_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """String keys are packed into integers for numpy's unique: a packing that drops a byte makes two keys one,
     and the differential check sees it."""

@@ -204,6 +204,99 @@ def test_supports_and_key_codes() -> None:
     assert sorted(zip(ia.tolist(), ib.tolist(), strict=True)) == [(0, 0), (1, 2), (2, 1)]
 
 
+def _brute_pairs(a_kc: list[int], a_ts: list[int], b_kc: list[int], b_ts: list[int], lo: int,
+                 hi: int) -> list[tuple[int, int]]:
+    return sorted((i, j) for i in range(len(a_ts)) for j in range(len(b_ts))
+                  if a_kc[i] == b_kc[j] and a_ts[i] + lo <= b_ts[j] <= a_ts[i] + hi)
+
+
+PAIR_SIDES = st.lists(st.tuples(st.integers(0, 3), st.integers(-20, 20)), max_size=40)
+
+
+@settings(SETTINGS, max_examples=300)
+@given(PAIR_SIDES, PAIR_SIDES, st.integers(-6, 3), st.integers(0, 6), st.sampled_from([0, (1 << 16) - 4]),
+       st.sampled_from([1, 1 << 30]))
+def test_window_pairs_are_every_pair_whatever_the_order_of_the_queries(
+        a: list[tuple[int, int]], b: list[tuple[int, int]], lo: int, width: int, code0: int, sorted_from: int) -> None:
+    """Step 5 against its definition, with the query tuples sorted first (``SORTED_QUERIES`` 1) or taken as they
+    come, and codes below and across ``RADIX_CODES`` (the radix order, or the sort of the composite)."""
+    a_kc, a_ts = [k + code0 for k, _ in a], [t for _, t in a]
+    b_kc, b_ts = [k + code0 for k, _ in b], [t for _, t in b]
+    ak, at, bk, bt = (np.array(x, np.int64) for x in (a_kc, a_ts, b_kc, b_ts))
+    old = blocks_mod.SORTED_QUERIES
+    blocks_mod.SORTED_QUERIES = sorted_from
+    try:
+        ia, ib = window_pairs(ak, at, bk, bt, lo, lo + width)
+    finally:
+        blocks_mod.SORTED_QUERIES = old
+    assert sorted(zip(ia.tolist(), ib.tolist(), strict=True)) == _brute_pairs(a_kc, a_ts, b_kc, b_ts, lo, lo + width)
+
+
+def test_key_ts_order_sorts_by_key_then_ts_and_a_wrong_order_loses_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The radix order sorts by (code, ts), ties in arrival order, and declines codes past ``RADIX_CODES``.
+    Negative control: an order by ts alone (the key pass forgotten) makes ``window_pairs`` miss pairs."""
+    rng = np.random.default_rng(7)
+    kc = rng.integers(0, 50, 5000).astype(np.int64)
+    ts = (np.arange(5000) + rng.integers(-30, 30, 5000)).astype(np.int64)
+    o = blocks_mod.key_ts_order(kc, ts)
+    assert o is not None
+    got = list(zip(kc[o].tolist(), ts[o].tolist(), o.tolist(), strict=True))
+    assert got == sorted(zip(kc.tolist(), ts.tolist(), range(5000), strict=True))
+    assert blocks_mod.key_ts_order(kc + (1 << 16), ts) is None
+    want = _brute_pairs(kc[:300].tolist(), ts[:300].tolist(), kc[300:900].tolist(), ts[300:900].tolist(), -40, 0)
+    ia, ib = window_pairs(kc[:300], ts[:300], kc[300:900], ts[300:900], -40, 0)
+    assert sorted(zip(ia.tolist(), ib.tolist(), strict=True)) == want
+    monkeypatch.setattr(blocks_mod, "key_ts_order", lambda k, t: np.argsort(t, kind="stable"))
+    ia, ib = window_pairs(kc[:300], ts[:300], kc[300:900], ts[300:900], -40, 0)
+    assert sorted(zip(ia.tolist(), ib.tolist(), strict=True)) != want
+
+
+@settings(SETTINGS, max_examples=200)
+@given(st.lists(st.one_of(st.lists(st.integers(0, 40), min_size=1, max_size=30),
+                          st.lists(st.one_of(st.integers(-3, 40), st.sampled_from(["a", "7", "k"])), min_size=1,
+                                   max_size=30),
+                          st.lists(st.integers(-5, 3), min_size=1, max_size=5),
+                          st.lists(st.integers(0, 40), min_size=0, max_size=4).map(lambda x: ("live", x))),
+                max_size=12))
+def test_key_codes_keep_one_code_per_key_through_the_table_and_compaction(steps: list[Any]) -> None:
+    """Blocks of small int keys (the table), mixed int/str keys (the dictionary), negative ints (the sort), and
+    compactions in between: every key keeps one code while it lives, and ``_check`` holds after every step."""
+    k = KeyCodes()
+    seen: dict[object, int] = {}
+    for step in steps:
+        if isinstance(step, tuple):
+            live = np.unique(np.array([seen[x] for x in step[1] if x in seen] or [], np.int64))
+            remap = k.compact(live).tolist()
+            seen = {x: remap[c] for x, c in seen.items() if remap[c] >= 0}
+        else:
+            arr = (np.array(step, np.int64) if all(type(x) is int for x in step)
+                   else np.array(step, dtype=object))
+            codes = k.encode(arr).tolist()
+            for x, c in zip(step, codes, strict=True):
+                assert seen.setdefault(x, c) == c, (x, seen[x], c)
+        k._check()
+    assert len(set(seen.values())) == len(seen)
+
+
+def test_a_table_left_unmapped_by_compaction_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control for the table's invariant: a compaction that renumbers the dictionary but not the table
+    fails ``_check`` (and would code a key with a dead code)."""
+    k = KeyCodes()
+    k.encode(np.array([3, 9, 4], np.int64))
+    real = KeyCodes.compact
+
+    def forgets_table(self: KeyCodes, live: Any) -> Any:
+        table = self.table.copy()
+        remap = real(self, live)
+        self.table = table
+        return remap
+
+    monkeypatch.setattr(KeyCodes, "compact", forgets_table)
+    k.compact(np.array([1, 2], np.int64))
+    with pytest.raises(AssertionError, match="key table"):
+        k._check()
+
+
 # ---------------------------------------------------------------------- negative controls
 
 
