@@ -2,15 +2,15 @@
 
 Data flow::
 
-    oij-jsonl file --16 MiB of whole lines--> [helper thread, one chunk ahead] the template (oij.io.template:
-       oij's own shape, by position), else pyarrow.json (C++, every core) --> [this thread, in stream order]
-       ids and the end line, the vectorised checks on the Arrow buffers --> EventBlock
+    oij-jsonl file --16 MiB of whole lines--> [DECODERS helper threads, that many chunks ahead] the template
+       (oij.io.template: oij's own shape, by position), else pyarrow.json (C++, every core) and the vectorised
+       checks on the Arrow buffers --> [this thread, in stream order] ids and the end line --> EventBlock
                                                    | any doubt                              | any violation
                                                    v                                        v
                                      the per-line reader (oij.io.jsonl) on that block's lines: the same events,
                                      or the same InputError (file, line, field) as it would raise
-    Parquet file --row group batch (read one ahead)--> vectorised checks --> EventBlock   (any violation: the
-                                                                                          per-row reader)
+    Parquet file --row group batch [helper thread, one ahead: read, vectorised checks]--> [this thread] ids and
+       the end line --> EventBlock   (any violation: the per-row reader)
 
 Any valid oij-jsonl takes the fast path: any field order, spaces after ``:`` and ``,``, absent optional
 fields, string keys, CRLF lines, values with exponents, blank lines, spaces before a line's end (a chunk
@@ -45,8 +45,8 @@ control: a fast path without the ``null`` check is caught;
 ``tests/io/test_foreign_shapes.py`` on generated files in foreign shapes, with
 planted errors, and negative controls of the string checks.
 
-Creates no process and no shared memory; one helper thread per open stream
-(stopped when its blocks are exhausted or closed).
+Creates no process and no shared memory; helper threads per open stream (one for Parquet, :data:`DECODERS`
+for oij-jsonl), stopped when its blocks are exhausted or closed.
 """
 
 from __future__ import annotations
@@ -259,8 +259,30 @@ def _string_keys(a: pa.Array) -> npt.NDArray[Any]:
     return keys
 
 
+_Prepared = tuple[EventBlock, "npt.NDArray[np.int64]", int]
+"""A table's block before the stream's state is consulted: the block, its tuples' ids, its end lines."""
+
+
 def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> EventBlock:
-    """The block of a table whose columns are the oij event columns; raises _Doubt when not proven valid.
+    """The block of a table whose columns are the oij event columns; raises _Doubt when not proven valid:
+    :func:`_prepare_table`, then :func:`_commit_table`."""
+    return _commit_table(_prepare_table(tb, p.q, absent_is_null=absent_is_null), p)
+
+
+def _commit_table(prepared: _Prepared, p: EventParser) -> EventBlock:
+    """The checks of a prepared table that need the stream's state, in stream order: nothing after the end line,
+    every id new (then recorded); raises _Doubt (and changes nothing) when one fails."""
+    blk, tuple_ids, n_end = prepared
+    if p.ended or not p.ids.add_many(tuple_ids):
+        raise _Doubt
+    if n_end:
+        p.ended = True
+    return blk
+
+
+def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared:
+    """Every check of :func:`_check_table` that needs only the table and the query (a pure function: it runs on
+    a helper thread ahead of the stream); raises _Doubt when not proven valid.
 
     ``absent_is_null``: JSONL, where a field a line does not have must be absent (null here); in
     Parquet a row's cells that its type does not use are ignored, as the per-row reader does.
@@ -268,7 +290,6 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     """
     import pyarrow as pa
 
-    q = p.q
     n = tb.num_rows
     typ = _col(tb, "type")
     if typ.null_count or q.cond:
@@ -279,7 +300,7 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
     if not bool((is_t | is_w | is_e).all()):
         raise _Doubt
     n_end = int(is_e.sum())
-    if n_end > 1 or (n_end == 1 and not is_e[-1]) or p.ended:
+    if n_end > 1 or (n_end == 1 and not is_e[-1]):
         raise _Doubt
     if is_w.any() and q.lateness is not None:
         raise _Doubt
@@ -325,14 +346,10 @@ def _check_table(tb: pa.Table, p: EventParser, *, absent_is_null: bool) -> Event
         keys = np.zeros(len(tk), np.int64)
     else:
         raise _Doubt
-    if not p.ids.add_many(idn[tk]):
-        raise _Doubt
-    if n_end:
-        p.ended = True
     kind = np.where(tk, 0, 1).astype(np.int8)
     sides = np.where(tk, np.where(isb[keep], 0, 1), -1).astype(np.int8)
-    return EventBlock(kind, sides, np.where(tk, idn, 0), tsn, keys, vals, np.where(tk | is_w[keep], chn, 0),
-                      bool(n_end))
+    return (EventBlock(kind, sides, np.where(tk, idn, 0), tsn, keys, vals, np.where(tk | is_w[keep], chn, 0),
+                       bool(n_end)), idn[tk], n_end)
 
 
 # ---------------------------------------------------------------------- oij-jsonl
@@ -382,29 +399,34 @@ def whole_lines(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
             return
 
 
+DECODERS = 2
+"""Chunks of an oij-jsonl stream decoded at once on helper threads, ahead of the one being checked (the template
+holds the GIL only between its numpy calls: on two cores, two decoders keep this thread busy where one left it
+waiting)."""
+
+
 def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
                   int64_ids: bool = False) -> Iterator[EventBlock]:
     """The blocks of the stream after its query line.  Decoding (:func:`_decode_jsonl`: the template, else
     pyarrow's reader; a pure function of the chunk) runs one chunk ahead on a helper thread, while this
     thread checks the chunk before it in the stream's order (:func:`_commit_jsonl`) and its consumer joins it:
     pyarrow and numpy release the GIL while they work.  Any doubt: the per-line reader, here, in order."""
+    import collections
     import itertools
     from concurrent.futures import Future, ThreadPoolExecutor
 
     p = EventParser(q, path, int64_ids)
     line = 1  # the last line read so far
     key_types = ["int", "str"]
-    ex = ThreadPoolExecutor(1, thread_name_prefix="oij-decode")
-    pending: tuple[bytes, int, Future[_Decoded | None]] | None = None
+    ex = ThreadPoolExecutor(DECODERS, thread_name_prefix="oij-decode")
+    pending: collections.deque[tuple[bytes, int, Future[_Decoded | None]]] = collections.deque()
     try:
-        for chunk in itertools.chain(whole_lines(stream, block_bytes), [b""]):  # lazily: one chunk ahead, no more
-            ahead = None
+        for chunk in itertools.chain(whole_lines(stream, block_bytes), [b""]):  # lazily: DECODERS chunks ahead
             if chunk:
                 lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)  # memchr-fast
-                ahead = (chunk, lines, ex.submit(_decode_jsonl, chunk, lines, q, list(key_types)))
-            if pending is not None:
-                done, n, fut = pending
-                pending = None
+                pending.append((chunk, lines, ex.submit(_decode_jsonl, chunk, lines, q, list(key_types))))
+            while pending and (len(pending) > DECODERS or not chunk):
+                done, n, fut = pending.popleft()
                 blk = _commit_jsonl(fut.result(), p, key_types)
                 if blk is None:
                     STATS["slow"] += 1
@@ -414,7 +436,6 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
                 line += n
                 if len(blk) or blk.end:
                     yield blk
-            pending = ahead
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
     if not p.ended:
@@ -423,15 +444,16 @@ def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
 
 _Decoded = tuple[str, Any]
 """What :func:`_decode_jsonl` found: ``("template", (columns, ids))``, ``("blank", None)`` or
-``("arrow", (table, key type, rows))``."""
+``("arrow", (prepared block, key type))`` (:func:`_prepare_table`)."""
 
 
 def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],
                   threads: bool = True) -> _Decoded | None:
     """The stateless part of the fast path for ``chunk`` (``lines`` lines): the template's columns, or
     pyarrow's table of a chunk whose every non-blank line ends with ``}`` and that holds no ``null``, with the
-    first key type of ``key_types`` it reads; None when neither applies.  No check that needs the stream's
-    state (ids seen, the end line): :func:`_commit_jsonl` makes them, in order.  O(len(chunk))."""
+    first key type of ``key_types`` it reads, checked by :func:`_prepare_table`; None when neither applies.  No
+    check that needs the stream's state (ids seen, the end line): :func:`_commit_jsonl` makes them, in order.
+    O(len(chunk))."""
     from oij.io.template import decode_template  # the writer's own shape, by position: no pyarrow
 
     cols = decode_template(chunk, q)  # (it reads no null: digits and fixed text only)
@@ -454,7 +476,12 @@ def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],
                                                             unexpected_field_behavior="error"))
         except (pa.ArrowException, UnicodeDecodeError, OverflowError):  # e.g. an id of 2^64, or invalid UTF-8
             continue  # in a string ("Unknown error: Wrapping ... failed"): the per-line reader gives the error
-        return ("arrow", (tb, kt, rows)) if tb.num_rows == rows else None
+        if tb.num_rows != rows:
+            return None
+        try:
+            return "arrow", (_prepare_table(tb, q, absent_is_null=True), kt)
+        except _Doubt:
+            return None
     return None
 
 
@@ -475,13 +502,11 @@ def _commit_jsonl(decoded: _Decoded | None, p: EventParser, key_types: list[str]
             return None
         STATS["template"] = STATS.get("template", 0) + 1
         return EventBlock(*cols)
-    tb, kt, _rows = got
+    prepared, kt = got
     if kt != key_types[0]:
         key_types.reverse()  # try this key type first next time
-    if p.ended:
-        return None
     try:
-        return _check_table(tb, p, absent_is_null=True)
+        return _commit_table(prepared, p)
     except _Doubt:
         return None
 
@@ -558,8 +583,6 @@ def decode_parquet_rows(tb: pa.Table, path: str, p: EventParser, before: int) ->
 
 def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Iterator[EventBlock]]:
     """The query and a lazy iterator of event blocks of an oij Parquet file (module docstring)."""
-    import pyarrow as pa
-
     from oij.io.parquet import open_parquet, row_events
 
     query, pf = open_parquet(path, q)
@@ -567,10 +590,11 @@ def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Itera
     def gen() -> Iterator[EventBlock]:
         p = EventParser(query, path)
         row = 0
-        for batch in _ahead(pf.iter_batches(batch_size=1 << 18)):
-            tb = pa.Table.from_batches([batch])
+        for batch, prepared in _ahead(_prepared_batches(pf.iter_batches(batch_size=1 << 18), query)):
             try:
-                blk = _check_table(tb, p, absent_is_null=False)
+                if prepared is None:
+                    raise _Doubt
+                blk = _commit_table(prepared, p)
                 STATS["fast"] += 1
             except _Doubt:
                 STATS["slow"] += 1
@@ -582,6 +606,17 @@ def read_parquet_blocks(path: str, q: Query | None = None) -> tuple[Query, Itera
             raise InputError(path, row + 1, "type", "missing the last row of type 'end'")
 
     return query, gen()
+
+
+def _prepared_batches(batches: Iterator[pa.RecordBatch], q: Query) -> Iterator[tuple[pa.RecordBatch, _Prepared | None]]:
+    """Each batch with its :func:`_prepare_table` (None: doubt), lazily."""
+    import pyarrow as pa
+
+    for batch in batches:
+        try:
+            yield batch, _prepare_table(pa.Table.from_batches([batch]), q, absent_is_null=False)
+        except _Doubt:
+            yield batch, None
 
 
 _DONE = object()
