@@ -1,17 +1,14 @@
 """The Spark layer: Spark oracle == sequential oracle, salting (PPOIJ Alg. 1), the ``oij check`` pipeline.
 
 One SparkSession (``local[2]``) serves the whole run (session-scoped
-fixture); ``oij check`` run in-process reuses it.  The ``local-cluster`` run
-starts its own JVMs in a subprocess, so closures and serialization cross
-process boundaries.
+fixture); ``oij check`` run in-process reuses it.  The pipeline on a cluster,
+where closures and serialization cross process boundaries, runs in
+tests/spark/test_spark_scale.py (on the standalone cluster that test starts).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -371,20 +368,3 @@ def test_check_default_runs_clean(spark: Any, tmp_path: Path) -> None:
     assert report["all_agree"] and report["reference"] == "spark-oracle"
 
 
-# ------------------------------------------------------------------ local-cluster
-
-
-def test_local_cluster(tmp_path: Path) -> None:
-    """The pipeline on ``local-cluster[2,1,1024]``: two executor JVMs, so tasks are serialized across processes."""
-    out = tmp_path / "out"
-    env = dict(os.environ)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    p = subprocess.run(
-        [sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
-         "--master", "local-cluster[2,1,1024]", "--driver-memory", "1g", "--out", str(out), "--no-progress",
-         "--engines", ""],
-        capture_output=True, text=True, timeout=280, env=env,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    report = json.loads((out / "report.json").read_text())
-    assert report["all_agree"] and [r["engine"] for r in report["engines"]] == ["spark-oracle", "seq-oracle"]

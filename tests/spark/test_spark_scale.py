@@ -342,9 +342,14 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------------------------------------ the cluster
-def test_a_standalone_cluster_starts_and_leaves_nothing_behind() -> None:
-    """oij.spark.cluster: two workers registered with the master, then every JVM gone on exit (also on error).
-    Only this process's children count: another test's cluster may come and go meanwhile on the other worker."""
+def test_a_standalone_cluster_runs_the_pipeline_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """oij.spark.cluster: two workers registered with the master; ``oij check`` (as a command, its own driver)
+    runs the whole pipeline on them -- two executor JVMs, so every closure and row crosses a process boundary;
+    then every JVM is gone on exit (also on error).  Only this process's children count: another test's cluster
+    may come and go meanwhile on the other worker."""
+    import subprocess
+    import sys
+
     from oij.spark import cluster
 
     me = os.getpid()
@@ -362,10 +367,18 @@ def test_a_standalone_cluster_starts_and_leaves_nothing_behind() -> None:
         return n
 
     before = jvms()
-    with pytest.raises(RuntimeError, match="planted"), cluster.standalone(workers=2, cores=1, memory="512m") as url:
+    # 1g a worker: an executor takes spark.executor.memory (1g by default), and a smaller worker starts none
+    with pytest.raises(RuntimeError, match="planted"), cluster.standalone(workers=2, cores=1, memory="1g") as url:
         assert url.startswith("spark://127.0.0.1:")
         port = int(url.rsplit(":", 1)[1])
         assert port > 0 and jvms() == before + 3
+        out = tmp_path / "out"
+        p = subprocess.run([sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
+                            "--master", url, "--driver-memory", "1g", "--out", str(out), "--no-progress",
+                            "--engines", ""], capture_output=True, text=True, timeout=280, check=False)
+        assert p.returncode == 0, p.stdout + p.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["all_agree"] and [r["engine"] for r in report["engines"]] == ["spark-oracle", "seq-oracle"]
         raise RuntimeError("planted")
     assert jvms() == before
 
