@@ -120,13 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     SIGINT) is taken as Ctrl-C, so the JVMs, each in a process group of its own, are stopped too."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _interrupted)
-    with standalone(int(args[0]) if args else 2) as url:
-        print(url, flush=True)
-        try:
+    announced = False
+    try:  # around the print too: a stop that lands right after the URL is out is the normal end (exit 0)
+        with standalone(int(args[0]) if args else 2) as url:
+            announced = True
+            print(url, flush=True)
             while True:
                 time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:
+        return 0 if announced else 130  # stopped before the URL was out: as an interrupted command
     return 0
 
 

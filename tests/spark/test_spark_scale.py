@@ -383,6 +383,40 @@ def test_a_standalone_cluster_runs_the_pipeline_and_leaves_nothing_behind(tmp_pa
     assert jvms() == before
 
 
+def test_a_stop_right_after_the_url_is_a_clean_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster command's exit code does not depend on when the stop lands: SIGTERM (taken as Ctrl-C) just
+    after the URL is printed ends it with 0, the cluster stopped (found by CI: the stop fell between the print and
+    the wait, and the command died of SIGINT).  Simulated in-process: the print raises the KeyboardInterrupt the
+    handler would.  Negative control: a stop before the URL is out exits 130."""
+    import contextlib
+
+    from oij.spark import cluster
+
+    stopped: list[bool] = []
+
+    @contextlib.contextmanager
+    def fake(workers: int) -> Any:
+        try:
+            yield "spark://127.0.0.1:7077"
+        finally:
+            stopped.append(True)
+
+    def stop_now(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster, "standalone", fake)
+    monkeypatch.setattr("builtins.print", stop_now)
+    assert cluster.main(["1"]) == 0 and stopped == [True]
+
+    @contextlib.contextmanager
+    def interrupted_start(workers: int) -> Any:
+        raise KeyboardInterrupt
+        yield ""
+
+    monkeypatch.setattr(cluster, "standalone", interrupted_start)
+    assert cluster.main(["1"]) == 130
+
+
 @pytest.mark.timeout(180)
 def test_the_cluster_command_stops_its_jvms_on_sigterm() -> None:
     """``python -m oij.spark.cluster 1`` run as the docs show (a background job, ended with ``kill``): SIGTERM stops
