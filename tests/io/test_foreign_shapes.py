@@ -232,3 +232,41 @@ def test_the_template_fails_on_the_first_lines_of_a_foreign_chunk(monkeypatch: p
         assert max(seen) < 4096, seen
     else:
         assert max(seen) > len(data) // 2, seen
+
+
+def _object_lines_by_definition(chunk: bytes, lines: int) -> int | None:
+    """:func:`oij.io.columnar._object_lines` by its definition, one line at a time."""
+    parts = chunk.split(b"\n")
+    if chunk.endswith(b"\n"):
+        parts.pop()
+    if len(parts) != lines:
+        return None
+    kept = [p.rstrip(b" \t\r") for p in parts]
+    if any(k and not k.endswith(b"}") for k in kept):
+        return None
+    return sum(1 for k in kept if k)
+
+
+LINE_ENDS = st.lists(st.tuples(st.sampled_from([b"", b'{"a":1}', b'{"a":1', b"x}", b" }"]),
+                               st.lists(st.sampled_from([b" ", b"\t", b"\r"]), max_size=30).map(b"".join)),
+                     min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(rows=LINE_ENDS, last_newline=st.booleans(), off=st.integers(-1, 1))
+def test_object_lines_is_its_definition_with_runs_of_trailing_whitespace(
+        rows: list[tuple[bytes, bytes]], last_newline: bool, off: int) -> None:
+    """Runs of trailing whitespace up to 30 bytes, past :data:`~oij.io.columnar.TRAIL_STEPS`: the vectorised
+    steps and the per-line strip of the longer runs give the definition's count (or None)."""
+    chunk = b"\n".join(body + tail for body, tail in rows) + (b"\n" if last_newline else b"")
+    lines = len(rows) + off
+    assert blocks_mod._object_lines(chunk, lines) == _object_lines_by_definition(chunk, lines)
+
+
+def test_negative_control_long_runs_need_the_per_line_strip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the strip of the runs longer than TRAIL_STEPS (the vectorised steps alone), a line that ends in
+    ``}`` and 20 spaces is taken for a line that does not: the property above sees it."""
+    chunk = b'{"a":1}' + b" " * 20 + b"\n" + b"\n"
+    assert blocks_mod._object_lines(chunk, 2) == _object_lines_by_definition(chunk, 2) == 1
+    monkeypatch.setattr(blocks_mod, "_strip_runs", lambda *_: None)
+    assert blocks_mod._object_lines(chunk, 2) != _object_lines_by_definition(chunk, 2)
