@@ -42,7 +42,9 @@ def _group(item: pytest.Item) -> str | None:
       recorded once instead of once per worker.
     * ``bare-install`` and ``docs-build``: the tests on test_bare_install.py's ``bare`` environment (a fresh venv
       and ``pip install .``: one to two minutes) and on test_docs_offline.py's ``built`` site (a Sphinx build:
-      half a minute), module-scoped fixtures that a module spread over both workers built once on each.
+      half a minute), module-scoped fixtures that a module spread over both workers built once on each; so is
+      ``bench-quick``, on test_bench_experiments.py's ``quick_results`` (every experiment's quick run but Spark's,
+      half a minute), kept out of ``spark-session`` so that it runs beside it.
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
@@ -57,7 +59,7 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
-MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build"}
+MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick"}
 """Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 

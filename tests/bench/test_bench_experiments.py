@@ -16,14 +16,29 @@ from oij.cli import main
 
 pytestmark = pytest.mark.timeout(600)
 
+ON_SPARK = "spark"
+"""The experiment that runs Spark: on the worker's session (the conftest's ``spark``: no JVM of its own), in the
+``spark-session`` group; the others run outside it, on either worker."""
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
-    """Every experiment's quick run; ``spark`` runs on the worker's session (the conftest's: no JVM of its own)."""
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every experiment's quick run but Spark's (:func:`spark_results`): built once, on one worker (the
+    ``bench-quick`` group of tests/conftest.py)."""
     d = tmp_path_factory.mktemp("bench")
     for name in experiments():
-        assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name
+        if name != ON_SPARK:
+            assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name
     assert main(["bench", "oracle", "--quick", "--out", str(d)]) == 0
     assert main(["bench", "memory", "--quick", "--out", str(d)]) == 0
+    return d
+
+
+@pytest.fixture(scope="module")
+def spark_results(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
+    """The Spark experiment's quick run, on the worker's session."""
+    d = tmp_path_factory.mktemp("bench-spark")
+    assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
     return d
 
 
@@ -34,22 +49,29 @@ def _rows(d: Path, name: str) -> list[dict[str, object]]:
     return rows
 
 
-def test_every_experiment_writes_rows_json_and_csv(results: Path) -> None:
+def _rows_and_csv(d: Path, name: str) -> list[dict[str, object]]:
+    rows = _rows(d, name)
+    assert rows, name
+    with open(d / f"{name}.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    return rows
+
+
+def test_every_experiment_writes_rows_json_and_csv(quick_results: Path) -> None:
+    """(Spark's experiment: :func:`test_the_spark_scale_rows_judge_the_same_output`.)"""
     for name in experiments():
-        rows = _rows(results, name)
-        assert rows, name
-        with open(results / f"{name}.csv") as f:
-            assert len(list(csv.DictReader(f))) == len(rows)
-    assert json.loads((results / "oracle.json").read_text())["operator_alone"]
-    assert (results / "memory.json").exists()
+        if name != ON_SPARK:
+            _rows_and_csv(quick_results, name)
+    assert json.loads((quick_results / "oracle.json").read_text())["operator_alone"]
+    assert (quick_results / "memory.json").exists()
 
 
-def test_the_patterns_agree_in_every_cell(results: Path) -> None:
+def test_the_patterns_agree_in_every_cell(quick_results: Path) -> None:
     """KP, DP and HP run the same stream in each cell of the PPOIJ experiments: same pairs, same total work
     (every pair is found once, by one comparison); Key-OIJ and Scale-OIJ give the same rows."""
     for name in ("ppoij-keys", "ppoij-split", "ppoij-replicas", "ppoij-batch", "ppoij-latency"):
         by_cell: dict[tuple[object, ...], set[object]] = defaultdict(set)
-        for r in _rows(results, name):
+        for r in _rows(quick_results, name):
             key = tuple((k, v) for k, v in sorted(r.items()) if k in ("dist", "keys", "interval_s", "replicas",
                                                                        "events", "batch"))
             by_cell[key].add(r["pairs"])
@@ -58,15 +80,15 @@ def test_the_patterns_agree_in_every_cell(results: Path) -> None:
         assert all(len(v) == 1 for v in by_cell.values()), (name, by_cell)
     for name in ("scale-lateness", "scale-keys", "scale-window", "scale-rotating"):
         out: dict[tuple[object, ...], set[object]] = defaultdict(set)
-        for r in _rows(results, name):
+        for r in _rows(quick_results, name):
             out[tuple(sorted((k, json.dumps(v)) for k, v in r.items() if k in ("over", "events", "preset")))].add(
                 r["rows_out"])
         assert all(len(v) == 1 for v in out.values()), (name, out)
 
 
-def test_a_disagreeing_cell_would_be_seen(results: Path) -> None:
+def test_a_disagreeing_cell_would_be_seen(quick_results: Path) -> None:
     """Negative control for the check above: one cell's pairs changed are caught."""
-    rows = _rows(results, "ppoij-keys")
+    rows = _rows(quick_results, "ppoij-keys")
     rows[0]["pairs"] = int(str(rows[0]["pairs"])) + 1
     cells: dict[tuple[object, ...], set[object]] = defaultdict(set)
     for r in rows:
@@ -74,19 +96,19 @@ def test_a_disagreeing_cell_would_be_seen(results: Path) -> None:
     assert any(len(v) > 1 for v in cells.values())
 
 
-def test_counted_trends_of_the_papers(results: Path) -> None:
+def test_counted_trends_of_the_papers(quick_results: Path) -> None:
     """A machine-independent shape the quick sizes already show: DP stores every tuple once, round robin, so its
     load balance is perfect (PPOIJ Fig. 12).  (Key-OIJ's effectiveness against lateness needs streams longer
     than the lateness; tests/parallel/test_scale.py checks it on the state itself.)"""
-    split = _rows(results, "ppoij-split")
+    split = _rows(quick_results, "ppoij-split")
     assert all(float(str(r["load_balance_factor"])) <= 1.05 for r in split if r["pattern"] == "dp")
     assert any(float(str(r["load_balance_factor"])) > 1.05 for r in split if r["pattern"] == "kp")
 
 
-def test_plot_redraws_png_and_svg(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "plot", str(results), "--to", str(tmp_path)]) == 0
+def test_plot_redraws_png_and_svg(quick_results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "plot", str(quick_results), "--to", str(tmp_path)]) == 0
     for name, e in experiments().items():
-        if e.plot is not None:
+        if e.plot is not None and name != ON_SPARK:
             assert (tmp_path / f"{name}.png").stat().st_size > 1000
             assert (tmp_path / f"{name}.svg").read_text().lstrip().startswith("<?xml")
     empty = tmp_path / "empty"
@@ -95,10 +117,13 @@ def test_plot_redraws_png_and_svg(results: Path, tmp_path: Path, capsys: pytest.
     assert "no experiment results" in capsys.readouterr().err
 
 
-def test_the_spark_scale_rows_judge_the_same_output(results: Path) -> None:
+def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_path: Path) -> None:
     """``oij bench spark``: Spark's check agrees with oij join's output, read by Spark itself, every row counted
-    (the pairs of the one-machine run), and its report breaks the time down into Spark's steps."""
-    for r in _rows(results, "spark"):
+    (the pairs of the one-machine run), and its report breaks the time down into Spark's steps; its plot is
+    drawn."""
+    assert main(["bench", "plot", str(spark_results), "--to", str(tmp_path)]) == 0
+    assert (tmp_path / f"{ON_SPARK}.png").stat().st_size > 1000
+    for r in _rows_and_csv(spark_results, ON_SPARK):
         assert r["agrees"] is True and r["one_machine_same"] is True
         assert r["got_read_by"] == "spark" and r["got_rows"] == r["pairs"]
         steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}

@@ -152,10 +152,10 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     eq = f"{eq_target}:{op}:{occ}"
     # --state-bound: one of the six (accum:core/ReplaceAndWithOr:0) keeps every probe of an aggregate; no short
     # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent).  It walks all it
-    # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 20,000 events and a
-    # 15 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
+    # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 20,000 events and an
+    # 8 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
     # 20,000 events it needs about a minute, a correct target well under a second per case)
-    monkeypatch.setattr(kitpower, "STATE_TIMEOUT", 15.0)
+    monkeypatch.setattr(kitpower, "STATE_TIMEOUT", 8.0)
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound",
                          "--state-events", "20000")
     mutants = {f"{m['target']}:{m['operator']}:{m['occurrence']}": m for m in res["mutants"]}
