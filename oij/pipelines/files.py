@@ -81,14 +81,6 @@ def input_events(path: str, args: QueryFlags,
 
 
 @contextlib.contextmanager
-def input_blocks(path: str, args: QueryFlags) -> Iterator[tuple[Query, Iterator[EventBlock]]]:
-    """Like :func:`input_events`, with the events in column blocks (``oij.io.open_blocks``) for the parallel
-    engines: ids must fit in 64 bits."""
-    with open_input(path, args, functools.partial(open_blocks, int64_ids=True)) as got:
-        yield got
-
-
-@contextlib.contextmanager
 def open_input(path: str, args: QueryFlags, opener: Any) -> Iterator[tuple[Query, Any]]:
     """``path`` opened by ``opener`` (``(path) -> (query, items, file)``, or ``(path, query)`` for Parquet, which
     then gets the query the flags give), the flags applied; the file closed afterwards."""
@@ -264,6 +256,6 @@ def sort_dir(args: Any) -> str | None:
     return None
 
 
-__all__ = ["FilePlan", "QueryFlags", "UsageError", "check_outputs", "flags_given", "input_blocks", "input_events",
+__all__ = ["FilePlan", "QueryFlags", "UsageError", "check_outputs", "flags_given", "input_events",
            "is_parquet_path", "is_stdout", "open_input", "output_file", "plan_files", "plan_input", "progress",
            "query_from_flags", "refuse_same_file", "sort_dir"]

@@ -240,7 +240,9 @@ def _run_blocks(plan: RunPlan) -> dict[str, Any]:
     else:
         assert args.file is not None  # a FILE or --preset (check_run)
         source = file_source(args.file, plan.files.override)
-        if not supports_query(source.query):  # stdin under --engine blocks: its query is known only now
+        from oij.reference.block_oracle import supports
+
+        if not supports(source.query):  # stdin under --engine blocks: its query is known only now
             raise UsageError("--engine blocks: the query has a joining condition (cond), which only the event "
                              "engine computes")
     with contextlib.ExitStack() as stack:
@@ -253,13 +255,6 @@ def _run_blocks(plan: RunPlan) -> dict[str, Any]:
     if args.metrics:
         _write_json(args.metrics, m)
     return m
-
-
-def supports_query(q: Query) -> bool:
-    """Whether the block engine computes ``q`` (no joining condition: :func:`oij.reference.block_oracle.supports`)."""
-    from oij.reference.block_oracle import supports
-
-    return supports(q)
 
 
 def _writer(out: Any) -> Any:
@@ -450,4 +445,4 @@ def metrics_table(m: dict[str, Any]) -> str:
 
 
 __all__ = ["EVENT_BATCH", "EVENT_ONLY", "RunOptions", "RunPlan", "RunReport", "block_table", "check_run",
-           "metrics_table", "plan_run", "run_engine", "supports_query", "uses_blocks"]
+           "metrics_table", "plan_run", "run_engine", "uses_blocks"]
