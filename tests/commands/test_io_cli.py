@@ -279,3 +279,19 @@ def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path: Path, capsys
     assert main(["join", str(src), "-o", str(tmp_path / "missing" / "x.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "cannot write: directory" in err and "does not exist" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_the_block_engine_refuses_a_cond_it_learns_from_stdin(
+        cond: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``oij run --engine blocks -``: the query comes with the stream, so the refusal of a cond comes only once
+    it is read: exit 2 and one line.  Negative control: the same stream without the cond runs (exit 0)."""
+    extra = ',"cond":[{"a":"x","op":"<","b":"x"}]' if cond else ""
+    text = f'{{"type":"query","lower":0,"upper":1{extra}}}\n{{"type":"end"}}\n'
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    rc = main(["run", "--pattern", "kp", "--engine", "blocks", "-"])
+    err = capsys.readouterr().err
+    if cond:
+        assert rc == 2 and err.count("\n") == 1 and "only the event engine computes" in err, err
+    else:
+        assert rc == 0, err
