@@ -408,9 +408,10 @@ waiting)."""
 def _jsonl_blocks(stream: IO[bytes], path: str, q: Query, block_bytes: int,
                   int64_ids: bool = False) -> Iterator[EventBlock]:
     """The blocks of the stream after its query line.  Decoding (:func:`_decode_jsonl`: the template, else
-    pyarrow's reader; a pure function of the chunk) runs one chunk ahead on a helper thread, while this
-    thread checks the chunk before it in the stream's order (:func:`_commit_jsonl`) and its consumer joins it:
-    pyarrow and numpy release the GIL while they work.  Any doubt: the per-line reader, here, in order."""
+    pyarrow's reader; a pure function of the chunk) runs :data:`DECODERS` chunks ahead on as many helper
+    threads, while this thread checks the chunk before them in the stream's order (:func:`_commit_jsonl`) and
+    its consumer joins it: pyarrow and numpy release the GIL while they work.  Any doubt: the per-line reader,
+    here, in order."""
     import collections
     import itertools
     from concurrent.futures import Future, ThreadPoolExecutor
