@@ -101,7 +101,7 @@ class IdSet:
             return False
         pages, starts = np.unique(s >> self.PAGE_BITS, return_index=True)
         new = [int(pg) for pg in pages if int(pg) not in self.pages]
-        if self.sparse is not None or (new and len(self.pages) + len(new) > 64):
+        if self.sparse is not None or (new and self.may_turn_sparse(len(new))):
             # sparse ids (or the switch to a plain set may happen): one by one, after checking them all
             xs = s.tolist()
             if any(x in self for x in xs):
@@ -135,6 +135,16 @@ class IdSet:
             v[byte[first]] |= np.bitwise_or.reduceat((1 << (bits & 7)).astype(np.uint8), first)
         self.count += n
         return True
+
+    def may_turn_sparse(self, opened: int) -> bool:
+        """Whether adding ids that open ``opened`` new pages could switch to a plain set on the way, as ``add``
+        one by one would: ``add`` switches when it opens a page with more than 64 pages held and fewer than 64
+        ids a page.  While opening them the pages held are at most ``len(pages) + opened - 1`` and the count at
+        least ``count``, so a False here is a proof.  (Before: any batch past 64 pages took the one-by-one path,
+        so that every id of a stream past 4.2 million ids went through ``add`` in Python: ``oij join`` of 3x10^7
+        tuples took six times as long as of 10^7.)  O(1)."""
+        held = len(self.pages) + opened - 1
+        return held > 64 and held * 64 > self.count
 
     def _to_sparse(self) -> None:
         s: set[int] = set()
