@@ -283,7 +283,7 @@ def test_add_many_is_atomic_and_agrees_with_add(batches: list[list[int]]) -> Non
 
 def test_dense_ids_past_64_pages_stay_on_the_vectorised_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """4.6 million dense ids (70 pages) in blocks of 2^16, in a bounded disorder: add_many never falls back to
-    ``add`` per id (it did past 64 pages: ``oij join`` of 3x10^7 tuples took six times as long as of 10^7), and
+    ``add`` per id (it did for every block that opened a page past 64 pages), and
     the set is the one ``add`` gives: pages, every full page the shared one.  Negative control: with the
     fallback's condition always true, the spy sees ``add`` called."""
     calls = []
