@@ -519,7 +519,7 @@ def _fast_jsonl(chunk: bytes, lines: int, p: EventParser, key_types: list[str],
 
 
 TRAIL_STEPS = 8
-"""Vectorised steps :func:`_object_lines` takes back over the whitespace that ends a line before it strips the
+"""Vectorised steps ``_object_lines`` takes back over the whitespace that ends a line before it strips the
 lines still in a run one by one."""
 
 _SPACE = np.zeros(256, np.bool_)
