@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from oij.parallel.runtime.pool import Runtime
 
+from . import jvm_archive
 from .procs import alive, segments
 
 # Every JVM the tests start (the Spark sessions and clusters, PyFlink's gateway, the Flink and Spark programs the
@@ -61,6 +62,24 @@ def _group(item: pytest.Item) -> str | None:
 
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick"}
 """Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (or a run without workers) starts building the Spark JVMs' class archive
+    (tests/jvm_archive.py) when it is missing; the tests start meanwhile."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        jvm_archive.start_building()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        jvm_archive.stop_building()
+
+
+@pytest.fixture(autouse=True)
+def spark_class_archive() -> None:
+    """Every test: once the Spark class archive exists, the Spark drivers started from now on map it."""
+    jvm_archive.use_when_ready()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)

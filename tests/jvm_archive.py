@@ -1,0 +1,129 @@
+"""A class-data-sharing archive for the Spark JVMs the tests start (Java 17's dynamic AppCDS).
+
+A Spark driver spends most of its start loading and verifying about 13,000 classes.  Java can dump the classes a
+run loaded into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs with the same class path map instead
+(``-XX:SharedArchiveFile``).  Measured on this machine: ``spark_session`` on ``local[2]``, ``range(10).count()``
+and ``stop()`` took 11-12 CPU-seconds of the JVM without the archive, about 6 with it.
+
+* :func:`start_building` (the pytest controller, at configure): when the archive for this Java and this pyspark
+  is missing, a daemon thread builds it by one small Spark run, written under a temporary name and renamed, so
+  that no JVM ever maps half an archive.  The tests start meanwhile.
+* :func:`use_when_ready` (every worker, before each test): once the archive exists, ``SPARK_SUBMIT_OPTS`` names
+  it, so every Spark driver started afterwards by ``spark-submit`` (the session's, and those of the commands and
+  adapters the tests run) maps it.  A JVM whose class path differs (the bare install's pyspark) finds the
+  archive does not match and runs as before; ``-Xlog:cds*=off`` keeps the JVM's notice of that off its stdout.
+
+Only the tests use it: oij itself starts its JVMs as Spark and Flink configure them.  A ``SPARK_SUBMIT_OPTS``
+already in the environment is kept as it is (no archive).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+QUIET = "-Xlog:cds*=off"
+"""The JVM's CDS messages (an archive that does not match, classes it skipped while dumping) off its stdout."""
+
+_USER_OPTS = "SPARK_SUBMIT_OPTS" in os.environ
+
+_DUMP_RUN = """
+from oij.spark.session import spark_session
+s = spark_session("local[2]", driver_memory="1g", shuffle_partitions=2, conf={"spark.sql.adaptive.enabled": "false"})
+a = s.createDataFrame([(i % 7, i, float(i)) for i in range(200)], "k long, id long, v double")
+b = a.selectExpr("k", "id + 1 as id2", "v * 2 as w")
+a.join(b, "k").groupBy("k").agg({"w": "sum", "id2": "max"}).orderBy("k").collect()
+a.repartition(2).write.mode("overwrite").parquet(__import__("sys").argv[1])
+s.read.parquet(__import__("sys").argv[1]).count()
+s.stop()
+"""
+
+
+@functools.cache
+def archive_path() -> Path:
+    """Where the archive of this Java and this pyspark lives: in the virtual environment (``sys.prefix``),
+    named by a digest of the java executable and pyspark's jar names."""
+    import shutil
+
+    import pyspark
+
+    jars = sorted(os.listdir(Path(pyspark.__file__).parent / "jars"))
+    java = os.path.realpath(shutil.which("java") or "java")
+    digest = hashlib.sha256("\n".join([java, pyspark.__version__, *jars]).encode()).hexdigest()[:16]
+    return Path(sys.prefix) / "oij-test-cds" / f"spark-{digest}.jsa"
+
+
+_building: subprocess.Popen[bytes] | None = None
+
+
+def _build(path: Path) -> None:
+    global _building
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    env = dict(os.environ, SPARK_SUBMIT_OPTS=f"-XX:ArchiveClassesAtExit={tmp} {QUIET}")
+    with tempfile.TemporaryDirectory(prefix="oij-cds-") as d:
+        _building = subprocess.Popen([sys.executable, "-c", _DUMP_RUN, str(Path(d) / "t.parquet")], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        rc = _building.wait()
+        _wait_group(_building.pid)  # the JVM writes the archive once its Python has gone: at its own exit
+    if rc == 0 and tmp.exists():
+        os.replace(tmp, path)  # whole or not at all: a JVM maps only a finished archive
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+def _wait_group(pgid: int, timeout: float = 120.0) -> None:
+    """Until no process of group ``pgid`` is left (or ``timeout`` seconds)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
+def start_building() -> None:
+    """Build the archive in a daemon thread when it is missing (the controller calls this once per run)."""
+    if _USER_OPTS:
+        return
+    path = archive_path()
+    if not path.exists():
+        threading.Thread(target=_build, args=(path,), name="spark-cds", daemon=True).start()
+
+
+def stop_building() -> None:
+    """At the end of the run: a build still going is stopped, its whole process group (the Spark run and its
+    JVM), so no JVM outlives the run; the next run builds the archive."""
+    import signal
+
+    p = _building
+    if p is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.wait()
+
+
+_ready = False
+
+
+def use_when_ready() -> None:
+    """Once the archive exists, name it in ``SPARK_SUBMIT_OPTS`` (for every later Spark driver).  O(1)."""
+    global _ready
+    if _ready or _USER_OPTS:
+        return
+    path = archive_path()
+    if path.exists():
+        os.environ["SPARK_SUBMIT_OPTS"] = f"-XX:SharedArchiveFile={path} {QUIET}"
+        _ready = True
