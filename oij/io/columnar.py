@@ -3,8 +3,10 @@
 Data flow::
 
     oij-jsonl file --16 MiB of whole lines--> [DECODERS helper threads, that many chunks ahead] the template
-       (oij.io.template: oij's own shape, by position), else pyarrow.json (C++, every core) and the vectorised
-       checks on the Arrow buffers --> [this thread, in stream order] ids and the end line --> EventBlock
+       (oij.io.template: a chunk whose lines follow one layout per line kind, learned from its first line of
+       each kind -- oij's own shape, json.dumps's spacing, any fixed field order after "type", optional fields
+       absent, int or short plain string keys -- by position), else pyarrow.json (C++, every core) and the
+       vectorised checks on the Arrow buffers --> [this thread, in stream order] ids and the end line --> EventBlock
                                                    | any doubt                              | any violation
                                                    v                                        v
                                      the per-line reader (oij.io.jsonl) on that block's lines: the same events,
@@ -43,7 +45,10 @@ which yields its events or raises its error.  The JSONL proof obligations:
 mutated files (the per-line reader's fuzz corpus) and keeps a negative
 control: a fast path without the ``null`` check is caught;
 ``tests/io/test_foreign_shapes.py`` on generated files in foreign shapes, with
-planted errors, and negative controls of the string checks.
+planted errors, and negative controls of the string checks; and the template
+on files in random layouts, with planted changes and negative controls
+(a fixed text compared in part, a layout that repeats a field, string keys
+read without the escape check).
 
 Creates no process and no shared memory; helper threads per open stream (one for Parquet, :data:`DECODERS`
 for oij-jsonl), stopped when its blocks are exhausted or closed.

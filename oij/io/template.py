@@ -1,4 +1,4 @@
-r"""The fastest way into columns: oij-jsonl lines in the exact shape oij's writer gives them, parsed by position.
+r"""The fastest way into columns: oij-jsonl lines that all follow one layout per line kind, parsed by position.
 
 :func:`oij.io.jsonl.format_event` writes every event in one of three shapes::
 
@@ -6,34 +6,67 @@ r"""The fastest way into columns: oij-jsonl lines in the exact shape oij's write
     {"type":"watermark","ts":<int>,"channel":<int>}
     {"type":"end"}
 
-each line ending with a newline, or a CR and a newline.  :func:`parse_template` reads a chunk of such
-lines with numpy: one pass for the line ends, then per line and field a few operations on 8-byte words read
-at computed offsets: every fixed part compared, the next ``,`` (or ``.``) found by the zero-byte trick, the
-digits of a number turned into an int eight at a time
-(SWAR).  It accepts the chunk only when it can *prove* that every byte of every line is in its place:
+and other tools write their own fixed shapes: ``json.dumps``'s ``{"type": "tuple", "side": "base", ...}``,
+another field order, no ``"value"`` or ``"channel"``, string keys.  :func:`parse_template` takes a chunk of
+lines (each ending with a newline, or a CR and a newline) whose lines of each kind all follow *one* layout,
+whatever it is.  It learns the layout of a kind from the chunk's first line of that kind with a small exact
+tokenizer (:func:`learn`): the line is cut into ``T0 f1 T1 f2 ... fn Tn``, the fixed texts ``Ti`` being the
+exact bytes between the field values (braces, names, colons, commas, whatever spaces the line has; the constant
+``"type"`` value is part of ``T0``, the quotes of a string value part of the texts around it).  A layout is
+learned only when
 
-* each line is ``[fixed text][field][fixed text][field]...}`` with every fixed part compared byte by byte,
-  so nothing is left over, missing, reordered or repeated, and no line holds a second object;
+* the line is one flat JSON object whose first field is ``"type"`` (its value ``"tuple"`` or ``"watermark"``),
+  every other field one of its kind's (``side``, ``id``, ``ts``, ``key``, optional ``value`` and ``channel``;
+  ``ts``, optional ``channel``), each at most once, every required one present: so a line that matches the
+  layout byte for byte has no duplicate, missing or unknown field (a duplicate field is never accepted: orjson
+  and msgspec keep its last value, a layout cannot hold one);
+* ``side`` is a string (``"base"`` or ``"probe"``), ``key`` a number or a string, the others numbers;
+* no fixed text is longer than ``_MAX_TEXT`` bytes.
+
+Then, with numpy, one pass for the line ends and per kind and field a few operations on 8-byte words read at
+computed offsets: every fixed text compared, the end of a number found by the zero-byte trick (the first
+byte of the text after it: a space, comma or brace, never part of a number), the digits of a number turned
+into an int eight at a time (SWAR).  The lines are classified by the byte where the first line's ``"type"``
+value starts (``t`` or ``w``) and each must match its kind's layout.  The chunk is accepted only when that
+*proves* every byte of every line is in its place:
+
+* each line is ``T0 v1 T1 v2 ... vn Tn`` of its kind's layout, every fixed text compared byte by byte at its
+  position and the last one ending where the line ends: so nothing is left over, missing, reordered or
+  repeated, and no line holds a second object; since every value has the grammar of the value learned (a
+  number for a number, a string for a string, below), the line is the learned line with other values, the
+  same JSON object structure;
+* ``side`` is the literal ``base`` or ``probe`` (variable width: classified by its first byte, the whole
+  literal compared, positions advanced per row);
 * an integer field is ``-?[0-9]+`` with no leading zero (JSON's grammar), at most 16 digits (two 8-byte
   words; so it fits int64 and the per-line reader's int64 check holds);
 * a value is ``-?[0-9]+\.[0-9]+`` with no leading zero in its integer part and at most 15 digits in all: then
   its mantissa m and :math:`10^k` are exact doubles and :math:`m / 10^k` rounded once is the correctly rounded
-  double of the decimal, which is what the per-line reader's decoder returns (Clinger's fast path);
+  double of the decimal, which is what the per-line reader's decoder returns (Clinger's fast path); an
+  exponent or an integer-looking value is doubt;
+* a string key is 1 to 8 bytes, each printable ASCII (0x20 to 0x7F) other than ``"`` and ``\``: a JSON string
+  without escapes, whose text is its bytes; the keys become an object column of ``str`` (``None`` on
+  watermarks), as :mod:`oij.io.columnar`'s ``_string_keys`` and the per-line reader make it;
+* an absent optional field takes the per-line reader's default (``value`` 0.0, ``channel`` 0);
 * then the query's checks, as the Arrow reader's ``_check_table`` makes them: ``|ts| <= 2^62``, channels in
-  range, watermarks only without lateness, ids new (:meth:`oij.io.errors.IdSet.add_many`), an end line last
-  and nothing after it, no ``cond`` (its fields are the per-line reader's).
+  range, watermarks only without lateness, ids new (:meth:`oij.io.errors.IdSet.add_many`), an end line
+  (any flat object ``{"type":"end"}``, with any spaces) last and nothing after it, no ``cond`` (its fields are
+  the per-line reader's).
 
-Anything else -- a string key, a value with an exponent, spaces, another field order, an absent optional
-field -- is not an error here: the chunk goes to the next reader (pyarrow's, then the per-line one), which
-decides.  So a file means what :func:`oij.io.jsonl.read_jsonl` says, whichever reader took a chunk
-(``tests/io/test_blocks.py`` compares them on the per-line reader's fuzz corpus, with negative controls).
+Anything else -- lines of one kind in two layouts (``shuffled`` field orders: doubt on the first
+:data:`PROBE_LINES` lines), a value with an exponent, a longer or escaped string key, a blank line, spaces after
+a line's ``}`` that differ from the first line's -- is not an error here: the chunk goes to the next reader
+(pyarrow's, then the per-line one), which decides.  So a file means what :func:`oij.io.jsonl.read_jsonl` says,
+whichever reader took a chunk (``tests/io/test_blocks.py`` and ``tests/io/test_foreign_shapes.py`` compare
+them, on the per-line reader's fuzz corpus and on files in random layouts with planted errors, with negative
+controls).
 
 Creates no process and no shared memory.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -44,27 +77,17 @@ from oij.spec.model import TS_LIMIT, Query
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 U64 = npt.NDArray[np.uint64]
-Columns = tuple[Any, Any, I64, I64, I64, Any, I64, bool]
-"""kind (int8), side (int8), id, ts, key, value (float64), channel, and whether the end line closes the chunk."""
+Columns = tuple[Any, Any, I64, Any, Any, Any, I64, bool]
+"""kind (int8), side (int8), id, ts, key (int64, or object: str keys), value (float64), channel, and whether
+the end line closes the chunk."""
 
 _POW10 = np.array([10**k for k in range(19)], np.int64)
-_HEAD = b'{"type":"'
-_TUPLE = b'tuple","side":"'
-_BASE = b'base","id":'
-_PROBE = b'probe","id":'
-_WM = b'watermark","ts":'
-_END = b'{"type":"end"}'
-_MIN_TUPLE = len('{"type":"tuple","side":"base","id":0,"ts":0,"key":0,"value":0.0,"channel":0}')
-_MIN_WM = len('{"type":"watermark","ts":0,"channel":0}')
-_PAD = 64
-_TS = b',"ts":'
-_KEY = b',"key":'
-_VALUE = b',"value":'
-_CHANNEL = b',"channel":'
+_MAX_TEXT = 64
+_PAD = 128  # past the chunk: every gather after a matched fixed text stays inside (``_parse``)
 
 
 class _Doubt(Exception):
-    """Not provably in the writer's shape: the next reader decides."""
+    """Not provably in one layout per line kind: the next reader decides."""
 
 
 def _words(buf: bytes) -> U64:
@@ -90,9 +113,6 @@ def _fixed(w8: U64, at: I64, text: list[tuple[int, np.uint64, np.uint64]]) -> No
         if len(at) and not bool(((w8[at + j] & mask) == word).all()):
             raise _Doubt
 
-
-_W_HEAD, _W_TUPLE, _W_BASE, _W_PROBE, _W_WM, _W_TS, _W_KEY, _W_VALUE, _W_CHANNEL = (
-    _text_words(t) for t in (_HEAD, _TUPLE, _BASE, _PROBE, _WM, _TS, _KEY, _VALUE, _CHANNEL))
 
 _ZEROS = np.uint64(0x3030303030303030)
 _HIGH = np.uint64(0xF0F0F0F0F0F0F0F0)
@@ -189,10 +209,204 @@ def _value_field(a: U8, w8: U64, s: I64, e: I64) -> npt.NDArray[np.float64]:
     return np.where(neg, -v, v)
 
 
+# ---------------------------------------------------------------------- layouts: learned from one line
+
+
+class Layout(NamedTuple):
+    """The layout of one line kind: ``texts[0] fields[0] texts[1] ... fields[-1] texts[-1]``."""
+
+    kind: str
+    """``"tuple"``, ``"watermark"`` or ``"end"``."""
+    texts: tuple[bytes, ...]
+    """The fixed texts, one more than the fields."""
+    fields: tuple[str, ...]
+    """The fields whose values vary, in the line's order (``type`` is in ``texts[0]``)."""
+    kind_at: int
+    """The offset of the ``"type"`` value's first byte (after its quote) in the line."""
+    str_key: bool
+    """Whether the key is a string (its quotes are the ends of the texts around it)."""
+
+
+_REQUIRED = {"tuple": frozenset({"side", "id", "ts", "key"}), "watermark": frozenset({"ts"}), "end": frozenset()}
+_ALLOWED = {"tuple": frozenset({"side", "id", "ts", "key", "value", "channel"}),
+            "watermark": frozenset({"ts", "channel"}), "end": frozenset()}
+_WS = frozenset(b" \t\r")  # JSON's whitespace but the newline, which ends the line
+_NUMBER = frozenset(b"-+.0123456789eE")  # every byte a JSON number may hold
+
+
+def _skip(line: bytes, i: int) -> int:
+    """The first offset at or after ``i`` that is not JSON whitespace."""
+    while i < len(line) and line[i] in _WS:
+        i += 1
+    return i
+
+
+def _string(line: bytes, i: int) -> tuple[bytes, int] | None:
+    """The bytes of the JSON string at ``i`` and the offset after it, when it has no escape; else None."""
+    if line[i: i + 1] != b'"':
+        return None
+    j = line.find(b'"', i + 1)
+    if j < 0 or b"\\" in line[i + 1: j]:
+        return None
+    return line[i + 1: j], j + 1
+
+
+def _value(line: bytes, i: int, name: str) -> tuple[bytes, int] | None:
+    """The token of ``name``'s value at ``i`` (a string: its bytes with its quotes) and the offset after it: a
+    string for ``side`` (base or probe) and maybe ``key``, a run of number bytes for the others (its grammar
+    is checked with every other row's); None when it is neither."""
+    if line[i: i + 1] == b'"':
+        s = _string(line, i)
+        if s is None or name not in ("side", "key") or (name == "side" and s[0] not in (b"base", b"probe")):
+            return None
+        return line[i: s[1]], s[1]
+    if name == "side":
+        return None
+    j = i
+    while j < len(line) and line[j] in _NUMBER:
+        j += 1
+    return (line[i:j], j) if j > i else None
+
+
+def _new_field(kind: str, name: str, fields: list[str]) -> bool:
+    """Whether ``name`` may follow ``fields`` in a line of ``kind``: one of the kind's fields, not yet seen (a
+    layout repeats no field, so no line that matches it holds a duplicate).  O(fields)."""
+    return name in _ALLOWED[kind] and name not in fields
+
+
+def learn(line: bytes) -> Layout | None:
+    """The layout of ``line`` (without its line end), or None when it is not one flat JSON object whose first
+    field is ``"type"`` with its kind's fields, each once (module docstring).  An exact tokenizer of that
+    subset of JSON: ``ws { ws "name" ws : ws value ws (, ...)* } ws``.  O(len(line))."""
+    i = _skip(line, 0)
+    if line[i: i + 1] != b"{":
+        return None
+    i += 1
+    texts: list[bytes] = []
+    fields: list[str] = []
+    cut = 0  # where the fixed text being read began
+    kind = ""
+    kind_at = 0
+    str_key = False
+    while True:
+        i = _skip(line, i)
+        got = _string(line, i)
+        if got is None:
+            return None
+        name, i = got[0].decode("latin-1"), _skip(line, got[1])
+        if line[i: i + 1] != b":":
+            return None
+        i = _skip(line, i + 1)
+        if not kind:
+            typ = _string(line, i)
+            if name != "type" or typ is None or typ[0].decode("latin-1") not in _ALLOWED:
+                return None
+            kind, kind_at, i = typ[0].decode("latin-1"), i + 1, typ[1]
+        else:
+            v = _value(line, i, name)
+            if v is None or not _new_field(kind, name, fields):
+                return None
+            quoted = v[0][:1] == b'"'
+            texts.append(line[cut: i + quoted])  # a string's opening quote ends the text before it
+            fields.append(name)
+            str_key = str_key or (quoted and name == "key")
+            i = v[1]
+            cut = i - quoted  # and its closing quote begins the one after it
+        i = _skip(line, i)
+        if line[i: i + 1] == b"}":
+            break
+        if line[i: i + 1] != b",":
+            return None
+        i += 1
+    if _skip(line, i + 1) != len(line) or not _REQUIRED[kind] <= set(fields):
+        return None
+    texts.append(line[cut:])
+    if max(len(t) for t in texts) > _MAX_TEXT:
+        return None
+    return Layout(kind, tuple(texts), tuple(fields), kind_at, str_key)
+
+
+# ---------------------------------------------------------------------- a layout's rows, by position
+
+
+@functools.lru_cache(maxsize=256)
+def _w(text: bytes) -> list[tuple[int, np.uint64, np.uint64]]:
+    """:func:`_text_words` of ``text``, computed once per text."""
+    return _text_words(text)
+
+
+_BACKSLASH = np.uint64(0x5C5C5C5C5C5C5C5C)
+_QUOTES = np.uint64(0x2222222222222222)
+_SPACES = np.uint64(0x2020202020202020)
+_FILL = np.uint64(0x4141414141414141)  # "A": a printable byte in the unused bytes of a key's word
+
+
+def _str_keys(w8: U64, s: I64, e: I64) -> npt.NDArray[Any]:
+    """The string keys ``a[s:e]`` (row-wise, each 1 to 8 bytes from 0x20 to 0x7F but ``"`` and ``\\``: a JSON
+    string's text without escapes), as an object array of ``str``, or doubt.  One word a row: the bytes past
+    the key made ``A``, then no byte below 0x20 (a control character), none at or above 0x80, no ``"`` and no
+    ``\\`` (each found by the zero-byte trick); numpy's unique finds the distinct words, each is decoded once.
+    O(n log n)."""
+    n = e - s
+    if not len(s):
+        return np.empty(0, dtype=object)
+    if int(n.min()) < 1 or int(n.max()) > 8:
+        raise _Doubt
+    keep = (np.uint64(1) << (n * 8).astype(np.uint64)) - np.uint64(1)
+    keep[n == 8] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    x = (w8[s] & keep) | (_FILL & ~keep)
+    b = x ^ _BACKSLASH
+    d = x ^ _QUOTES
+    with np.errstate(over="ignore"):
+        low = (x - _SPACES) & ~x & _TOP  # a byte below 0x20 (exact for bytes below 0x80, checked with it)
+        esc = (b - _ONES) & ~b & _TOP
+        quote = (d - _ONES) & ~d & _TOP
+    if bool(((x & _TOP) | low | esc | quote).any()):
+        raise _Doubt
+    words = x & keep
+    uniq, inv = np.unique(words, return_inverse=True)
+    texts = np.empty(len(uniq), dtype=object)
+    texts[:] = [int(u).to_bytes(8, "little").rstrip(b"\0").decode("ascii") for u in uniq.tolist()]
+    out: npt.NDArray[Any] = texts[inv.reshape(-1)]
+    return out
+
+
+def _rows(a: U8, w8: U64, s0: I64, e0: I64, lay: Layout) -> dict[str, Any]:
+    """The fields of the lines ``a[s0:e0]`` (row-wise), all of ``lay``'s kind, as columns (``side``: whether
+    base), or doubt unless every line is ``lay``'s texts with valid values between them and its last text ends
+    where the line ends (module docstring).  O(rows * fields)."""
+    _fixed(w8, s0, _w(lay.texts[0]))
+    pos = s0 + len(lay.texts[0])
+    out: dict[str, Any] = {}
+    last = len(lay.fields) - 1
+    for k, name in enumerate(lay.fields):
+        after = lay.texts[k + 1]
+        if name == "side":
+            isb = a[pos] == 98  # b
+            _fixed(w8, pos[isb], _w(b"base" + after))
+            _fixed(w8, pos[~isb], _w(b"probe" + after))
+            pos = pos + np.where(isb, 4 + len(after), 5 + len(after))
+            out[name] = isb
+            if k == last and not bool((pos == e0).all()):
+                raise _Doubt
+            continue
+        # the value's end: the first byte of the text after it (for a string key, its closing quote)
+        c = e0 - len(after) if k == last else _find(w8, pos, after[0], 2 if name == "key" and lay.str_key else 3)
+        if name == "key" and lay.str_key:
+            out[name] = _str_keys(w8, pos, c)
+        elif name == "value":
+            out[name] = _value_field(a, w8, pos, c)
+        else:
+            out[name] = _int_field(a, w8, pos, c)
+        _fixed(w8, c, _w(after))
+        pos = c + len(after)
+    return out
+
+
 def parse_template(chunk: bytes, p: EventParser) -> Columns | None:
     """The events of ``chunk`` (whole lines, each ending with a newline) as the columns of an
     :class:`~oij.reference.columns.EventBlock` (kind, side, id, ts, key, value, channel, end), or None when the chunk
-    is not provably in the writer's shape (module docstring).  Adds the tuples' ids to ``p``'s and sets
+    is not provably in one layout per line kind (module docstring).  Adds the tuples' ids to ``p``'s and sets
     ``p.ended`` only when it returns columns.
     O(len(chunk)) numpy work."""
     if p.ended:
@@ -230,10 +444,10 @@ PROBE_LINES = 32
 
 
 def _probe(chunk: bytes, q: Query) -> bool:
-    """Whether the first :data:`PROBE_LINES` lines of ``chunk`` are in the writer's shape (a chunk of fewer lines:
-    True, the whole parse decides).  A file in another shape fails here, on a few hundred bytes, instead of
-    after a pass over the whole chunk.  It decides nothing for the chunk (a probe that passes is followed by
-    the whole parse, which decides).  O(1)."""
+    """Whether the first :data:`PROBE_LINES` lines of ``chunk`` follow one layout per line kind, learned from
+    them (a chunk of fewer lines: True, the whole parse decides).  A file whose lines do not (a field order per
+    line, an exponent) fails here, on a few hundred bytes, instead of after a pass over the whole chunk.  It
+    decides nothing for the chunk (a probe that passes is followed by the whole parse, which decides).  O(1)."""
     at = -1
     for _ in range(PROBE_LINES):
         at = chunk.find(b"\n", at + 1)
@@ -250,91 +464,82 @@ def _probe(chunk: bytes, q: Query) -> bool:
 
 def _parse(chunk: bytes, q: Query, probe: bool = False) -> tuple[Columns, I64]:
     """The columns of ``chunk`` and its tuples' ids, or doubt; ``probe``: the first lines of a longer chunk,
-    whose end follows."""
+    whose end follows.  The layouts are learned from the first line of each kind (:func:`learn`), then
+    every line must follow its kind's (:func:`_rows`).  O(len(chunk)).
+
+    Bounds: a fixed text matched at a position p lies inside the chunk (its bytes are not the zero bytes of
+    the padding), so every gather after it (a number's end within 24 bytes, a text of at most
+    :data:`_MAX_TEXT` bytes after that) stays inside the :data:`_PAD` bytes after the chunk; and every position
+    is at least ``len(T0)`` >= 8 past its line's start, so the words before a number's end are inside too."""
     if q.cond or not chunk.endswith(b"\n"):
         raise _Doubt
-    # padded: a gather past a malformed last line reads zeros (a mismatch), never past the array
-    buf = chunk + bytes(_PAD)
-    a = np.frombuffer(buf, np.uint8)
-    w8 = _words(buf)
-    nl = np.flatnonzero(a[: len(chunk)] == 10)
+    whole = np.frombuffer(chunk, np.uint8)
+    nl = np.flatnonzero(whole == 10)
     starts = np.empty(len(nl), np.int64)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
     ends = nl.astype(np.int64)  # each line is a[start:end]: without its newline and a CR before it
-    ends[1:] -= a[nl[1:] - 1] == 13
-    if len(nl) and nl[0] > 0 and a[nl[0] - 1] == 13:
+    ends[1:] -= whole[nl[1:] - 1] == 13
+    if nl[0] > 0 and whole[nl[0] - 1] == 13:
         ends[0] -= 1
     end_line = False
-    if not probe and chunk[starts[-1]: ends[-1]] == _END:
-        end_line = True
-        starts, ends = starts[:-1], ends[:-1]
+    if not probe and ends[-1] - starts[-1] <= 64:
+        last = learn(chunk[starts[-1]: ends[-1]])
+        if last is not None and last.kind == "end":
+            end_line = True
+            starts, ends = starts[:-1], ends[:-1]
     if not len(starts):
         if not end_line:
             raise _Doubt
         z = np.zeros(0, np.int64)
         return (np.zeros(0, np.int8), np.zeros(0, np.int8), z, z, z, np.zeros(0), z, True), z
-    _fixed(w8, starts, _W_HEAD)
-    kind_ch = a[starts + 9]
+    first = learn(chunk[starts[0]: ends[0]])
+    if first is None:
+        raise _Doubt
+    buf = chunk + bytes(_PAD)  # padded: a gather past a malformed last line reads zeros (a mismatch)
+    a = np.frombuffer(buf, np.uint8)
+    w8 = _words(buf)
+    kind_ch = a[starts + first.kind_at]
     is_t = kind_ch == 116  # t
     is_w = kind_ch == 119  # w
     if not bool((is_t | is_w).all()):
         raise _Doubt
-    length = ends - starts
-    if bool(((length < _MIN_TUPLE) & is_t).any() or ((length < _MIN_WM) & is_w).any()):
-        raise _Doubt
     if is_w.any() and q.lateness is not None:
-        raise _Doubt
-    if not bool((a[ends - 1] == 125).all()):  # }
         raise _Doubt
     n = len(starts)
     ts = np.zeros(n, np.int64)
     channel = np.zeros(n, np.int64)
     ids = np.zeros(n, np.int64)
-    key = np.zeros(n, np.int64)
+    key: Any = np.zeros(n, np.int64)
     value = np.zeros(n)
     side = np.full(n, -1, np.int8)
-
     t = np.flatnonzero(is_t)
     if len(t):
-        s0, e0 = starts[t], ends[t]
-        _fixed(w8, s0 + 9, _W_TUPLE)
-        isb = a[s0 + 24] == 98  # b
-        b, pr = np.flatnonzero(isb), np.flatnonzero(~isb)
-        _fixed(w8, s0[b] + 24, _W_BASE)
-        _fixed(w8, s0[pr] + 24, _W_PROBE)
-        pos = s0 + 24 + np.where(isb, len(_BASE), len(_PROBE))
-        c = _find(w8, pos, 44)
-        tid = _int_field(a, w8, pos, c)
-        _fixed(w8, c, _W_TS)
-        pos = c + len(_TS)
-        c = _find(w8, pos, 44)
-        tts = _int_field(a, w8, pos, c)
-        _fixed(w8, c, _W_KEY)
-        pos = c + len(_KEY)
-        c = _find(w8, pos, 44)
-        tkey = _int_field(a, w8, pos, c)
-        _fixed(w8, c, _W_VALUE)
-        pos = c + len(_VALUE)
-        c = _find(w8, pos, 44)
-        tval = _value_field(a, w8, pos, c)
-        _fixed(w8, c, _W_CHANNEL)
-        pos = c + len(_CHANNEL)
-        tch = _int_field(a, w8, pos, e0 - 1)
-        ids[t], ts[t], key[t], value[t], channel[t] = tid, tts, tkey, tval, tch
-        side[t] = np.where(isb, 0, 1)
+        got = _rows(a, w8, starts[t], ends[t], _layout(chunk, starts, ends, t[0], "tuple"))
+        ids[t], ts[t], side[t] = got["id"], got["ts"], np.where(got["side"], 0, 1)
+        if got["key"].dtype == object:
+            key = np.full(n, None, dtype=object)
+        key[t] = got["key"]
+        if "value" in got:
+            value[t] = got["value"]
+        if "channel" in got:
+            channel[t] = got["channel"]
     w = np.flatnonzero(is_w)
     if len(w):
-        s0, e0 = starts[w], ends[w]
-        _fixed(w8, s0 + 9, _W_WM)
-        pos = s0 + 9 + len(_WM)
-        c = _find(w8, pos, 44)
-        ts[w] = _int_field(a, w8, pos, c)
-        _fixed(w8, c, _W_CHANNEL)
-        pos = c + len(_CHANNEL)
-        channel[w] = _int_field(a, w8, pos, e0 - 1)
+        got = _rows(a, w8, starts[w], ends[w], _layout(chunk, starts, ends, w[0], "watermark"))
+        ts[w] = got["ts"]
+        if "channel" in got:
+            channel[w] = got["channel"]
     if not bool(((ts >= -TS_LIMIT) & (ts <= TS_LIMIT)).all()):
         raise _Doubt
     if not bool(((channel >= 0) & (channel < q.channels)).all()):
         raise _Doubt
     return (np.where(is_t, 0, 1).astype(np.int8), side, ids, ts, key, value, channel, end_line), ids[t]
+
+
+def _layout(chunk: bytes, starts: I64, ends: I64, row: int, kind: str) -> Layout:
+    """The layout learned from line ``row``, which must be of ``kind``; else doubt.  O(line)."""
+    lay = learn(chunk[int(starts[row]): int(ends[row])])
+    if lay is None or lay.kind != kind:
+        raise _Doubt
+    return lay

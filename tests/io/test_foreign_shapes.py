@@ -13,6 +13,7 @@ the template before it fails.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -20,9 +21,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oij.spec.model import Event, StreamTuple
 
 from oij.io import columnar as blocks_mod
 from oij.io import template as template_mod
+from oij.io.columnar import EventBlock
+from oij.io.jsonl import EventParser, read_query_line
 from tests.io.test_blocks import _blocks, _per_line, _same  # the differential of the two readers
 
 pytestmark = pytest.mark.timeout(600)
@@ -186,7 +190,9 @@ def test_equals_is_string_equality(values: list[str | None], cut: int, large: bo
 
 def test_negative_control_keys_packed_without_their_last_byte_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """String keys are packed into integers for numpy's unique: a packing that drops a byte makes two keys one,
-    and the differential check sees it."""
+    and the differential check sees it (the template, which would take these lines, is off: the Arrow path's
+    packing is under test)."""
+    monkeypatch.setattr(template_mod, "decode_template", lambda chunk, q: None)
     data = (b'{"type":"query","lower":-5,"upper":0}\n'
             b'{"type":"tuple","side":"base","id":1,"ts":1,"key":"abcdefgh"}\n'
             b'{"type":"tuple","side":"probe","id":2,"ts":1,"key":"abcdefgX"}\n{"type":"end"}\n')
@@ -204,7 +210,10 @@ def test_negative_control_keys_packed_without_their_last_byte_are_caught(monkeyp
 
 
 def _foreign_chunk(lines: int) -> bytes:
-    body = b"".join(b'{"type": "tuple", "side": "base", "id": %d, "ts": %d, "key": 1}\n' % (i + 1, i)
+    """Tuple lines in two field orders, alternately (as in a file whose every line has its own order): no one
+    layout, so the template cannot take the chunk."""
+    body = b"".join((b'{"type": "tuple", "side": "base", "id": %d, "ts": %d, "key": 1}\n' if i % 2 else
+                     b'{"type": "tuple", "id": %d, "side": "base", "ts": %d, "key": 1}\n') % (i + 1, i)
                     for i in range(lines))
     return b'{"type":"query","lower":-5,"upper":0}\n' + body + b'{"type":"end"}\n'
 
@@ -270,3 +279,193 @@ def test_negative_control_long_runs_need_the_per_line_strip(monkeypatch: pytest.
     assert blocks_mod._object_lines(chunk, 2) == _object_lines_by_definition(chunk, 2) == 1
     monkeypatch.setattr(blocks_mod, "_strip_runs", lambda *_: None)
     assert blocks_mod._object_lines(chunk, 2) != _object_lines_by_definition(chunk, 2)
+
+
+# ---------------------------------------------------------------- the template on any one layout per line kind
+
+SEPS = [(",", ":"), (", ", ": "), (" , ", " : "), (",\t", ":"), (",", ": ")]
+KEY_TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7F, blacklist_characters='"\\'),
+                   min_size=1, max_size=8)
+INTS = st.one_of(st.integers(-10, 10), st.integers(-(10**15) + 1, 10**15 - 1))  # at most 16 digits
+VALUE_TEXT = st.one_of(st.integers(-(10**6), 10**6).map(lambda k: repr(k / 8)), st.sampled_from(
+    ["0.0", "-0.0", "0.05", "123456789012.345", "0.1", "-1.25", "99999999999999.9", "9999999999999.99"]))
+PLANTS = ["byte", "repeat", "missing", "order", "exponent", "leading-zero", "long-int", "int-value", "escape"]
+DECLINED = {"repeat", "exponent", "leading-zero", "long-int", "int-value", "escape"}
+"""Plants the template must never take (a repeated field, a number outside its grammar, an escape in a string
+key), whatever the per-line reader makes of them."""
+
+
+@st.composite
+def layout_file(draw: st.DrawFn, plant: str | None = None) -> tuple[bytes, int]:
+    """A valid oij-jsonl file whose tuple lines all follow one random layout (``"type"`` first, the other
+    fields in a random order, optional fields present or not, int or string keys), its watermark lines
+    another, with random spacing and line ends; with ``plant``, one event line changed that way.  Returns the
+    file and how many event lines of the planted line's kind it has."""
+    lateness = draw(st.sampled_from([None, 5]))
+    channels = draw(st.integers(1, 3))
+    str_keys = draw(st.booleans())
+    item, colon = draw(st.sampled_from(SEPS))
+    opening, closing = draw(st.sampled_from(["", " "])), draw(st.sampled_from(["", " "]))
+    t_order = ["type", *draw(st.permutations(["side", "id", "ts", "key",
+                                             *[f for f in ("value", "channel") if draw(st.booleans())]]))]
+    w_order = ["type", *draw(st.permutations(["ts", *(["channel"] if draw(st.booleans()) else [])]))]
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    query = {"type": "query", "lower": -5, "upper": draw(st.integers(0, 5)), "channels": channels,
+             **({"lateness": lateness} if lateness is not None else {})}
+    rows: list[list[tuple[str, str]]] = []  # each event line as (name, value text) pairs, in order
+    for i in range(draw(st.integers(1, 30))):
+        if lateness is None and draw(st.integers(0, 4)) == 0:
+            w = {"type": '"watermark"', "ts": str(draw(INTS)), "channel": str(draw(st.integers(0, channels - 1)))}
+            rows.append([(f, w[f]) for f in w_order])
+            continue
+        key = f'"{draw(KEY_TEXT)}"' if str_keys else str(draw(INTS))  # no escape needed (a raw DEL too)
+        t = {"type": '"tuple"', "side": json.dumps(draw(st.sampled_from(["base", "probe"]))),
+             "id": str(i * 7 + draw(st.integers(0, 6)) - 20), "ts": str(draw(INTS)), "key": key,
+             "value": draw(VALUE_TEXT), "channel": str(draw(st.integers(0, channels - 1)))}
+        rows.append([(f, t[f]) for f in t_order])
+    same_kind = len(rows)
+    if plant is not None:
+        i = draw(st.integers(0, len(rows) - 1))
+        same_kind = sum(1 for r in rows if r[0] == rows[i][0])
+        rows[i] = _planted(draw, plant, rows[i])
+    rows.append([("type", '"end"')])
+    lines = [json.dumps(query, separators=(item, colon)).encode()]
+    for r in rows:
+        lines.append(("{" + opening + item.join(f'"{f}"{colon}{v}' for f, v in r) + closing + "}").encode())
+    data = eol.join(lines) + eol
+    if plant == "byte":
+        at = draw(st.integers(len(lines[0]) + len(eol), len(data) - 1))
+        data = data[:at] + bytes([draw(st.sampled_from(b'0123456789"\\,:{} .-eExq\t'))]) + data[at + 1:]
+    return data, same_kind
+
+
+def _planted(draw: st.DrawFn, plant: str, row: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``row`` with ``plant`` made (``"byte"``: unchanged here, the whole file's byte is changed)."""
+    row = list(row)
+    numbers = [k for k, (f, v) in enumerate(row) if f in ("id", "ts", "channel") or (f == "key" and v[0] != '"')]
+    j = draw(st.integers(1, len(row) - 1))
+    if plant == "byte":
+        pass
+    elif plant == "repeat":
+        f, v = row[draw(st.integers(0, len(row) - 1))]
+        row.insert(draw(st.integers(1, len(row))), (f, v))
+    elif plant == "missing":
+        del row[j]
+    elif plant == "order" and len(row) > 2:
+        k = draw(st.integers(0, len(row) - 1).filter(lambda k: k != j))
+        row[j], row[k] = row[k], row[j]
+    elif plant in ("exponent", "int-value") and any(f == "value" for f, _ in row):
+        k = next(k for k, (f, _) in enumerate(row) if f == "value")
+        row[k] = ("value", draw(st.sampled_from(["1e3", "1.5e2", "15E-1", "-2.0e0"] if plant == "exponent" else
+                                                 ["5", "-3", "0", "12"])))
+    elif plant == "escape" and any(f == "key" and v[0] == '"' for f, v in row):
+        k = next(k for k, (f, _) in enumerate(row) if f == "key")
+        row[k] = ("key", draw(st.sampled_from(['"a\\nb"', '"\\u0041"', '"\\\\"', '"x\\"y"', '"\\/"'])))
+    elif plant == "long-int":  # a 17-digit id, ts or key: valid, past the template's 16 digits
+        k = draw(st.sampled_from([k for k in numbers if row[k][0] != "channel"]))
+        row[k] = (row[k][0], str(draw(st.sampled_from([10**16 + 3, -(10**16) - 3]))))
+    else:  # leading-zero (also when the plant above does not apply to this row)
+        k = draw(st.sampled_from(numbers))
+        row[k] = (row[k][0], draw(st.sampled_from(["00", "01", "-01", "007"])))
+    return row
+
+
+def _template_events(data: bytes) -> list[Event] | None:
+    """The events the template reads from ``data``'s event lines as one chunk (the query line read first), or
+    None when it declines."""
+    head, _, body = data.partition(b"\n")
+    q = read_query_line(io.BytesIO(head + b"\n"), "f")
+    cols = template_mod.parse_template(body, EventParser(q, "f"))
+    return None if cols is None else list(EventBlock(*cols).events())
+
+
+def _template_agrees(data: bytes) -> bool:
+    """Whether the template either declines ``data``'s chunk or reads the per-line reader's events from it."""
+    got = _template_events(data)
+    want = _per_line(data)
+    return got is None or (want[1] is None and [repr(e) for e in got] == [repr(e) for e in want[0]])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=layout_file(), block=BLOCKS)
+def test_the_template_takes_any_one_layout_and_reads_the_line_readers_events(case: tuple[bytes, int],
+                                                                           block: int) -> None:
+    """Files in one random layout per line kind: the template takes the whole event text (called directly), and
+    every chunk of the block reader (its count of template blocks), and reads what the per-line reader reads."""
+    data, _ = case
+    want = _per_line(data)
+    assert want[1] is None
+    got = _template_events(data)
+    assert got is not None and [repr(e) for e in got] == [repr(e) for e in want[0]]
+    before = dict(blocks_mod.STATS)
+    assert _same(want, _blocks(data, block))
+    assert blocks_mod.STATS["slow"] == before["slow"]
+    assert blocks_mod.STATS.get("template", 0) - before.get("template", 0) == blocks_mod.STATS["fast"] - before[
+        "fast"] > 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), plant=st.sampled_from(PLANTS), block=BLOCKS)
+def test_a_planted_change_in_a_layout_gets_the_line_readers_events_or_error(data: st.DataObject, plant: str,
+                                                                          block: int) -> None:
+    """One line changed (a byte, a field repeated, missing or moved, an exponent, a leading zero, a 17-digit
+    int, an integer value, an escape in a string key): the template declines or reads the per-line reader's
+    events, and the block reader gives the per-line reader's events or error; the template never takes a
+    repeated field, a number outside its grammar or an escape, and never a line moved out of its kind's layout
+    when the kind has other lines."""
+    text, same_kind = data.draw(layout_file(plant))
+    assert _template_agrees(text)
+    if plant in DECLINED or (plant == "order" and same_kind > 1):
+        assert _template_events(text) is None, text
+    assert _same(_per_line(text), _blocks(text, block))
+
+
+LAYOUT = (b'{"type":"query","lower":-5,"upper":5,"channels":2}\n'
+          b'{"type": "tuple", "id": 1, "side": "base", "ts": 1, "key": 3, "channel": 1}\n'
+          b'{"type": "watermark", "ts": 2}\n'
+          b'{"type": "tuple", "id": 2, "side": "probe", "ts": 3, "key": 4, "channel": 0}\n'
+          b'{"type": "end"}\n')
+
+
+def test_negative_control_a_template_that_skips_part_of_a_fixed_text_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template that compares a fixed text but its last 8-byte word (``", "channel": "``: the ``l":`` of
+    ``channel``) reads ``"channex"`` as ``"channel"``, an unknown field the per-line reader rejects."""
+    data = LAYOUT.replace(b'"channel": 0', b'"channex": 0')
+    assert _per_line(data)[1] is not None and _template_agrees(data) and _template_events(LAYOUT) is not None
+    real = template_mod._w
+    monkeypatch.setattr(template_mod, "_w", lambda text: real(text)[:-1] if len(text) > 8 else real(text))
+    assert not _template_agrees(data)
+
+
+def test_the_template_takes_no_layout_that_repeats_a_field() -> None:
+    """Both readers keep a repeated field's last value, but no layout may repeat a field (one that matches it
+    byte for byte then has no duplicate): the template declines the chunk, the block reader agrees."""
+    data = LAYOUT.replace(b'"ts": 1,', b'"ts": 7, "ts": 1,').replace(b'"ts": 3,', b'"ts": 8, "ts": 3,')
+    assert _per_line(data)[1] is None
+    assert template_mod.learn(data.split(b"\n")[1]) is None
+    assert _template_events(data) is None
+    assert _same(_per_line(data), _blocks(data, 1 << 20))
+
+
+def test_negative_control_a_layout_with_a_repeated_field_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tokenizer without the check that a field is new learns the layout with ``"ts"`` twice: the test above
+    sees the template take it."""
+    data = LAYOUT.replace(b'"ts": 1,', b'"ts": 7, "ts": 1,').replace(b'"ts": 3,', b'"ts": 8, "ts": 3,')
+    monkeypatch.setattr(template_mod, "_new_field", lambda kind, name, fields: name in template_mod._ALLOWED[kind])
+    assert template_mod.learn(data.split(b"\n")[1]) is not None
+    with pytest.raises(AssertionError):
+        test_the_template_takes_no_layout_that_repeats_a_field()
+
+
+def test_negative_control_string_keys_without_the_escape_check_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string key ``"a\\nb"`` is ``a``, a newline, ``b`` to the per-line reader; a template that does not look
+    for ``\\`` reads four characters."""
+    data = (b'{"type":"query","lower":-5,"upper":5}\n'
+            b'{"type":"tuple","side":"base","id":1,"ts":1,"key":"ab"}\n'
+            b'{"type":"tuple","side":"base","id":2,"ts":1,"key":"a\\nb"}\n{"type":"end"}\n')
+    second = _per_line(data)[0][1]
+    assert isinstance(second, StreamTuple) and second.key == "a\nb"
+    assert _template_agrees(data) and _template_events(data) is None
+    monkeypatch.setattr(template_mod, "_BACKSLASH", np.uint64(0x0101010101010101))  # no key byte is 0x01
+    assert not _template_agrees(data)
