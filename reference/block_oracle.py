@@ -89,7 +89,11 @@ window's pairs (``repeat``), its count (:math:`e - s`), its exact sum
 (prefix sums of the exact integers :math:`v \cdot 2^{1074}` of
 :mod:`oij.reference.exact`: :math:`C_e - C_s`, rounded once by
 :func:`oij.reference.exact.to_float` -- the number
-:func:`oij.spec.aggregate.compute_aggregate` defines, in any order) and its
+:func:`oij.spec.aggregate.compute_aggregate` defines, in any order; while
+the stored values fit one int64 scale :math:`2^F`,
+:func:`oij.reference.exact.int_scale`, the same integers divided by
+:math:`2^{1074 - F}` are int64 prefix sums, rounded once by a double
+conversion; from the first window that does not fit on, Python integers) and its
 min/max (``reduceat`` over the runs, taken in order of s so that the gaps
 between runs add up to at most the stored probes; ``+ 0.0`` as the spec).
 
@@ -127,7 +131,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from oij.reference.columns import EventBlock
-from oij.reference.exact import scaled, to_float
+from oij.reference.exact import SHIFT, int_means_to_float, int_scale, int_sums_to_float, scaled, to_float
 from oij.spec.batch import AggregateRow, Pair, Results
 from oij.spec.match import lower_offset, upper_offset
 from oij.spec.model import End, Event, Key, Query, check_query
@@ -326,8 +330,9 @@ class KeyCodes:
 
 @dataclass
 class Tuples:
-    """Stored tuples of one side, column-wise, in no particular order.  ``ex``: the exact scaled values
-    (probes of sum/avg only); ``matched``: a pair was found (bases of a left join)."""
+    """Stored tuples of one side, column-wise, in no particular order.  ``ex``: the exact scaled values as
+    Python integers (probes of sum/avg, once their values did not fit int64: :meth:`BlockStore._exact_objects`);
+    ``matched``: a pair was found (bases of a left join)."""
 
     id: Ids
     kc: I64
@@ -477,12 +482,16 @@ class BlockStore:
         self.agg = q.aggregate
         self.left = q.join == "left" and q.aggregate is None
         self.exact = q.aggregate in ("sum", "avg")
+        # sum/avg: the exact values as Python integers in ``Tuples.ex``, from the first window whose values did
+        # not fit int64 (oij.reference.exact.int_scale) on; until then none are kept (each window's int64
+        # integers are made from the stored values when its rows are due)
+        self.objects = False
         self.keep_bases = self.agg is not None or self.left or not self.empty
         self.w = NEG  # W after the blocks added so far
         self.ended = False
         self.keys = KeyCodes()
         self.bases = Tuples.empty(False)
-        self.probes = Tuples.empty(self.exact)
+        self.probes = Tuples.empty(False)
         self.out = BlockOutput()
         self.compact_min = COMPACT_MIN
         self.visited = 0  # window entries the joins visited (pairs found, rows' window sizes)
@@ -509,7 +518,7 @@ class BlockStore:
                             np.zeros(int(is_base.sum()), np.bool_))
             pval = value[isp]
             new_p = Tuples(ids[isp], kc[isp], ts[isp], pval, np.zeros(len(pval), np.bool_),
-                            np.array([scaled(v) for v in pval.tolist()], dtype=object) if self.exact else None)
+                            np.array([scaled(v) for v in pval.tolist()], dtype=object) if self.objects else None)
             self._join_new(new_b, new_p)
             if self.keep_bases:
                 self.bases = self.bases.cat(new_b)
@@ -572,7 +581,7 @@ class BlockStore:
             self._final(bases.take(final))
             self.bases = bases.take(~final)
         if final_all:
-            self.probes = Tuples.empty(self.exact)
+            self.probes = Tuples.empty(self.objects)
             return
         probes = self.probes
         if len(probes):
@@ -605,15 +614,32 @@ class BlockStore:
         if agg == "count":
             rows = list(zip(aids, counts, counts, strict=True))
         elif agg == "sum" or agg == "avg":
-            assert probes.ex is not None
-            prefix = np.zeros(len(order) + 1, dtype=object)
-            if len(order):
-                prefix[1:] = np.cumsum(probes.ex[order])
-            totals = (prefix[e] - prefix[s]).tolist()
-            if agg == "sum":
-                rows = [(a, n, to_float(t, 1)) for a, n, t in zip(aids, counts, totals, strict=True)]
+            fit = None if self.objects else int_scale(probes.value[order])
+            if fit is not None:  # the exact totals in int64 at scale 2^f, rounded once (oij.reference.exact)
+                x, f = fit
+                prefix64 = np.zeros(len(order) + 1, np.int64)
+                np.cumsum(x, out=prefix64[1:])
+                t64 = prefix64[e] - prefix64[s]
+                if agg == "sum":
+                    rows = list(zip(aids, counts, int_sums_to_float(t64, f).tolist(), strict=True))
+                else:
+                    means, done = int_means_to_float(t64, np.maximum(cnt, 1), f)
+                    vals: list[float | None] = means.tolist()
+                    for i in np.flatnonzero(~done | (cnt == 0)).tolist():
+                        vals[i] = to_float(int(t64[i]) << (SHIFT - f), counts[i]) if counts[i] else None
+                    rows = list(zip(aids, counts, vals, strict=True))
             else:
-                rows = [(a, n, to_float(t, n) if n else None) for a, n, t in zip(aids, counts, totals, strict=True)]
+                probes = self._exact_objects()
+                assert probes.ex is not None
+                prefix = np.zeros(len(order) + 1, dtype=object)
+                if len(order):
+                    prefix[1:] = np.cumsum(probes.ex[order])
+                totals = (prefix[e] - prefix[s]).tolist()
+                if agg == "sum":
+                    rows = [(a, n, to_float(t, 1)) for a, n, t in zip(aids, counts, totals, strict=True)]
+                else:
+                    rows = [(a, n, to_float(t, n) if n else None)
+                            for a, n, t in zip(aids, counts, totals, strict=True)]
         else:
             ext = np.zeros(m)
             nz = cnt > 0
@@ -631,6 +657,15 @@ class BlockStore:
                 ext[nz] = got
             rows = [(a, n, v + 0.0 if n else None) for a, n, v in zip(aids, counts, ext.tolist(), strict=True)]
         self.out.aggregates += rows
+
+    def _exact_objects(self) -> Tuples:
+        """The stored probes with their exact values as Python integers (``Tuples.ex``), kept so from now on
+        (the values of a window did not fit int64).  O(S) the first time, O(1) after."""
+        if not self.objects:
+            self.objects = True
+            p = self.probes
+            p.ex = np.array([scaled(v) for v in p.value.tolist()], dtype=object)
+        return self.probes
 
     def _compact(self) -> None:
         """Renumber the key codes when the dictionary outgrows the state (step 6).  O(1), or O(S + codes)."""
@@ -666,7 +701,7 @@ class BlockStore:
                 s, e, _ = window_runs(b.kc, b.ts, p.kc, p.ts - self.hi, p.ts - self.lo)
                 needed |= e > s
             assert bool(needed.all()), "a probe no future tuple or pending row needs is still stored"
-        assert (p.ex is not None) == self.exact
+        assert (p.ex is not None) == self.objects and (self.exact or not self.objects)
         if p.ex is not None:
             assert p.ex.tolist() == [scaled(v) for v in p.value.tolist()]
         if self.left and len(b) and not self.empty and self.agg is None and not self._keeps_pending_windows():
