@@ -20,7 +20,7 @@ from .procs import alive, segments
 # collector start it with a fraction of the CPU that C2 and G1 warm up with (a 1,000-event `oij check` on Spark:
 # 32 CPU-seconds with the defaults, 17 with these), and the test command is short of CPU on two cores.  Each JVM
 # says "Picked up JAVA_TOOL_OPTIONS" on stderr.  A value already in the environment is kept.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm_archive.JVM_OPTS)
 # Every Spark JVM the tests start (the session below, and those of the commands and adapters they run) computes
 # frames of a few hundred rows: there, compiling each query's Java code (whole-stage codegen, then Janino) costs
 # more than interpreting its expressions.  Spark's own suites run both modes and hold them to the same answers;

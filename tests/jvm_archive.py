@@ -8,13 +8,15 @@ and ``stop()`` took 11-12 CPU-seconds of the JVM without the archive, about 6 wi
 * :func:`start_building` (the pytest controller, at configure): when the archive for this Java and this pyspark
   is missing, a daemon thread builds it by one small Spark run, written under a temporary name and renamed, so
   that no JVM ever maps half an archive.  The tests start meanwhile.
-* :func:`use_when_ready` (every worker, before each test): once the archive exists, ``SPARK_SUBMIT_OPTS`` names
-  it, so every Spark driver started afterwards by ``spark-submit`` (the session's, and those of the commands and
-  adapters the tests run) maps it.  A JVM whose class path differs (the bare install's pyspark) finds the
-  archive does not match and runs as before; ``-Xlog:cds*=off`` keeps the JVM's notice of that off its stdout.
+* :func:`use_when_ready` (every worker, before each test): once the archive exists, ``JAVA_TOOL_OPTIONS`` names
+  it, so every JVM started afterwards with Spark's class path maps it: the drivers ``spark-submit`` starts (the
+  session's, and those of the commands and adapters the tests run), and a standalone cluster's master, worker
+  and executors.  A JVM whose class path differs (Flink's, PyFlink's, the bare install's pyspark) finds that the
+  archive does not match and runs as before, on the JDK's own archive; ``-Xlog:cds*=off`` keeps the JVM's
+  notice of that off its stdout.
 
-Only the tests use it: oij itself starts its JVMs as Spark and Flink configure them.  A ``SPARK_SUBMIT_OPTS``
-already in the environment is kept as it is (no archive).
+Only the tests use it: oij itself starts its JVMs as Spark and Flink configure them.  A ``JAVA_TOOL_OPTIONS``
+of the caller's (other than tests/conftest.py's default) is kept as it is, without the archive.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from pathlib import Path
 QUIET = "-Xlog:cds*=off"
 """The JVM's CDS messages (an archive that does not match, classes it skipped while dumping) off its stdout."""
 
-_USER_OPTS = "SPARK_SUBMIT_OPTS" in os.environ
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""tests/conftest.py's default ``JAVA_TOOL_OPTIONS`` (it says why); the archive is added to it, to no other."""
+
+_USER_OPTS = os.environ.get("JAVA_TOOL_OPTIONS", JVM_OPTS) != JVM_OPTS
 
 _DUMP_RUN = """
 from oij.spark.session import spark_session
@@ -68,7 +73,7 @@ def _build(path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    env = dict(os.environ, SPARK_SUBMIT_OPTS=f"-XX:ArchiveClassesAtExit={tmp} {QUIET}")
+    env = dict(os.environ, JAVA_TOOL_OPTIONS=f"{JVM_OPTS} -XX:ArchiveClassesAtExit={tmp} {QUIET}")
     with tempfile.TemporaryDirectory(prefix="oij-cds-") as d:
         _building = subprocess.Popen([sys.executable, "-c", _DUMP_RUN, str(Path(d) / "t.parquet")], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -119,11 +124,11 @@ _ready = False
 
 
 def use_when_ready() -> None:
-    """Once the archive exists, name it in ``SPARK_SUBMIT_OPTS`` (for every later Spark driver).  O(1)."""
+    """Once the archive exists, name it in ``JAVA_TOOL_OPTIONS`` (for every JVM started later).  O(1)."""
     global _ready
     if _ready or _USER_OPTS:
         return
     path = archive_path()
     if path.exists():
-        os.environ["SPARK_SUBMIT_OPTS"] = f"-XX:SharedArchiveFile={path} {QUIET}"
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{JVM_OPTS} -XX:SharedArchiveFile={path} {QUIET}"
         _ready = True
