@@ -623,11 +623,11 @@ class BlockStore:
                 if agg == "sum":
                     rows = list(zip(aids, counts, int_sums_to_float(t64, f).tolist(), strict=True))
                 else:
-                    means, done = int_means_to_float(t64, np.maximum(cnt, 1), f)
-                    vals: list[float | None] = means.tolist()
-                    for i in np.flatnonzero(~done | (cnt == 0)).tolist():
-                        vals[i] = to_float(int(t64[i]) << (SHIFT - f), counts[i]) if counts[i] else None
-                    rows = list(zip(aids, counts, vals, strict=True))
+                    means, rounded = int_means_to_float(t64, np.maximum(cnt, 1), f)
+                    avgs: list[float | None] = means.tolist()
+                    for i in np.flatnonzero(~rounded | (cnt == 0)).tolist():
+                        avgs[i] = to_float(int(t64[i]) << (SHIFT - f), counts[i]) if counts[i] else None
+                    rows = list(zip(aids, counts, avgs, strict=True))
             else:
                 probes = self._exact_objects()
                 assert probes.ex is not None

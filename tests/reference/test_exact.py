@@ -115,7 +115,7 @@ def _prop() -> Any:
 def test_the_block_path_switches_from_int64_to_python_integers_and_equals_the_oracle(
         monkeypatch: pytest.MonkeyPatch) -> None:
     ran = {"int64": 0, "objects": 0}
-    real_scale, real_objects = blocks_mod.int_scale, blocks_mod.BlockStore._exact_objects
+    real_scale, real_objects = exact.int_scale, blocks_mod.BlockStore._exact_objects
 
     def counted_scale(v: Any) -> Any:
         got = real_scale(v)
@@ -126,7 +126,7 @@ def test_the_block_path_switches_from_int64_to_python_integers_and_equals_the_or
         ran["objects"] += 1
         return real_objects(self)
 
-    monkeypatch.setattr(blocks_mod, "int_scale", counted_scale)
+    monkeypatch.setattr("oij.reference.block_oracle.int_scale", counted_scale)
     monkeypatch.setattr(blocks_mod.BlockStore, "_exact_objects", counted_objects)
     _prop()()
     assert ran["int64"] > 30 and ran["objects"] > 10, ran
@@ -148,7 +148,7 @@ def _short_scale(values: Any) -> Any:
 @pytest.mark.parametrize("patch", [("int_means_to_float", _double_rounded), ("int_scale", _short_scale)],
                          ids=lambda p: p[0])
 def test_the_property_catches_a_wrong_int64_path(patch: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(blocks_mod, patch[0], patch[1])
+    monkeypatch.setattr(f"oij.reference.block_oracle.{patch[0]}", patch[1])
     if patch[0] == "int_means_to_float":  # the case that needs it, then the property
         q = Query(lower=0, upper=5, aggregate="avg")
         events: list[Event] = [StreamTuple("base", 0, 0, 1, 0.0), StreamTuple("probe", 1, 1, 1, 2.0 ** 52),
