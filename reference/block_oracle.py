@@ -331,7 +331,7 @@ class KeyCodes:
 @dataclass
 class Tuples:
     """Stored tuples of one side, column-wise, in no particular order.  ``ex``: the exact scaled values as
-    Python integers (probes of sum/avg, once their values did not fit int64: :meth:`BlockStore._exact_objects`);
+    Python integers (probes of sum/avg, once their values did not fit int64: ``BlockStore._exact_objects``);
     ``matched``: a pair was found (bases of a left join)."""
 
     id: Ids
