@@ -39,8 +39,8 @@ def _group(item: pytest.Item) -> str | None:
       on two workers each started its own, and CPU is what the test command is short of.
     * ``flink-gateway``: the tests marked ``flink_gateway``, which drive Flink SQL through PyFlink in their own
       process (test_flink_adapter.py): PyFlink's gateway JVM lives until the process exits, so one per run.
-    * ``kit-power``: the two tests on the session-scoped accum recording (about a minute of process starts),
-      recorded once instead of once per worker.
+    * ``kit-power``: the tests on the session-scoped accum recording (kit-power's recording: a process pair per
+      case), recorded once instead of once per worker.
     * ``bare-install`` and ``docs-build``: the tests on test_bare_install.py's ``bare`` environment (a fresh venv
       and ``pip install .``: one to two minutes) and on test_docs_offline.py's ``built`` site (a Sphinx build:
       half a minute), module-scoped fixtures that a module spread over both workers built once on each; so is

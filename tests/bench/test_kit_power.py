@@ -6,7 +6,8 @@
   the generated cases alone (``--no-vectors``), so neither half of the kit
   hides behind the other (two of the runs start the command per case, the
   others run it in this process).
-* The correct implementation and the oracle run as a command conform.
+* The correct implementation and the oracle run as a command conform (at the defaults, in this process);
+  kit-power's recording of it (a process pair per case) holds every case.
 * A sample of cosmic-ray mutants, spread evenly over the list (not picked),
   is killed or listed as equivalent (the quick subset of ``oij bench
   kit-power``); the manifest of equivalent mutants names real mutants; and a
@@ -99,24 +100,46 @@ def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixtur
     assert rc == 1 and "does NOT conform" in out, out
 
 
+SMALL_RECORDING = ("--no-vectors",)
+"""The recording's own run: the default run's 200 generated cases without its 418 vectors (two processes per
+case: about 50 CPU-seconds at the defaults, the cost of ``oij bench kit-power``'s recording, not of what it
+decides).  A mutant whose replay differs from it gets the real run at the defaults, as in the benchmark; one whose
+replay agrees survives the replay and goes on to the manifest and ``--state-bound``."""
+
+
 @pytest.fixture(scope="session")
 def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
-    """``oij conform`` at its defaults on the independent implementation, run as kit-power runs it before any
-    mutant (:func:`oij.bench.kitpower.record`: through the recorder, which passes every answer through, then
-    replayed once with line tracing).  One run serves both tests below: kit-power's recording of the correct
-    run, and the verdict that the implementation conforms (a run that does not conform raises).  Session-scoped:
-    kept by a worker that runs other modules between the two (two workers each make their own)."""
+    """kit-power's recording of the unmutated independent implementation (:func:`oij.bench.kitpower.record`:
+    ``oij conform`` as a process, each case through the recorder script, which passes every answer through,
+    then replayed once with line tracing), on :data:`SMALL_RECORDING`.  A run that does not conform raises.
+    Session-scoped: kept by a worker that runs other modules between its two users."""
     from oij.bench.kitpower import TARGETS, record
 
-    return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0)
+    return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0, extra=SMALL_RECORDING)
+
+
+def test_the_recording_holds_every_case_and_the_lines_run(accum_recording: Recording) -> None:
+    out = accum_recording.report
+    assert out.startswith("conforms: ") and re.search(r"\(0 test vectors, then 200 generated cases\)", out), out
+    assert "warning" not in out, out
+    assert len(list(accum_recording.dir.glob("*.in"))) == int(out.split()[1]), out  # every case was recorded
+    source = (REPO / "tests" / "impls" / "accum_oij.py").read_text().splitlines()
+    loop = source.index("    for line in sys.stdin:") + 1  # main's loop over the case: every case runs it
+    assert accum_recording.reaches(loop) and not accum_recording.reaches(len(source) + 10), accum_recording.ran
 
 
 @pytest.mark.timeout(900)
-def test_the_independent_implementation_conforms(accum_recording: Recording) -> None:
-    out = accum_recording.report
+def test_the_independent_implementation_conforms(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``oij conform`` at its defaults (every vector, then 200 generated cases) passes accum_oij.py, its ``main``
+    run in this process on each case's text (:func:`tests.testing.test_kit_regressions.in_process`; the
+    recording above runs it as a process, on fewer cases).  Its negative controls are the bug shapes above,
+    each caught at the same defaults."""
+    monkeypatch.setattr("oij.testing._runner.run_command", in_process)
+    rc, out = conform(capsys, "--", *ACCUM)
+    assert rc == 0, out
     assert out.startswith("conforms: ") and re.search(r"\(\d+ test vectors, then 200 generated cases\)", out), out
     assert "warning" not in out, out
-    assert len(list(accum_recording.dir.glob("*.in"))) == int(out.split()[1]), out  # every case was recorded
 
 
 def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -129,8 +152,8 @@ def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
         tmp_path: Path, accum_recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
     """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
-    events; the first equivalent of the manifest rides along in the same run (one recording of the correct
-    run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
+    events; the first equivalent of the manifest on a line the recording reaches rides along in the same run (one
+    recording of the correct run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
     :func:`~oij.bench.kitpower.record`, the same arguments).  Negative control: that mutant, run again with an
     empty manifest, survives (its replay gives every recorded answer) and kit-power exits 1.  (A survivor judged
     by a full real oij conform run is the fixture's verdict on the unmutated implementation: the same
@@ -143,14 +166,19 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     def recorded(t: kitpower.Target, repo: Path, into: Path, timeout: float,
                  extra: tuple[str, ...] = ()) -> Recording:
         if (t, repo.resolve(), extra) == (TARGETS["accum"], REPO.resolve(), ()):
-            return accum_recording
+            return accum_recording  # the benchmark's call, answered with the small recording
         return real_record(t, repo, into, timeout, extra)
 
     monkeypatch.setattr(kitpower, "record", recorded)
     target = TARGETS["accum"]
-    sample = pick_evenly(enumerate_mutants(target, (REPO / target.path).read_text()), 6)
+    every = enumerate_mutants(target, (REPO / target.path).read_text())
+    sample = pick_evenly(every, 6)
     keys = [f"{m.target}:{m.operator}:{m.occurrence}" for m in sample]
-    eq_target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml") if k[0] == "accum")
+    line_of = {(m.target, m.operator, m.occurrence): m.line_no for m in every}
+    # the first equivalent of the manifest on a line the recording reaches (so that its replay runs: the first
+    # ones are on the overflow of an exact sum past the double range, which only the vectors reach)
+    eq_target, op, occ = next(k for k in load_manifest(IMPLS / "mutants.toml")
+                              if k[0] == "accum" and k in line_of and accum_recording.reaches(line_of[k]))
     eq = f"{eq_target}:{op}:{occ}"
     # --state-bound: one of the six (accum:core/ReplaceAndWithOr:0) keeps every probe of an aggregate; no short
     # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent).  It walks all it
