@@ -152,12 +152,12 @@ def _kit_power(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
         tmp_path: Path, accum_recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
     """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
-    events; the first equivalent of the manifest on a line the recording reaches rides along in the same run (one
-    recording of the correct run serves both) and is excused by the replay.  The recording is the fixture's (kit-power's own
-    :func:`~oij.bench.kitpower.record`, the same arguments).  Negative control: that mutant, run again with an
-    empty manifest, survives (its replay gives every recorded answer) and kit-power exits 1.  (A survivor judged
-    by a full real oij conform run is the fixture's verdict on the unmutated implementation: the same
-    ``run_mutant`` path; a second one here cost 30 CPU-seconds.)"""
+    events; the first equivalent of the manifest on a line the recording reaches rides along in the same run
+    (one recording of the correct run serves both) and is excused by the replay.  The recording is the
+    fixture's (kit-power's own :func:`~oij.bench.kitpower.record`, on fewer cases).  Negative control: that
+    mutant, run again with an empty manifest, survives (its replay gives every recorded answer) and kit-power
+    exits 1.  (A survivor judged by a full real oij conform run is the fixture's verdict on the unmutated
+    implementation: the same ``run_mutant`` path; a second one here cost 30 CPU-seconds.)"""
     from oij.bench import kitpower
     from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest, pick_evenly
 
