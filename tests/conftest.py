@@ -65,8 +65,8 @@ MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results":
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The controller (or a run without workers) starts building the Spark JVMs' class archive
-    (tests/jvm_archive.py) when it is missing; the tests start meanwhile."""
+    """The controller (or a run without workers) starts building the Spark and Flink JVMs' class archives
+    (tests/jvm_archive.py) that are missing; the tests start meanwhile."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         jvm_archive.start_building()
 
@@ -77,9 +77,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def spark_class_archive() -> None:
-    """Every test: once the Spark class archive exists, the Spark drivers started from now on map it."""
-    jvm_archive.use_when_ready()
+def jvm_class_archive(request: pytest.FixtureRequest) -> None:
+    """Every test: the JVMs it starts map the class archive for it once that exists (tests/jvm_archive.py:
+    Flink's under tests/flink/, Spark's elsewhere)."""
+    jvm_archive.use_when_ready(str(request.node.path))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)

@@ -4,7 +4,7 @@ Data flow for one case (``run_case``: a JVM per case)::
 
     events --(a small text file: query line, then one line per tuple or watermark, keys as ints)--> CASE
     java OijDataStreamCase CASE PACE_MS  (oij/flink/java/OijDataStreamCase.java, compiled once with javac
-      against pyflink/lib into a cache directory; it starts a MiniCluster for its one job)
+      against pyflink/lib into a jar in a cache directory; it starts a MiniCluster for its one job)
       --> "P base probe" lines (the join) and "L id" lines (both late side outputs) --> Results
 
 Data flow for many cases (``Session``: one JVM and one MiniCluster for all of them)::
@@ -89,8 +89,9 @@ def cache_dir() -> Path:
 
 
 def command(cache: Path | None = None) -> list[str]:
-    """``java -cp ... OijDataStreamCase``, compiling the class first if it is missing or older than its source."""
-    from oij.flink.peers import flink_lib, java_command
+    """``java -cp ... OijDataStreamCase``, compiling oij/flink/java/ into the cache's jar first if it is missing or
+    older than a source (:func:`oij.flink.peers.flink_jar`)."""
+    from oij.flink.peers import JAR, flink_lib, java_command
 
     lib = flink_lib()
     if lib is None:
@@ -98,9 +99,9 @@ def command(cache: Path | None = None) -> list[str]:
     if shutil.which("java") is None:
         raise Unsupported("the flink-ds adapter needs Java 17 on PATH")
     cache = cache or cache_dir()
-    if not (cache / "OijDataStreamCase.class").exists() and shutil.which("javac") is None:
+    if not (cache / JAR).exists() and shutil.which("javac") is None:
         raise Unsupported("the flink-ds adapter compiles a small Java class once: it needs a JDK (javac)")
-    return java_command(JAVA_SOURCE, cache, lib)
+    return java_command(JAVA_SOURCE.stem, cache, lib)
 
 
 def case_text(q: Query, events: Sequence[Event]) -> str:

@@ -7,9 +7,9 @@ batch join, which the bench checks.
 
 * SQL: one filesystem CSV table, joined with itself (``side = 0`` and ``side = 1``) on the key and
   ``p.rt BETWEEN b.rt + lower AND b.rt + upper`` -- the planner's event-time interval join.
-* DataStream: ``OijIntervalJoin.java`` beside this module, compiled with ``javac`` against PyFlink's own
-  jars (``pyflink/lib``) into a cache directory the first time; PyFlink has no Python binding for
-  ``KeyedStream.intervalJoin``.
+* DataStream: ``OijIntervalJoin.java`` in ``java/`` beside this module, compiled with ``javac`` against
+  PyFlink's own jars (``pyflink/lib``) into a jar in a cache directory the first time (:func:`flink_jar`, with
+  the other Java programs there); PyFlink has no Python binding for ``KeyedStream.intervalJoin``.
 
 Run as ``python -m oij.flink.peers sql CSV OUT PARALLELISM LOWER UPPER LATENESS``.
 """
@@ -40,23 +40,48 @@ def datastream_command(cache: Path) -> list[str] | None:
     lib = flink_lib()
     if lib is None or shutil.which("javac") is None or shutil.which("java") is None:
         return None
-    return java_command(JAVA_SOURCE, cache, lib)
+    return java_command(JAVA_SOURCE.stem, cache, lib)
 
 
-def java_command(source: Path, cache: Path, lib: Path) -> list[str]:
-    """``java -cp CACHE:LIB/* CLASS`` for the Java file ``source``, compiled with javac against the jars in
-    ``lib`` into ``cache`` if its class is missing or older than the source (compiled aside in a temporary
-    directory, then moved in: a concurrent or interrupted compile never leaves half a class)."""
-    name = source.stem
-    cls = cache / f"{name}.class"
-    if not cls.exists() or cls.stat().st_mtime < source.stat().st_mtime:
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", f"{lib}/*", str(source)], check=True,
-                           capture_output=True)
-            for f in Path(tmp).glob("*.class"):
-                os.replace(f, cache / f.name)
-    return ["java", "-cp", f"{cache}:{lib}/*", name]
+JAR = "oij-flink.jar"
+"""The cache's one jar: the classes of every Java program in oij/flink/java/."""
+
+
+def flink_jar(cache: Path, lib: Path) -> Path:
+    """``cache/oij-flink.jar``: every Java program of ``oij/flink/java/`` compiled together with javac against
+    the jars in ``lib``, when the jar is missing or older than one of the sources.
+
+    The classes are compiled and packed aside in a temporary directory of ``cache``, the jar fsynced and renamed
+    over the old one, so a concurrent or interrupted build never leaves half a jar.  A jar rather than a folder
+    of classes: Java's class-data sharing (``-XX:SharedArchiveFile``, AppCDS) maps only classes loaded from jars,
+    and a class folder on the class path turns it off for the whole JVM.  Requires: ``javac`` on PATH when the
+    jar must be built.  Cost: one javac run (seconds) the first time, two stat calls per source afterwards.
+    """
+    import zipfile
+
+    jar = cache / JAR
+    sources = sorted(Path(__file__).with_name("java").glob("*.java"))
+    if jar.exists() and jar.stat().st_mtime >= max(s.stat().st_mtime for s in sources):
+        return jar
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        classes = Path(tmp) / "classes"
+        subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", *map(str, sources)], check=True,
+                       capture_output=True)
+        packed = Path(tmp) / JAR
+        with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+        with open(packed, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(packed, jar)
+    return jar
+
+
+def java_command(name: str, cache: Path, lib: Path) -> list[str]:
+    """``java -cp CACHE/oij-flink.jar:LIB/* NAME``: the Java program ``NAME`` of oij/flink/java/, its jar built
+    first if needed (:func:`flink_jar`)."""
+    return ["java", "-cp", f"{flink_jar(cache, lib)}:{lib}/*", name]
 
 
 def _interval(ms: int) -> str:

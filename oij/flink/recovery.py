@@ -63,7 +63,8 @@ killed JVM leaves its files there) and, with :mod:`oij.io.recovery`, ``query.jso
 creates ``ckpt/``, ``savepoints/``, ``sink/`` and ``failed-once``.  Nothing is removed except ``tmp/``: the kit
 owns the directory.  The JVM is this process's child, in its process group (the kit kills the group); on any
 error of this process it is killed and reaped.
-The compiled class is cached beside OijDataStreamCase's (:func:`oij.flink.datastream.cache_dir`).
+The compiled class is in the jar of OijDataStreamCase (:func:`oij.flink.peers.flink_jar`, in
+:func:`oij.flink.datastream.cache_dir`).
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,27 +96,12 @@ SINKS = ("two-phase", "direct")
 
 
 def command(cache: Path | None = None) -> list[str]:
-    """``java -cp CACHE:LIB/* OijDataStreamRestart``, compiling OijDataStreamCase first (it reuses its classes)
-    and then this class if it is missing or older than either source (aside in a temporary directory of the
-    cache, then moved in).  Raises :class:`Unsupported` without PyFlink, Java or (the first time) javac."""
+    """``java -cp CACHE/oij-flink.jar:LIB/* OijDataStreamRestart``: the jar holds it with OijDataStreamCase,
+    whose classes it reuses (built by :func:`oij.flink.datastream.command` when missing or older than a source).
+    Raises :class:`Unsupported` without PyFlink, Java or (the first time) javac."""
     from oij.flink import datastream
-    from oij.flink.peers import flink_lib
 
-    cache = cache or datastream.cache_dir()
-    datastream.command(cache)  # the checks, and OijDataStreamCase.class
-    lib = flink_lib()
-    assert lib is not None  # datastream.command has checked
-    cls = cache / "OijDataStreamRestart.class"
-    newest = max(JAVA_SOURCE.stat().st_mtime, datastream.JAVA_SOURCE.stat().st_mtime)
-    if not cls.exists() or cls.stat().st_mtime < newest:
-        if shutil.which("javac") is None:
-            raise Unsupported("the flink-ds restart protocol compiles a small Java class once: it needs a JDK")
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", f"{cache}:{lib}/*", str(JAVA_SOURCE)],
-                           check=True, capture_output=True)
-            for f in Path(tmp).glob("OijDataStreamRestart*.class"):
-                os.replace(f, cache / f.name)
-    return ["java", "-cp", f"{cache}:{lib}/*", "OijDataStreamRestart"]
+    return [*datastream.command(cache)[:-1], "OijDataStreamRestart"]
 
 
 def head_line(q: Query) -> str:
