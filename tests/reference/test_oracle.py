@@ -228,10 +228,12 @@ MUTANTS = [
 
 @pytest.mark.parametrize(("mutant", "kw"), MUTANTS, ids=[m.__name__ for m, _ in MUTANTS])
 def test_negative_control_is_caught(mutant: type[Oracle], kw: dict[str, Any]) -> None:
+    """The first workload on which the mutant and the oracle disagree, drawn derandomized: the same search every
+    run (FloatSubtractOnEvict, the rarest, needs 436 draws, 3 s; a random search needed 68 to 2,277 of them)."""
     example = find(
         workloads(**kw),
         lambda w: first_disagreement(w[0], w[1], mutant) is not None,
-        settings=settings(max_examples=3000, deadline=None, database=None, phases=[Phase.generate]),
+        settings=settings(max_examples=3000, deadline=None, database=None, derandomize=True, phases=[Phase.generate]),
     )
     assert first_disagreement(example[0], example[1], mutant) is not None
 
