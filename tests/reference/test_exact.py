@@ -104,8 +104,8 @@ def switching_streams(draw: Any) -> tuple[Query, list[Event]]:
     return q, events
 
 
-def _prop() -> Any:
-    @settings(SETTINGS, phases=[Phase.generate], report_multiple_bugs=False)
+def _prop(derandomize: bool = False) -> Any:
+    @settings(SETTINGS, phases=[Phase.generate], report_multiple_bugs=False, derandomize=derandomize)
     @given(switching_streams(), st.integers(1, 9))
     def prop(w: tuple[Query, list[Event]], block: int) -> None:
         check_against_oracle(w[0], w[1], block)
@@ -160,5 +160,5 @@ def test_the_property_catches_a_wrong_int64_path(patch: tuple[str, Any], monkeyp
         with pytest.raises(AssertionError):
             check_against_oracle(q, events, 4)
         return
-    with pytest.raises(AssertionError):
-        _prop()()
+    with pytest.raises(AssertionError):  # the same search every run (a random one missed it once in CI)
+        _prop(derandomize=True)()

@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -437,9 +438,14 @@ def test_the_cluster_command_stops_its_jvms_on_sigterm() -> None:
     from tests.procs import alive
 
     def start() -> tuple[subprocess.Popen[str], list[int]]:
-        p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", "1"], stdout=subprocess.PIPE, text=True,
-                             stderr=subprocess.DEVNULL)
-        assert p.stdout is not None and p.stdout.readline().startswith("spark://127.0.0.1:")
+        with tempfile.TemporaryFile() as err:  # the command's reason, if it ends without its URL
+            p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", "1"], stdout=subprocess.PIPE,
+                                 text=True, stderr=err)
+            assert p.stdout is not None
+            if not p.stdout.readline().startswith("spark://127.0.0.1:"):
+                rc = p.wait(timeout=60)
+                err.seek(0)
+                pytest.fail(f"no URL; exit {rc}: {err.read().decode(errors='replace')[-3000:]}")
         kids = []
         for d in Path("/proc").iterdir():
             try:
