@@ -1,7 +1,7 @@
 """Class-data-sharing archives for the Spark and Flink JVMs the tests start (Java 17's dynamic AppCDS).
 
-A JVM spends most of its start loading and verifying classes: about 13,000 for a Spark driver, 8,000 for a Flink
-MiniCluster.  Java can dump the classes a run loaded into an archive (``-XX:ArchiveClassesAtExit``) that later
+A JVM spends most of its start loading and verifying classes: about 13,000 for a Spark driver, thousands for a
+Flink MiniCluster.  Java can dump the classes a run loaded into an archive (``-XX:ArchiveClassesAtExit``) that later
 JVMs with the same class path map instead (``-XX:SharedArchiveFile``).  Measured on this machine:
 
 * ``spark_session`` on ``local[2]``, ``range(10).count()`` and ``stop()``: 11-12 CPU-seconds of the JVM without
