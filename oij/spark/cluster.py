@@ -45,13 +45,16 @@ def _free_port() -> int:
 
 
 def _workers_alive(ui_port: int) -> int:
-    """How many ALIVE workers the master's status page lists (its JSON view)."""
+    """How many ALIVE workers the master's status page lists (its JSON view); 0 while the page cannot be read or
+    is not JSON yet (a master starting its UI has served an HTML page there: CI saw it, and the command died)."""
     import json
 
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
             data = json.load(r)
-    except OSError:
+    except (OSError, ValueError):
+        return 0
+    if not isinstance(data, dict):
         return 0
     return sum(1 for w in data.get("workers", []) if w.get("state") == "ALIVE")
 
