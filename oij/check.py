@@ -498,7 +498,8 @@ def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row
         if args.profile != "canonical":  # the profile's result, decided per tuple and per candidate pair
             if validate is not None:
                 validate_events(frame, w.q, validate)
-            res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts)
+            res_sp = spark_profile_oracle(spark, w.q, frame, PROFILES[args.profile], sp_opts,
+                                          n_tuples=w.tuples if w.tuples is not None else w.n_events)
         else:
             res_sp = spark_oracle(spark, w.q, frame, sp_opts, validate=validate)
     with log.step("range join, aggregation and writing results"):

@@ -217,14 +217,18 @@ def _stream_end(frame: Any, tuples: Any, q: Query, p: Profile) -> Any:
 
 
 def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICAL,
-                         opts: SparkOracleOptions | None = None) -> SparkResult:
+                         opts: SparkOracleOptions | None = None, n_tuples: int = 0) -> SparkResult:
     """The result of the event frame under profile ``p``, as lazy frames: equals
     :func:`oij.spec.profiles.compute_profile_result` (collected in canonical order).
 
+    ``n_tuples``: about how many tuples the frame holds, for the salting statistics' sample
+    (:func:`oij.spark.oracle.join_pairs`; 0: unknown, every tuple is counted).
+
     Requires: the frame valid for ``q`` (:func:`oij.spark.frames.validate_events`), positions 0..n-1 (per
     :data:`STREAM` if the frame has that column).
-    Cost: three prefix scans over the events (four under lazy-own), a per-stream aggregation, and one range join
-    of the tuples that take part (all of them under ignore/join/revise, the on-time ones otherwise).  Nothing is
+    Cost: three prefix scans over the events (four under lazy-own), a per-stream aggregation, a scan of the
+    input's tuples (or of a sample) for the salting statistics, and one range join of the tuples that take part
+    (all of them under ignore/join/revise, the on-time ones otherwise).  Nothing is
     collected on the driver.
     """
     from pyspark import StorageLevel
@@ -258,11 +262,15 @@ def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICA
             *[F.col(c).alias(f"{prefix}_{c.lstrip('_')}") for c in cols], *_cond_columns(q, name))
 
     plan: dict[str, Any] = {"profile": p.name}
+    # the salting statistics from the input's tuples, not from the tuples that take part: a superset, whose group
+    # sizes decide only the balance (never the result), counted in one scan of the input instead of a job that
+    # runs the prefix scans above once more before the join
+    every = frame.where("type = 'tuple'").select("side", "ts", "key")
     no_late = tuples.where("false").select("id")
     if p.retract_on_purge:  # the batch join of the tuples held at the end
         bases = side("base", "a", []).where("a_stored AND NOT a_gone")
         probes = side("probe", "b", [F.col("value").alias("b_value")]).where("b_stored AND NOT b_gone")
-        joined = join_pairs(spark, bases, probes, q, opts, plan)
+        joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=n_tuples, both=every)
         if q.aggregate is None:
             return SparkResult(q, pair_rows(bases, joined, q), None, no_late, plan, [cached])
         return SparkResult(q, None, aggregate_rows(bases, joined, q), no_late, plan, [cached])
@@ -271,7 +279,7 @@ def spark_profile_oracle(spark: Any, q: Query, frame: Any, p: Profile = CANONICA
     probes = side("probe", "b", [F.col("value").alias("b_value")]).where("b_probes OR b_stored")
     keep = ["a_pos", "b_pos", "a_probes", "b_probes", "a_stored", "b_stored", "a_H", "b_H", "a_dedge", "b_dedge",
             "a_ts", "b_ts"] + (["a_m__lpp", "a_m__lwp", "b_m__lpb", "b_m__lwb"] if lazy else [])
-    joined = join_pairs(spark, bases, probes, q, opts, plan, keep)
+    joined = join_pairs(spark, bases, probes, q, opts, plan, keep, tuples=n_tuples, both=every)
     if p.late_tuples == "revise":
         held_b = held_a = "true"
     elif lazy:  # y is held at x unless an on-time tuple of y's input after y, before x, forgot it

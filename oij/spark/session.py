@@ -140,6 +140,10 @@ def spark_session(
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # pyspark 4 records the Python call site of every Column function for error messages: two to four JVM
+        # calls and a Python stack walk per F.col/F.expr, thousands per oracle plan; oij's errors name the file
+        # and line of the input instead
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if executor_memory is not None:
         settings["spark.executor.memory"] = executor_memory
