@@ -209,6 +209,8 @@ class Checker:
         self.batches = [Batch(m.kind, m.epoch, 0, np.empty(0, TUPLE)) for m in self.p.messages]
         self.index = {id(b): i for i, b in enumerate(self.batches)}
         self.coll = make_collector(d.collector, self.E, d.emitters)
+        self.labels = [m.label() for m in self.p.messages]
+        self.polled: dict[CollState, tuple[CollState, tuple[int, ...]]] = {}  # _poll's answers: a pure function
         pairs = compute_pairs([t for t in self.p.tuples if t.side == BASE],
                               [t for t in self.p.tuples if t.side == PROBE], Query(0, 0))
         self.expected: Counter[tuple[int, int]] = Counter((a, b) for a, b in pairs if b is not None)
@@ -236,8 +238,17 @@ class Checker:
                      tuple(c0 for _ in range(self.R)), tuple(frozenset() for _ in range(self.R)),
                      tuple(() for _ in range(self.R)), ())
 
-    def _poll(self, cs: CollState) -> tuple[CollState, list[int]]:
-        """Run the engines' decision function on collector state ``cs``; the new state and released messages."""
+    def _poll(self, cs: CollState) -> tuple[CollState, tuple[int, ...]]:
+        """Run the engines' decision function on collector state ``cs``; the new state and released messages.
+
+        A function of ``cs`` alone (the collector's fields are all set from it first): each answer is kept, as
+        many global states share a collector's state."""
+        known = self.polled.get(cs)
+        if known is None:
+            known = self.polled[cs] = self._run_collector(cs)
+        return known
+
+    def _run_collector(self, cs: CollState) -> tuple[CollState, tuple[int, ...]]:
         c = self.coll
         c.queues = [deque(self.batches[i] for i in q) for q in cs[0]]
         c.ended = list(cs[3])
@@ -245,7 +256,7 @@ class Checker:
             c.epoch, c.turn = cs[1], cs[2]
         elif isinstance(c, FixedRoundRobinCollector):
             c.turn = cs[2]
-        released = [self.index[id(b)] for _, b in c.deliver()]
+        released = tuple(self.index[id(b)] for _, b in c.deliver())
         epoch = c.epoch if isinstance(c, RoundRobinCollector) else 0
         turn = c.turn if isinstance(c, (RoundRobinCollector, FixedRoundRobinCollector)) else 0
         new: CollState = (tuple(tuple(self.index[id(b)] for b in q) for q in c.queues), epoch, turn,
@@ -261,9 +272,9 @@ class Checker:
                 for r in dests:
                     chans[e * self.R + r] = (*chans[e * self.R + r], mi)
                 sent = _put(s.sent, e, s.sent[e] + 1)
-                label = f"E{e} sends {self.p.messages[mi].label()} to {','.join(f'R{r}' for r in dests)}"
+                label = f"E{e} sends {self.labels[mi]} to {','.join(f'R{r}' for r in dests)}"
                 out.append((label, State(sent, tuple(chans), s.colls, s.stored, s.order, s.out),
-                            ("send", e, -1, self.p.messages[mi].label(), [])))
+                            ("send", e, -1, self.labels[mi], [])))
         for r in range(self.R):
             for e in range(self.E):
                 ch = s.chans[e * self.R + r]
@@ -293,11 +304,11 @@ class Checker:
                 colls = _put(s.colls, r, cs)
                 st = _put(s.stored, r, frozenset(stored))
                 od = _put(s.order, r, tuple(order))
-                rel = " ".join(self.p.messages[i].label() for i in released) or "nothing"
-                label = (f"R{r} pulls {self.p.messages[mi].label()} from E{e}; collector releases {rel}"
+                rel = " ".join(self.labels[i] for i in released) or "nothing"
+                label = (f"R{r} pulls {self.labels[mi]} from E{e}; collector releases {rel}"
                          + (f"; emits {' '.join(new_pairs)}" if new_pairs else ""))
                 out.append((label, State(s.sent, tuple(chans), colls, st, od, tuple(sorted(out_pairs))),
-                            ("pull", e, r, self.p.messages[mi].label(), new_pairs)))
+                            ("pull", e, r, self.labels[mi], new_pairs)))
         return out
 
     def is_terminal(self, s: State) -> bool:
