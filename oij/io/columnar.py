@@ -34,7 +34,9 @@ which yields its events or raises its error.  The JSONL proof obligations:
   objects);
 * the text holds no ``null`` (pyarrow reads an explicit null like an absent
   field; the per-line reader rejects it) and no unknown field (pyarrow
-  raises), integers fit int64 (pyarrow raises), values are finite;
+  raises), integers fit int64 (pyarrow raises), values are finite and none
+  is -0.0 (pyarrow reads the integer ``-0``, which is 0.0 to the per-line
+  reader, as -0.0: such a chunk is the per-line reader's);
 * the ``type`` of every row is tuple, watermark or end, each row has its
   type's required fields and none of another type's, side is base or
   probe, channels are in range, ``|ts| <= 2^62``, watermarks only without
@@ -338,6 +340,8 @@ def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared
     vals = np.where(tk, vals, 0.0)
     if len(vals) and not bool(np.isfinite(vals).all()):
         raise _Doubt
+    if vals.dtype == np.float64 and bool(((vals == 0.0) & np.signbit(vals)).any()):
+        raise _Doubt  # pyarrow reads "-0" (the integer 0 to the per-line reader) and "-0.0" alike, as -0.0
     idn = _ints(ids)[keep]
     if pa.types.is_integer(key.type):
         keys: npt.NDArray[Any] = _ints(key)[keep]
@@ -386,22 +390,26 @@ def jsonl_blocks_after_query(stream: IO[bytes], path: str, q: Query, block_bytes
 
 
 def whole_lines(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
-    """The stream in chunks of whole lines, about ``block_bytes`` each (the last one may lack its newline)."""
+    """The stream in chunks of whole lines, about ``block_bytes`` each (the last one may lack its newline).
+    Each byte is copied once at most: a chunk is the text left over from the last read joined with this
+    read's bytes up to its last newline (a view), or this read itself when nothing was left over and it ends
+    with a newline."""
     rest: list[bytes] = []  # the text after the last newline read so far (no newline in it), in pieces
     while True:
         data = stream.read(block_bytes)
-        eof = not data
-        if not eof and b"\n" not in data:
+        if not data:
+            if rest:
+                yield b"".join(rest)
+            return
+        cut = data.rfind(b"\n") + 1
+        if not cut:
             rest.append(data)  # a line longer than a block: keep reading (joined once, not once per block)
             continue
-        buf = b"".join([*rest, data])
-        cut = len(buf) if eof else buf.rfind(b"\n") + 1
-        chunk, tail = buf[:cut], buf[cut:]
-        rest = [tail] if tail else []
-        if chunk:
-            yield chunk
-        if eof:
-            return
+        if cut == len(data) and not rest:
+            yield data
+            continue
+        yield b"".join([*rest, memoryview(data)[:cut]])
+        rest = [data[cut:]] if cut < len(data) else []
 
 
 DECODERS = 2

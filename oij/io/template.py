@@ -39,10 +39,11 @@ value starts (``t`` or ``w``) and each must match its kind's layout.  The chunk 
   literal compared, positions advanced per row);
 * an integer field is ``-?[0-9]+`` with no leading zero (JSON's grammar), at most 16 digits (two 8-byte
   words; so it fits int64 and the per-line reader's int64 check holds);
-* a value is ``-?[0-9]+\.[0-9]+`` with no leading zero in its integer part and at most 15 digits in all: then
-  its mantissa m and :math:`10^k` are exact doubles and :math:`m / 10^k` rounded once is the correctly rounded
+* a value is a JSON number ``-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`` with at most 15 significant
+  digits m and a decimal exponent p (the exponent less the fraction's digits) with :math:`|p| \le 22`: then
+  m and :math:`10^{|p|}` are exact doubles and :math:`m \cdot 10^p` rounded once is the correctly rounded
   double of the decimal, which is what the per-line reader's decoder returns (Clinger's fast path); an
-  exponent or an integer-looking value is doubt;
+  integer value is the float of the integer (``-0`` is 0.0); more digits or a larger exponent is doubt;
 * a string key is 1 to 8 bytes, each printable ASCII (0x20 to 0x7F) other than ``"`` and ``\``: a JSON string
   without escapes, whose text is its bytes; the keys become an object column of ``str`` (``None`` on
   watermarks), as :mod:`oij.io.columnar`'s ``_string_keys`` and the per-line reader make it;
@@ -53,7 +54,7 @@ value starts (``t`` or ``w``) and each must match its kind's layout.  The chunk 
   the per-line reader's).
 
 Anything else -- lines of one kind in two layouts (``shuffled`` field orders: doubt on the first
-:data:`PROBE_LINES` lines), a value with an exponent, a longer or escaped string key, a blank line, spaces after
+:data:`PROBE_LINES` lines), a value of more than 15 digits, a longer or escaped string key, a blank line, spaces after
 a line's ``}`` that differ from the first line's -- is not an error here: the chunk goes to the next reader
 (pyarrow's, then the per-line one), which decides.  So a file means what :func:`oij.io.jsonl.read_jsonl` says,
 whichever reader took a chunk (``tests/io/test_blocks.py`` and ``tests/io/test_foreign_shapes.py`` compare
@@ -190,22 +191,74 @@ def _find(w8: U64, pos: I64, byte: int, words: int = 3) -> I64:
 _BYTE_INDEX = np.uint64(0x0001020304050607)
 
 
+_POW10F = np.array([10.0**k for k in range(23)])  # every power of ten that is an exact double
+_E_LOWER = np.uint64(0x6565656565656565)
+_E_UPPER = np.uint64(0x4545454545454545)
+_DOTS = np.uint64(0x2E2E2E2E2E2E2E2E)
+
+
+def _first(w8: U64, s: I64, e: I64, *patterns: np.uint64) -> I64:
+    """For every row, the position of the first byte in ``[s, e)`` that is one of ``patterns``' byte, else
+    ``e``; rows longer than three words are doubt.  The zero-byte trick per pattern (the lowest marked bit of
+    each is exact, so the lowest of their union is the first match of any)."""
+    if int((e - s).max()) > 24:
+        raise _Doubt
+    out = e.copy()
+    with np.errstate(over="ignore"):
+        for k in range(3):
+            p = s + 8 * k
+            live = np.flatnonzero(p < out)
+            if not len(live):
+                break
+            w = w8[p[live]]
+            t = np.zeros(len(live), np.uint64)
+            for pattern in patterns:
+                x = w ^ pattern
+                t |= (x - _ONES) & ~x & _TOP
+            hit = t != 0
+            m = (t & (~t + np.uint64(1))) >> np.uint64(7)
+            j = ((m * _BYTE_INDEX) >> np.uint64(56)).astype(np.int64)
+            at = live[hit]
+            out[at] = np.minimum(out[at], (p[live] + j)[hit])
+    return out
+
+
 def _value_field(a: U8, w8: U64, s: I64, e: I64) -> npt.NDArray[np.float64]:
-    r"""Decimals ``-?[0-9]+\.[0-9]+`` of at most 15 digits in ``a[s:e]``, exactly rounded, or doubt."""
+    r"""JSON numbers ``-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`` in ``a[s:e]`` whose significand has
+    at most 15 digits m and whose decimal exponent p (the exponent less the fraction's digits) has
+    :math:`|p| \le 22`, as the double nearest :math:`m \cdot 10^p`; else doubt.  Then m and :math:`10^{|p|}`
+    are exact doubles and one multiplication or division rounds once (Clinger's fast path), which is what the
+    per-line reader's decoder returns.  A number without fraction and exponent is a JSON integer, which the
+    per-line reader turns into a float: ``-0`` is 0.0 there, not -0.0."""
     if not len(s):
         return np.zeros(0)
     neg = a[s] == 45
     ds = s + neg
-    dot = _find(w8, ds, 46)
-    if bool((dot >= e).any()):
-        raise _Doubt
+    x = _first(w8, ds, e, _E_LOWER, _E_UPPER)  # the exponent's marker, or e
+    dot = _first(w8, ds, x, _DOTS)  # the fraction's dot, or x
     ip = _digits(a, w8, ds, dot)
-    fl = e - dot - 1
-    fp = _digits(a, w8, dot + 1, e, leading_zero_ok=True)
+    has_dot = dot < x
+    fl = np.where(has_dot, x - dot - 1, 0)
     if int((dot - ds + fl).max()) > 15:
         raise _Doubt
-    m = (ip * _POW10[fl] + fp).astype(np.float64)
-    v = m / _POW10[fl].astype(np.float64)
+    m = ip.copy()
+    f = np.flatnonzero(has_dot)
+    if len(f):
+        fp = _digits(a, w8, dot[f] + 1, x[f], leading_zero_ok=True)  # an empty fraction ("1.") is doubt
+        m[f] = ip[f] * _POW10[fl[f]] + fp
+    p = -fl
+    has_exp = x < e
+    g = np.flatnonzero(has_exp)
+    if len(g):
+        sign = a[x[g] + 1]
+        signed = (sign == 43) | (sign == 45)
+        ev = _digits(a, w8, x[g] + 1 + signed, e[g], leading_zero_ok=True)  # JSON allows "1e05"
+        p[g] += np.where(sign == 45, -ev, ev)
+    if int(np.abs(p).max()) > 22:
+        raise _Doubt
+    mf = m.astype(np.float64)
+    v = np.where(p >= 0, mf * _POW10F[np.maximum(p, 0)], mf / _POW10F[np.maximum(-p, 0)])
+    neg &= has_dot | has_exp | (m != 0)  # "-0" is the integer 0
     return np.where(neg, -v, v)
 
 
@@ -446,7 +499,7 @@ PROBE_LINES = 32
 def _probe(chunk: bytes, q: Query) -> bool:
     """Whether the first :data:`PROBE_LINES` lines of ``chunk`` follow one layout per line kind, learned from
     them (a chunk of fewer lines: True, the whole parse decides).  A file whose lines do not (a field order per
-    line, an exponent) fails here, on a few hundred bytes, instead of after a pass over the whole chunk.  It
+    line, a 17-digit value) fails here, on a few hundred bytes, instead of after a pass over the whole chunk.  It
     decides nothing for the chunk (a probe that passes is followed by the whole parse, which decides).  O(1)."""
     at = -1
     for _ in range(PROBE_LINES):

@@ -193,6 +193,21 @@ def test_negative_control_a_reader_that_lists_its_chunks_first_is_caught(monkeyp
     assert taken == size
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200).map(lambda b: b.replace(b"\x00", b"\n")), block=st.integers(1, 40))
+def test_whole_lines_cuts_at_newlines_and_loses_nothing(data: bytes, block: int) -> None:
+    """The chunks put back together are the stream; every chunk but the last ends with a newline, none is
+    empty, each is ``bytes`` (the decoders search it), and a chunk ends at the last newline of its read."""
+    chunks = list(blocks_mod.whole_lines(io.BytesIO(data), block))
+    assert all(type(c) is bytes and c for c in chunks)
+    assert b"".join(chunks) == data
+    assert all(c.endswith(b"\n") for c in chunks[:-1])
+    ends = [sum(map(len, chunks[: k + 1])) for k in range(len(chunks))]
+    for k, end in enumerate(ends[:-1]):  # no newline in the read after a cut (else the cut would be there)
+        read_end = -(-end // block) * block
+        assert b"\n" not in data[end:read_end], (k, end)
+
+
 @st.composite
 def parquet_events(draw: st.DrawFn) -> tuple[Query, list[Any], str]:
     keys = draw(st.sampled_from(["int", "str"]))
