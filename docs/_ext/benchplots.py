@@ -20,6 +20,7 @@ def setup(app: Any) -> dict[str, Any]:
     from oij.bench import plot_dir
     from oij.bench.results import write_docs_tables
 
-    plot_dir(os.path.join(ROOT, "bench", "results"), os.path.join(HERE, "_generated", "bench"))
+    # PNG only: the pages show those (``oij bench plot`` draws the SVGs too)
+    plot_dir(os.path.join(ROOT, "bench", "results"), os.path.join(HERE, "_generated", "bench"), formats=("png",))
     write_docs_tables(ROOT)  # docs/_generated/results/NAME.rst: every page's measured numbers
     return {"parallel_read_safe": True}

@@ -172,8 +172,8 @@ def to_csv(rows: list[Row]) -> str:
     return buf.getvalue()
 
 
-def plot_dir(src: str, dst: str | None = None) -> list[str]:
-    """Draw ``NAME.png`` and ``NAME.svg`` for every experiment result ``NAME.json`` in ``src``."""
+def plot_dir(src: str, dst: str | None = None, formats: tuple[str, ...] = ("png", "svg")) -> list[str]:
+    """Draw ``NAME.png`` and ``NAME.svg`` (``formats``) for every experiment result ``NAME.json`` in ``src``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,7 +201,7 @@ def plot_dir(src: str, dst: str | None = None) -> list[str]:
         fig.text(0.01, 0.01, f"{e.figure} -- {result['size']} run, {m['cores']} cores ({m['cpu'] or '?'}), "
                  f"{result['when']}, bench/results/{stem}.json at {commit}", fontsize=7, color="#555")
         fig.tight_layout(rect=(0, 0.04, 1, 1))
-        for fmt in ("png", "svg"):
+        for fmt in formats:
             target = os.path.join(dst, f"{stem}.{fmt}")
             with atomic_path(target) as tmp:
                 fig.savefig(tmp, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
