@@ -367,11 +367,16 @@ class Tuples:
 @dataclass
 class BlockOutput:
     """What a :class:`BlockOracle` emitted: pair columns ``(base, probe, probe is null)`` in chunks, aggregate
-    rows, and chunks of late ids.  Any order; :meth:`results` sorts."""
+    rows (as columns in chunks, or as rows where a value is exact only as a Python object), and chunks of late
+    ids.  Any order; :meth:`results` sorts."""
 
     pairs: list[tuple[Ids, Ids, Bools]] = field(default_factory=list)
     aggregates: list[AggregateRow] = field(default_factory=list)
     late: list[Ids] = field(default_factory=list)
+    aggregate_columns: list[tuple[Ids, I64, F64, Bools, bool]] = field(default_factory=list)
+    """Chunks ``(base, count, value, value is null, counts_are_values)``: row i is ``(base[i], count[i],
+    count[i])`` when ``counts_are_values`` (the count aggregate), else ``(base[i], count[i], None if null[i]
+    else value[i])``."""
 
     def add_pairs(self, a: Ids, b: Ids) -> None:
         """Emit the pairs (a[i], b[i]).  O(n)."""
@@ -383,13 +388,31 @@ class BlockOutput:
         if len(a):
             self.pairs.append((a, np.zeros_like(a), np.ones(len(a), np.bool_)))
 
+    def add_aggregates(self, base: Ids, count: I64, value: F64, null: Bools, counts_are_values: bool) -> None:
+        """Emit aggregate rows as columns (:attr:`aggregate_columns`).  O(1)."""
+        if len(base):
+            self.aggregate_columns.append((base, count, value, null, counts_are_values))
+
+    def aggregate_rows(self) -> list[AggregateRow]:
+        """Every aggregate row emitted, as ``(base, count, value)`` tuples.  O(rows)."""
+        rows = list(self.aggregates)
+        for base, count, value, null, counts_are_values in self.aggregate_columns:
+            counts = count.tolist()
+            if counts_are_values:
+                rows += zip(base.tolist(), counts, counts, strict=True)
+            else:
+                rows += zip(base.tolist(), counts,
+                            [None if z else v for v, z in zip(value.tolist(), null.tolist(), strict=True)],
+                            strict=True)
+        return rows
+
     def results(self) -> Results:
         """The output as a :class:`~oij.spec.batch.Results` in canonical order.  O(rows log rows)."""
         pairs: list[Pair] = []
         for a, b, null in self.pairs:
             pairs += [(x, None if z else y) for x, y, z in zip(a.tolist(), b.tolist(), null.tolist(), strict=True)]
         late = [x for chunk in self.late for x in chunk.tolist()]
-        return Results(pairs, list(self.aggregates), late).canonical()
+        return Results(pairs, self.aggregate_rows(), late).canonical()
 
 
 # ---------------------------------------------------------------------- step 1 as functions
@@ -608,11 +631,10 @@ class BlockStore:
             s, e, order = window_runs(probes.kc, probes.ts, done.kc, done.ts + self.lo, done.ts + self.hi)
         cnt = e - s
         self.visited += int(cnt.sum())
-        aids, counts = done.id.tolist(), cnt.tolist()
         agg = self.agg
-        rows: list[AggregateRow]
+        ids, cnt64, no_null = done.id, cnt.astype(np.int64), np.zeros(m, np.bool_)
         if agg == "count":
-            rows = list(zip(aids, counts, counts, strict=True))
+            self.out.add_aggregates(ids, cnt64, np.zeros(m), no_null, True)
         elif agg == "sum" or agg == "avg":
             fit = None if self.objects else int_scale(probes.value[order])
             if fit is not None:  # the exact totals in int64 at scale 2^f, rounded once (oij.reference.exact)
@@ -621,25 +643,28 @@ class BlockStore:
                 np.cumsum(x, out=prefix64[1:])
                 t64 = prefix64[e] - prefix64[s]
                 if agg == "sum":
-                    rows = list(zip(aids, counts, int_sums_to_float(t64, f).tolist(), strict=True))
+                    self.out.add_aggregates(ids, cnt64, int_sums_to_float(t64, f), no_null, False)
                 else:
                     means, rounded = int_means_to_float(t64, np.maximum(cnt, 1), f)
-                    avgs: list[float | None] = means.tolist()
-                    for i in np.flatnonzero(~rounded | (cnt == 0)).tolist():
-                        avgs[i] = to_float(int(t64[i]) << (SHIFT - f), counts[i]) if counts[i] else None
-                    rows = list(zip(aids, counts, avgs, strict=True))
+                    avgs = np.array(means, np.float64)
+                    for i in np.flatnonzero(~rounded & (cnt > 0)).tolist():
+                        avgs[i] = to_float(int(t64[i]) << (SHIFT - f), int(cnt[i]))
+                    self.out.add_aggregates(ids, cnt64, avgs, cnt == 0, False)
             else:
+                aids, counts = ids.tolist(), cnt.tolist()
                 probes = self._exact_objects()
                 assert probes.ex is not None
                 prefix = np.zeros(len(order) + 1, dtype=object)
                 if len(order):
                     prefix[1:] = np.cumsum(probes.ex[order])
                 totals = (prefix[e] - prefix[s]).tolist()
+                rows: list[AggregateRow]
                 if agg == "sum":
                     rows = [(a, n, to_float(t, 1)) for a, n, t in zip(aids, counts, totals, strict=True)]
                 else:
                     rows = [(a, n, to_float(t, n) if n else None)
                             for a, n, t in zip(aids, counts, totals, strict=True)]
+                self.out.aggregates += rows
         else:
             ext = np.zeros(m)
             nz = cnt > 0
@@ -655,8 +680,7 @@ class BlockStore:
                 got = np.empty(len(o))
                 got[o] = r
                 ext[nz] = got
-            rows = [(a, n, v + 0.0 if n else None) for a, n, v in zip(aids, counts, ext.tolist(), strict=True)]
-        self.out.aggregates += rows
+            self.out.add_aggregates(ids, cnt64, ext + 0.0, cnt == 0, False)
 
     def _exact_objects(self) -> Tuples:
         """The stored probes with their exact values as Python integers (``Tuples.ex``), kept so from now on

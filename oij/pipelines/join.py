@@ -288,7 +288,7 @@ def _group(events: Iterator[Event], size: int) -> Iterator[tuple[Columns, bool]]
 
 
 def _drain_blocks(bo: BlockOracle, sorter: CanonicalSorter) -> None:
-    """Hand the block path's output so far to the sorter: pairs as columns, the rest as rows."""
+    """Hand the block path's output so far to the sorter: pairs and aggregate rows as columns, the rest as rows."""
     import numpy as np
 
     res = bo.take()
@@ -298,6 +298,8 @@ def _drain_blocks(bo: BlockOracle, sorter: CanonicalSorter) -> None:
         else:  # an id beyond 64 bits (an object column): the sorter takes rows, and sorts in memory
             sorter.add(Results(pairs=[(x, None if z else y)
                                       for x, y, z in zip(a.tolist(), b.tolist(), null.tolist(), strict=True)]))
+    for base, count, value, null, counts_are_values in res.aggregate_columns:
+        sorter.add_aggregate_columns(base, count, value, null, counts_are_values)
     if res.aggregates or res.late:
         sorter.add(Results(aggregates=res.aggregates, late=[x for c in res.late for x in c.tolist()]))
 

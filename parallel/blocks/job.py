@@ -312,6 +312,10 @@ class BlockJob:
             self.stats["pairs"] += len(a)
             if self.sorter is not None:
                 self.sorter.add_pair_columns(a, b, null)
+        for base, count, value, null, counts_are_values in out.aggregate_columns:
+            self.stats["rows"] += len(base)
+            if self.sorter is not None:
+                self.sorter.add_aggregate_columns(base, count, value, null, counts_are_values)
         if out.aggregates:
             self.stats["rows"] += len(out.aggregates)
             if self.sorter is not None:

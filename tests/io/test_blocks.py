@@ -27,7 +27,7 @@ from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 from oij.io import columnar as blocks_mod
 from oij.io.columnar import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
 from oij.io.errors import IdSet, InputError
-from oij.io.jsonl import canonical_pair_order, pair_lines, read_jsonl, result_lines
+from oij.io.jsonl import aggregate_lines, canonical_pair_order, pair_lines, read_jsonl, result_lines
 from oij.io.parquet import read_parquet, write_parquet
 from oij.workloads import resolve, with_overrides, write_workload
 from tests.io.test_nothing_lost import SEEDS, mutated
@@ -336,6 +336,40 @@ def test_pair_lines_are_byte_identical_to_result_lines(pairs: list[tuple[int, in
     order = canonical_pair_order(a, b, null)
     want = "".join(result_lines(Results(pairs=pairs).canonical())).encode()
     assert pair_lines(a[order], b[order], null[order]) == want
+
+
+AGG_VALUES = st.one_of(st.none(), st.floats(allow_nan=False), st.integers(-(2**60), 2**60).map(float),
+                       st.sampled_from([0.0, -0.0, 1e16, -1e16, 9999999999999998.0, 1e16 - 2, 0.1, 1e22, 5e-324,
+                                        float("inf"), float("-inf"), 2.5, -7.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**40), AGG_VALUES), max_size=40),
+       counts=st.booleans())
+def test_aggregate_lines_are_byte_identical_to_result_lines(rows: list[tuple[int, int, float | None]],
+                                                            counts: bool) -> None:
+    """The vectorised aggregate lines (the count aggregate's integer values, or floats and nulls) are the bytes
+    :func:`result_lines` writes, row for row."""
+    want_rows = [(b, n, n if counts else v) for b, n, v in rows]
+    base = np.array([r[0] for r in rows], np.int64)
+    count = np.array([r[1] for r in rows], np.int64)
+    null = np.array([r[2] is None for r in rows], np.bool_)
+    value = np.array([0.0 if r[2] is None else r[2] for r in rows], np.float64)
+    got = aggregate_lines(base, count, value, null, counts)
+    assert got.decode() == "".join(result_lines(Results(aggregates=want_rows)))
+
+
+def test_negative_control_an_exponent_threshold_one_digit_late_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python spells 2e16 with an exponent; lines that took every integer-valued float below 10^17 for
+    ``digits.0`` write ``20000000000000000.0`` and differ from :func:`result_lines` there, and only there."""
+    from oij.io import jsonl
+
+    base, count, null = np.array([1, 2], np.int64), np.array([1, 1], np.int64), np.zeros(2, np.bool_)
+    value = np.array([2e16, 5.0])
+    want = "".join(result_lines(Results(aggregates=[(1, 1, 2e16), (2, 1, 5.0)])))
+    assert aggregate_lines(base, count, value, null).decode() == want
+    monkeypatch.setattr(jsonl, "_REPR_WHOLE_BELOW", 1e17)
+    assert aggregate_lines(base, count, value, null).decode() != want
 
 
 def test_negative_control_a_sort_by_base_only_is_not_canonical() -> None:

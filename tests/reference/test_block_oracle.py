@@ -182,7 +182,7 @@ def test_state_stays_bounded_by_the_live_window() -> None:
         assert o.store.keys.next <= max(64, 2 * o.stored())
     o._check()
     o.end()
-    rows = o.take().aggregates
+    rows = o.take().aggregate_rows()
     assert len(rows) == n // 2 and peak < 5_000
 
 
