@@ -130,6 +130,8 @@ class BlockJob:
         for b in self.inbox:
             b.close()
         self.inbox = []
+        if self.cache is not None:
+            self.cache.close()
 
     # ------------------------------------------------------------------ the loop
 

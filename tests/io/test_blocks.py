@@ -271,6 +271,49 @@ def test_parquet_round_trip_is_read_column_wise(tmp_path: Path) -> None:
     assert _same(_drain(read_parquet(str(g))[1]), _drain(blocks_to_events(read_parquet_blocks(str(g))[1])))
 
 
+def test_the_group_cache_opens_a_file_once_and_reads_every_group(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """oij.io.pieces.GroupCache: the block engine's workers read row group after row group of one file; the
+    file is opened (its footer parsed) once per path, not once per group -- one parse per group grew a kp
+    worker by about 1 MiB a round (issue 47) -- and every group read is the file's own.  Negative control: a
+    second path is opened again, and a closed cache opens its file again."""
+    import pyarrow.parquet as pq
+
+    from oij.io import parquet as parquet_mod
+    from oij.io.pieces import GroupCache
+
+    q = Query(-10, 0)
+    paths = []
+    for name in ("a", "b"):
+        one, f = tmp_path / f"{name}-one.parquet", tmp_path / f"{name}.parquet"
+        write_parquet(str(one), q, [*[StreamTuple("base", i, i, i % 3, float(i)) for i in range(300)], End()],
+                      key_type="int")
+        pq.write_table(pq.read_table(one), f, row_group_size=64)  # the query stays in the schema's metadata
+        assert pq.ParquetFile(f).metadata.num_row_groups >= 4
+        paths.append(str(f))
+    opened: list[str] = []
+    real = parquet_mod.open_parquet
+
+    def counting(path: str, query: Query | None = None) -> Any:
+        opened.append(path)
+        return real(path, query)
+
+    monkeypatch.setattr(parquet_mod, "open_parquet", counting)
+    def group(path: str, g: int) -> Any:
+        return pq.ParquetFile(path, read_dictionary=["type", "side"]).read_row_group(g)
+
+    cache = GroupCache()
+    a, b = paths
+    for g in (0, 1, 1, 2, 3, 0):
+        assert cache.get(a, g, q, False).equals(group(a, g))
+    assert opened == [a]
+    assert cache.get(b, 2, q, False).equals(group(b, 2))
+    assert opened == [a, b]
+    cache.close()
+    cache.close()
+    assert cache.get(b, 2, q, False).equals(group(b, 2)) and opened == [a, b, b]
+
+
 # ---------------------------------------------------------------------- IdSet.add_many
 
 
