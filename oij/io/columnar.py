@@ -34,9 +34,11 @@ which yields its events or raises its error.  The JSONL proof obligations:
   objects);
 * the text holds no ``null`` (pyarrow reads an explicit null like an absent
   field; the per-line reader rejects it) and no unknown field (pyarrow
-  raises), integers fit int64 (pyarrow raises), values are finite and none
-  is -0.0 (pyarrow reads the integer ``-0``, which is 0.0 to the per-line
-  reader, as -0.0: such a chunk is the per-line reader's);
+  raises), integers fit int64 (pyarrow raises), values are finite, and a
+  chunk whose text holds an integer ``-0`` holds no -0.0 value (pyarrow
+  reads that ``-0``, which is 0.0 to the per-line reader, as -0.0: such a
+  chunk is the per-line reader's; ``-0.0`` and ``-0e0`` are -0.0 to both,
+  and so is a -0.0 in Parquet);
 * the ``type`` of every row is tuple, watermark or end, each row has its
   type's required fields and none of another type's, side is base or
   probe, channels are in range, ``|ts| <= 2^62``, watermarks only without
@@ -59,6 +61,7 @@ for oij-jsonl), stopped when its blocks are exhausted or closed.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Generator, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -340,8 +343,6 @@ def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared
     vals = np.where(tk, vals, 0.0)
     if len(vals) and not bool(np.isfinite(vals).all()):
         raise _Doubt
-    if vals.dtype == np.float64 and bool(((vals == 0.0) & np.signbit(vals)).any()):
-        raise _Doubt  # pyarrow reads "-0" (the integer 0 to the per-line reader) and "-0.0" alike, as -0.0
     idn = _ints(ids)[keep]
     if pa.types.is_integer(key.type):
         keys: npt.NDArray[Any] = _ints(key)[keep]
@@ -461,6 +462,11 @@ _Decoded = tuple[str, Any]
 ``("arrow", (prepared block, key type))`` (:func:`_prepare_table`)."""
 
 
+_INTEGER_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])")
+"""An integer ``-0`` in a chunk's text (or the same characters inside a string: the test only needs to
+catch every integer ``-0``)."""
+
+
 def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],
                   threads: bool = True) -> _Decoded | None:
     """The stateless part of the fast path for ``chunk`` (``lines`` lines): the template's columns, or
@@ -493,9 +499,13 @@ def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],
         if tb.num_rows != rows:
             return None
         try:
-            return "arrow", (_prepare_table(tb, q, absent_is_null=True), kt)
+            prepared = _prepare_table(tb, q, absent_is_null=True)
         except _Doubt:
             return None
+        v = prepared[0].value
+        if bool(((v == 0.0) & np.signbit(v)).any()) and _INTEGER_MINUS_ZERO.search(chunk):
+            return None  # pyarrow read an integer -0 (0.0 to the per-line reader) as -0.0
+        return "arrow", (prepared, kt)
     return None
 
 

@@ -15,7 +15,7 @@ import io
 import re
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -269,6 +269,19 @@ def test_parquet_round_trip_is_read_column_wise(tmp_path: Path) -> None:
     g = tmp_path / "no-end.parquet"
     write_parquet(str(g), q, events, key_type="int")  # no end row: both readers say so, at the same row
     assert _same(_drain(read_parquet(str(g))[1]), _drain(blocks_to_events(read_parquet_blocks(str(g))[1])))
+
+
+def test_a_negative_zero_value_in_parquet_stays_on_the_column_path(tmp_path: Path) -> None:
+    """In Parquet a -0.0 value is -0.0 to both readers (only oij-jsonl's integer ``-0`` is 0.0 to the per-line
+    reader and -0.0 to pyarrow's): the batch is read column-wise, and the value keeps its sign."""
+    q = Query(-10, 0, aggregate="sum")
+    events: list[Event] = [StreamTuple("probe", 1, 1, 1, -0.0), StreamTuple("base", 2, 2, 1, 1.0), End()]
+    f = tmp_path / "z.parquet"
+    write_parquet(str(f), q, events, key_type="int")
+    before = dict(blocks_mod.STATS)
+    got = _drain(blocks_to_events(read_parquet_blocks(str(f))[1]))
+    assert got == (events, None) and repr(cast(StreamTuple, got[0][0]).value) == "-0.0"
+    assert blocks_mod.STATS["slow"] == before["slow"]
 
 
 def test_the_group_cache_opens_a_file_once_and_reads_every_group(tmp_path: Path,
