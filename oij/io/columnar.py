@@ -462,9 +462,10 @@ _Decoded = tuple[str, Any]
 ``("arrow", (prepared block, key type))`` (:func:`_prepare_table`)."""
 
 
-_INTEGER_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])")
-"""An integer ``-0`` in a chunk's text (or the same characters inside a string: the test only needs to
-catch every integer ``-0``)."""
+_INTEGER_MINUS_ZERO = re.compile(rb":\s*-0\s*[,}]")
+"""A field whose value is the integer ``-0`` in a chunk's text (or the same characters inside a string: the
+test only needs to catch every integer ``-0``, and a valid line spells a number after ``:``, before ``,`` or
+``}``, with JSON's white space around it)."""
 
 
 def _decode_jsonl(chunk: bytes, lines: int, q: Query, key_types: list[str],

@@ -298,6 +298,8 @@ PRIVATE_ATTRIBUTE_ALLOWED: dict[str, str] = {
         + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_foreign_shapes.py: oij.io.template._new_field":
         "replaced by one that lets a layout repeat a field (a negative control)" + _ELSEWHERE.format("oij/io/"),
+    "tests/io/test_foreign_shapes.py: oij.io.columnar._INTEGER_MINUS_ZERO":
+        "the text test behind pyarrow's -0.0, tested on its own spellings" + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_foreign_shapes.py: oij.io.template._ALLOWED":
         "read by that negative control, the fields of each line kind" + _ELSEWHERE.format("oij/io/"),
     "tests/io/test_foreign_shapes.py: oij.io.template._BACKSLASH":
