@@ -168,24 +168,35 @@ _TOP = np.uint64(0x8080808080808080)
 
 def _find(w8: U64, pos: I64, byte: int, words: int = 3) -> I64:
     """For every ``pos``, the position of the first ``byte`` at or after it within ``8 * words`` bytes (else
-    doubt): a word at a time, the first match by the zero-byte trick (its lowest marked bit is exact), and its
-    byte index by one multiplication; rows not matched in a word go on to the next one."""
+    doubt): a word at a time (:func:`_first_in_words`); rows not matched in a word go on to the next one."""
     pattern = np.uint64(0x0101010101010101 * byte)
     out = np.empty(len(pos), np.int64)
     todo = np.arange(len(pos))
-    with np.errstate(over="ignore"):
-        for k in range(words):
-            p = pos[todo] + 8 * k
-            x = w8[p] ^ pattern
-            t = (x - _ONES) & ~x & _TOP
-            hit = t != 0
-            m = (t & (~t + np.uint64(1))) >> np.uint64(7)  # byte j of the first match: m == 1 << 8j
-            j = ((m * _BYTE_INDEX) >> np.uint64(56)).astype(np.int64)
-            out[todo[hit]] = (p + j)[hit]
-            todo = todo[~hit]
-            if not len(todo):
-                return out
+    for k in range(words):
+        p = pos[todo] + 8 * k
+        hit, j = _first_in_words(w8[p], (pattern,))
+        out[todo[hit]] = (p + j)[hit]
+        todo = todo[~hit]
+        if not len(todo):
+            return out
     raise _Doubt
+
+
+def _first_in_words(w: U64, patterns: tuple[np.uint64, ...]) -> tuple[npt.NDArray[np.bool_], I64]:
+    """For every 8-byte word of ``w``: whether it holds a byte of any of ``patterns`` (each a byte repeated 8
+    times), and the index (0-7, in memory order) of the first such byte.  The zero-byte trick: ``x = w ^
+    pattern`` has a zero byte where ``w`` matches, and ``(x - 0x01..01) & ~x & 0x80..80`` marks bytes with the
+    lowest mark exact (a borrow only runs upward, so only marks above a true zero can be false); the lowest
+    mark of the union over the patterns is the first match of any, and its byte index is one multiplication."""
+    t: U64 | None = None
+    with np.errstate(over="ignore"):
+        for pattern in patterns:
+            x = w ^ pattern
+            u = (x - _ONES) & ~x & _TOP
+            t = u if t is None else t | u
+        assert t is not None
+        m = (t & (~t + np.uint64(1))) >> np.uint64(7)  # byte j of the first match: m == 1 << 8j
+        return t != 0, ((m * _BYTE_INDEX) >> np.uint64(56)).astype(np.int64)
 
 
 _BYTE_INDEX = np.uint64(0x0001020304050607)
@@ -199,27 +210,18 @@ _DOTS = np.uint64(0x2E2E2E2E2E2E2E2E)
 
 def _first(w8: U64, s: I64, e: I64, *patterns: np.uint64) -> I64:
     """For every row, the position of the first byte in ``[s, e)`` that is one of ``patterns``' byte, else
-    ``e``; rows longer than three words are doubt.  The zero-byte trick per pattern (the lowest marked bit of
-    each is exact, so the lowest of their union is the first match of any)."""
+    ``e``; rows longer than three words are doubt.  A word at a time (:func:`_first_in_words`)."""
     if int((e - s).max()) > 24:
         raise _Doubt
     out = e.copy()
-    with np.errstate(over="ignore"):
-        for k in range(3):
-            p = s + 8 * k
-            live = np.flatnonzero(p < out)
-            if not len(live):
-                break
-            w = w8[p[live]]
-            t = np.zeros(len(live), np.uint64)
-            for pattern in patterns:
-                x = w ^ pattern
-                t |= (x - _ONES) & ~x & _TOP
-            hit = t != 0
-            m = (t & (~t + np.uint64(1))) >> np.uint64(7)
-            j = ((m * _BYTE_INDEX) >> np.uint64(56)).astype(np.int64)
-            at = live[hit]
-            out[at] = np.minimum(out[at], (p[live] + j)[hit])
+    for k in range(3):
+        p = s + 8 * k
+        live = np.flatnonzero(p < out)
+        if not len(live):
+            break
+        hit, j = _first_in_words(w8[p[live]], patterns)
+        at = live[hit]
+        out[at] = np.minimum(out[at], (p[live] + j)[hit])
     return out
 
 
