@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "tuples in batches through rings and collectors, one at a time in each replica (latency "
                    "experiments, cond, --order arrival). auto: blocks unless an option only the event engine has is "
                    "given")
+    p.add_argument("--barriers", choices=["piece", "round"], default="piece",
+                   help="block engine: piece -- each piece is routed once the pieces before it are decoded and joined "
+                   "once it is routed; round -- a round's pieces wait for each other at both steps (slower by a few "
+                   "per cent; docs/blocks.rst)")
     p.add_argument("--batch", type=int, default=None,
                    help="event engine: tuples per batch (1..4096; default 256: PPOIJ's b=32 pays numpy's per-call "
                    "cost per 32 tuples, see docs/results.rst); giving it selects the event engine")

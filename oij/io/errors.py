@@ -99,6 +99,14 @@ class IdSet:
         s = ids if presorted else np.sort(ids, kind="stable")  # a timsort: ids come nearly in order, O(n) then
         if n > 1 and bool((s[1:] == s[:-1]).any()):
             return False
+        if n >= 64:
+            breaks = np.flatnonzero(s[1:] != s[:-1] + 1)
+            if 64 * (len(breaks) + 1) <= n:  # a few runs of consecutive ids (as numbered streams have): ranges
+                lo = [int(s[0]), *s[breaks + 1].tolist()]
+                hi = [*s[breaks].tolist(), int(s[-1])]
+                done = self._add_ranges(lo, hi, n)
+                if done is not None:
+                    return done
         pages, starts = np.unique(s >> self.PAGE_BITS, return_index=True)
         new = [int(pg) for pg in pages if int(pg) not in self.pages]
         if self.sparse is not None or (new and self.may_turn_sparse(len(new))):
@@ -136,6 +144,35 @@ class IdSet:
         self.count += n
         return True
 
+    def _add_ranges(self, lo: list[int], hi: list[int], n: int) -> bool | None:
+        """:meth:`add_many` of the ``n`` ids of the sorted, disjoint ranges ``[lo[i], hi[i]]``: each page's share
+        of a range is tested and set as bytes (whole bytes at C speed, masks at the two ends) instead of bit by
+        bit.  None when the set is (or may turn) sparse: the caller's paths decide then.  O(ranges + pages
+        touched + bytes of the ranges / 2^13 ...): O(n / 8) bytes at most."""
+        segs: list[tuple[int, int, int]] = []  # (page, first bit, last bit) of each range's share of a page
+        for a, b in zip(lo, hi, strict=True):
+            pa, pb = a >> self.PAGE_BITS, b >> self.PAGE_BITS
+            for pg in range(pa, pb + 1):
+                segs.append((pg, a & 0xFFFF if pg == pa else 0, b & 0xFFFF if pg == pb else 0xFFFF))
+        new = list(dict.fromkeys(pg for pg, _, _ in segs if pg not in self.pages))
+        if self.sparse is not None or (new and self.may_turn_sparse(len(new))):
+            return None
+        for pg, x, y in segs:
+            arr = self.pages.get(pg)
+            if arr is None:
+                continue
+            if arr is self.FULL or _any_bit(arr, x, y):
+                return False
+        if new:
+            self._sweep()
+            for pg in new:
+                self.pages[pg] = bytearray(8192)
+                self.open.add(pg)
+        for pg, x, y in segs:
+            _set_bits(self.pages[pg], x, y)
+        self.count += n
+        return True
+
     def may_turn_sparse(self, opened: int) -> bool:
         """Whether adding ids that open ``opened`` new pages could switch to a plain set on the way, as ``add``
         one by one would: ``add`` switches when it opens a page with more than 64 pages held and fewer than 64
@@ -158,3 +195,31 @@ class IdSet:
         self.sparse = s
         self.pages.clear()
         self.open.clear()
+
+
+def _masks(x: int, y: int) -> tuple[int, int, int, int]:
+    """Bits ``x .. y`` (inclusive, within a page) as bytes: (first byte, last byte, mask of the first, mask of the
+    last); one byte when they are equal (its mask is then the first's and the last's together)."""
+    bx, by = x >> 3, y >> 3
+    first = (0xFF << (x & 7)) & 0xFF
+    last = (1 << ((y & 7) + 1)) - 1
+    return bx, by, first, last
+
+
+def _any_bit(arr: bytearray, x: int, y: int) -> bool:
+    """Whether any of bits ``x .. y`` of the page ``arr`` is set.  O(y - x) / 8 at C speed."""
+    bx, by, first, last = _masks(x, y)
+    if bx == by:
+        return bool(arr[bx] & first & last)
+    return bool(arr[bx] & first or arr[by] & last or arr.count(0, bx + 1, by) != by - bx - 1)
+
+
+def _set_bits(arr: bytearray, x: int, y: int) -> None:
+    """Set bits ``x .. y`` of the page ``arr``.  O(y - x) / 8 at C speed."""
+    bx, by, first, last = _masks(x, y)
+    if bx == by:
+        arr[bx] |= first & last
+        return
+    arr[bx] |= first
+    arr[by] |= last
+    arr[bx + 1 : by] = b"\xff" * (by - bx - 1)

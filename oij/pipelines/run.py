@@ -51,6 +51,7 @@ class RunOptions(QueryFlags):
     replicas: int = 2
     emitters: int = 1
     engine: str = "auto"
+    barriers: str = "piece"
     batch: int | None = None
     collector: str = "auto"
     theta: float = THETA

@@ -10,10 +10,15 @@ Data flow of one job (n workers, the runtime's replica processes; pieces in file
       anomalies re-read (oij.io.pieces.reread_piece),
       carries: W before / after every piece
       (round 0 of hp/scale: Alg. 1 / Alg. 3)
-    route(carry) ---------------------------------->   W at every arrival, late ids, on-time tuples
-    <-- rows sent per replica, key table -----------   --> outbox[w][t % 2] (per destination)
-    join(round t: every piece's rows for r, W after)-> BlockStore.add per piece --> sorter
-    ... next round's decode is sent right after the join: a worker joins, then decodes ...
+    route(piece i, carry) ------------------------->   W at every arrival, late ids, on-time tuples
+      (once pieces < i are decoded, its slot free)     --> outbox[w][t % 2] (per destination)
+    <-- rows sent per replica, key table -----------
+    join(piece i: its rows for r, W after) -------->   BlockStore.add --> sorter  (pieces in order)
+      (once piece i is routed)
+    ... round t + 2's decode is sent after round t's last join: a worker joins, then decodes ...
+
+``barriers="round"`` (``oij run --barriers round``) is the older schedule, kept for comparison: all of round
+t's decode reports before any route, all of its routes before any join.
     end ------------------------------------------->   last rows, sorter runs
     write(key range r of every part) -------------->   merge every worker's runs in range r --> part file
     part files, in order --> the caller's output (one concatenation: no merge, no formatting here)
@@ -40,11 +45,11 @@ the key ranges, written in order, hold every row once: they partition the base i
 **Block emission refines the checked event protocol.**  ``proofs/`` checks the event-at-a-time collectors
 (PPOIJ's Examples 4.1-4.3: duplicates, missed pairs, wrong order come from a collector that lets a replica
 act on a W some of its inputs have not reached).  Here no replica ever sees a W before every tuple that
-arrived before it: W after piece i is sent with piece i's rows, and the pieces of a round are joined in
-piece order, after all of them are routed.  A block run is therefore one particular event-at-a-time run of
-the checked protocol -- the standard collector's, with every channel's punctuation delivered at piece ends
--- with the events of a piece processed together, which changes what is stored in between, never what is
-found (oij.reference.block_oracle, step 3).
+arrived before it: W after piece i is sent with piece i's rows, and every replica joins the pieces in piece
+order, each after it is routed (under either barrier schedule).  A block run is therefore one particular
+event-at-a-time run of the checked protocol -- the standard collector's, with every channel's punctuation
+delivered at piece ends -- with the events of a piece processed together, which changes what is stored in
+between, never what is found (oij.reference.block_oracle, step 3).
 
 **Input errors.**  Workers number their piece's lines from 1 and check ids within the piece only; the driver
 reads the pieces' reports in order, adds every piece's ids to one :class:`~oij.io.errors.IdSet`, and on any
@@ -68,13 +73,13 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from oij.parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
 from oij.parallel.blocks.job import BlockJob
-from oij.parallel.blocks.route import Router
+from oij.parallel.blocks.route import Groups, Router
 from oij.parallel.config import EngineConfig
 from oij.parallel.runtime.pool import EngineFailure, Runtime
 from oij.reference.block_oracle import NEG, w_after_lateness
@@ -99,6 +104,9 @@ class BlockOptions(EngineConfig):
     piece_events: int = PIECE_EVENTS
     output: bool = True
     check: bool = False  # tests: every store's _check() after every piece
+    slow_join: dict[int, float] = field(default_factory=dict)  # tests: replica -> seconds it sleeps per join message
+    barriers: str = "piece"  # "round": route after a round's pieces are decoded, join after they are routed;
+    # "piece": each piece routed once its carry is known, joined once it is routed (_Drive._piece_loop)
     solo_rounds: int = 0  # tests: the first rounds give a piece to replica 0 only (as while helpers start)
 
 
@@ -215,6 +223,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             "job_dir": job_dir,
             "fail_after": dict(opt.fail_after),
             "check": opt.check,
+            "slow_join": dict(opt.slow_join),
         }
         if rt is not None:
             for w in range(1, n):
@@ -331,9 +340,14 @@ class _Drive:
     def _await_joined(self, t: int) -> None:
         """Wait until every replica has joined round ``t`` (its outbox slot may then be written again): a
         round with pieces for only some replicas gives no decode reply to order this by (module docstring)."""
-        while min(self._joined) < t:
+        while not self._slot_free(t + 2):
             for m in self._collect("joined", 1):
                 self._joined[m[1]] = max(self._joined[m[1]], m[2])
+
+    def _slot_free(self, t: int) -> bool:
+        """Whether round ``t``'s pieces may be routed: every replica has joined round ``t - 2``, the last to use
+        their outbox slot ``t % 2``."""
+        return min(self._joined) >= t - 2
 
     _dispatched = 0  # pieces sent for decoding so far: the next piece's index
 
@@ -372,10 +386,9 @@ class _Drive:
     _ends: dict[int, bool]
 
     def run(self) -> BlockRun:
-        n = self.n
         self._ends = {}
         self._stash: dict[int, dict[str, Any]] = {}
-        self._joined = [-1] * n
+        self._joined = [-1] * self.n
         self._has_groups: set[int] = set()
         t0 = time.perf_counter()
         # decode runs one round ahead: a worker decodes round t + 1 while the others finish round t, so the
@@ -387,49 +400,36 @@ class _Drive:
                 break
             rounds.append(batch)
             self._dispatch_decode(batch, t)
+        if self.opt.barriers == "piece":
+            self._piece_loop(rounds)
+        else:
+            self._round_loop(rounds)
+        if isinstance(self.source, FileSource) and not self.ended:
+            raise missing_end(self.source.plan, self.lines)
+        return self._finish(t0)
+
+    def _round_loop(self, rounds: list[list[Any]]) -> None:
+        """Round barriers: every piece of round t decoded before any is routed, every piece routed before any
+        is joined."""
+        n = self.n
         t = 0
         while t < len(rounds):
             batch = rounds[t]
             first = self.pieces
             infos = self._decoded([first + w for w in range(len(batch))])
-            carries: list[Any] = []
-            w_ends: list[int] = []
-            positions: list[int] = []
-            for w, item in enumerate(batch):
-                idx = first + w
-                info = infos[idx]
-                if isinstance(item, Piece):
-                    self._check_piece(item, info, w, t % 2)
-                elif self._ends.get(idx):
-                    info["end"] = True
-                carries.append(self._carry())
-                self._fold(info["summary"])
-                w_ends.append(self.w)
-                positions.append(self.position)
-                self.position += info["tuples"]
-                self.events += info["events"]
-                self.tuples += info["tuples"]
-                if info["end"]:
-                    self.ended = True
             if t == 0 and self.router.needs_calibration:
-                counts: dict[int, int] = {}
-                for info in infos.values():
-                    for k, c in info.get("counts", {}).items():
-                        counts[k] = counts.get(k, 0) + c
-                self.router.calibrate(counts)
+                self._calibrate(infos.values())
+            admitted = [self._admit(first + w, item, infos[first + w], w, t % 2) for w, item in enumerate(batch)]
             self._await_joined(t - 2)
-            for w in range(len(batch)):  # a replica that routes gets the groups once, whenever its first piece is
-                got = None if w in self._has_groups else self.router.groups if self.router.calibrated else None
-                if got is not None:
-                    self._has_groups.add(w)
-                self._send(w, ("route", first + w, t % 2, carries[w], got, positions[w]))
+            for w, (carry, _w_end, position) in enumerate(admitted):
+                self._send(w, ("route", first + w, t % 2, carry, self._groups_for(w), position))
             routed = {m[2]: m[3] for m in self._collect("routed", len(batch))}
             for r in routed.values():
                 self.late += r["late"]
             for r in range(n):
-                joins = [(w, t % 2, w_ends[w], routed[first + w]["sent"][r], routed[first + w]["table"])
+                joins = [(w, t % 2, admitted[w][1], routed[first + w]["sent"][r], routed[first + w]["table"])
                          for w in range(len(batch))]
-                self._send(r, ("join", t, joins))
+                self._send(r, ("join", t, joins, True))
             self.pieces += len(batch)
             self.rounds += 1
             if len(rounds) == t + 2:
@@ -439,12 +439,135 @@ class _Drive:
                     self._dispatch_decode(nxt, t + 2)
             rounds[t] = []
             t += 1
-        if isinstance(self.source, FileSource) and not self.ended:
-            raise missing_end(self.source.plan, self.lines)
+
+    def _piece_loop(self, rounds: list[list[Any]]) -> None:
+        """Piece barriers: piece i is routed once the pieces before it are decoded (its carry is known) and its
+        slot is free, and joined once it is routed -- not once its whole round is.  The driver's own replica
+        runs one message at a time, between which the helpers' replies are read and answered."""
+        n = self.n
+        starts = [0]  # starts[t]: the index of round t's first piece
+        for batch in rounds:
+            starts.append(starts[-1] + len(batch))
+        routed: dict[int, dict[str, Any]] = {}
+        admitted: dict[int, tuple[Any, int, int]] = {}
+        nxt_route = nxt_join = 0
+        t_route = t_join = 0  # the rounds of those pieces
+
+        def advance() -> bool:
+            nonlocal nxt_route, nxt_join, t_route, t_join
+            moved = False
+            while t_route < len(rounds) and nxt_route < starts[t_route + 1]:
+                batch = rounds[t_route]
+                first = starts[t_route]
+                if t_route == 0 and self.router.needs_calibration and not self.router.calibrated:
+                    if not all(first + w in self._stash for w in range(len(batch))):
+                        break
+                    self._calibrate([self._stash[first + w] for w in range(len(batch))])
+                if nxt_route not in self._stash or not self._slot_free(t_route):
+                    break
+                w = nxt_route - first
+                info = self._stash.pop(nxt_route)
+                admitted[nxt_route] = carry, _w_end, position = self._admit(nxt_route, batch[w], info, w, t_route % 2)
+                self._send(w, ("route", nxt_route, t_route % 2, carry, self._groups_for(w), position))
+                nxt_route += 1
+                moved = True
+                if nxt_route == starts[t_route + 1]:
+                    t_route += 1
+            while nxt_join < nxt_route and nxt_join in routed:
+                first = starts[t_join]
+                w = nxt_join - first
+                info = routed.pop(nxt_join)
+                self.late += info["late"]
+                last = nxt_join + 1 == starts[t_join + 1]
+                for r in range(n):
+                    part = (w, t_join % 2, admitted[nxt_join][1], info["sent"][r], info["table"])
+                    self._send(r, ("join", t_join, [part], last))
+                del admitted[nxt_join]
+                nxt_join += 1
+                moved = True
+                if last:
+                    self.pieces += len(rounds[t_join])
+                    self.rounds += 1
+                    rounds[t_join] = []
+                    t_join += 1
+                    if len(rounds) == t_join + 1:
+                        nxt = self._take_round()
+                        if nxt:
+                            rounds.append(nxt)
+                            starts.append(starts[-1] + len(nxt))
+                            self._dispatch_decode(nxt, len(rounds) - 1)
+            return moved
+
+        def take(m: tuple[Any, ...]) -> None:
+            if m[0] == "decoded":
+                self._stash[m[2]] = m[3]
+            elif m[0] == "routed":
+                routed[m[2]] = m[3]
+            elif m[0] == "joined":
+                self._joined[m[1]] = max(self._joined[m[1]], m[2])
+
+        kinds = ("decoded", "routed", "joined")
+        while t_join < len(rounds):
+            while advance():
+                pass
+            if t_join >= len(rounds):
+                break
+            if self._local_msgs:  # one step of this process's replica, then the helpers' news
+                if self.local.handle(self._local_msgs.pop(0)):
+                    self.local.replies.append(("done", 0, self.local.stats))
+                keep = [m for m in self.local.replies if m[0] not in kinds]
+                for m in self.local.replies:
+                    if m[0] in kinds:
+                        take(m)
+                self.local.replies = keep
+                if self.rt is not None:
+                    for m in self.rt.receive(kinds, wait=False):
+                        take(m)
+            else:
+                assert self.rt is not None, "one replica: every message is this process's own"
+                t = time.perf_counter()
+                for m in self.rt.receive(kinds, wait=True):
+                    take(m)
+                self.t_wait += time.perf_counter() - t
+
+    def _calibrate(self, infos: Any) -> None:
+        """HP / Scale: the routing groups from round 0's key counts."""
+        counts: dict[int, int] = {}
+        for info in infos:
+            for k, c in info.get("counts", {}).items():
+                counts[k] = counts.get(k, 0) + c
+        self.router.calibrate(counts)
+
+    def _groups_for(self, w: int) -> Groups | None:
+        """The routing groups for replica ``w``'s route message: sent once, with its first piece to route."""
+        got = None if w in self._has_groups else self.router.groups if self.router.calibrated else None
+        if got is not None:
+            self._has_groups.add(w)
+        return got
+
+    def _admit(self, idx: int, item: Any, info: dict[str, Any], w: int, slot: int) -> tuple[Any, int, int]:
+        """Piece ``idx``, in piece order: its ids and errors checked (file pieces), the W carry into it folded
+        past it.  Returns (the carry into it, W after it, its first tuple's position)."""
+        if isinstance(item, Piece):
+            self._check_piece(item, info, w, slot)
+        elif self._ends.get(idx):
+            info["end"] = True
+        carry = self._carry()
+        self._fold(info["summary"])
+        position = self.position
+        self.position += info["tuples"]
+        self.events += info["events"]
+        self.tuples += info["tuples"]
+        if info["end"]:
+            self.ended = True
+        return carry, self.w, position
+
+    def _finish(self, t0: float) -> BlockRun:
+        """End every replica, have them write the key ranges; the run."""
+        n = self.n
         for r in range(n):
             self._send(r, ("end",))
         runs_msgs = sorted(self._collect("runs", n), key=lambda m: m[1])
-        stats = [m[3] for m in runs_msgs]
         parts: list[str] = []
         if self.opt.output:
             tasks: list[list[tuple[str, list[tuple[str, int]], int | None, int | None, str]]] = [[] for _ in range(n)]

@@ -6,8 +6,9 @@ Data flow inside worker r (each step is one control message from the driver, eac
                 its tuple ids --> outbox[r][slot].ids;  reply: lines, W summary, end, errors, key counts
     route(i):   carry (W before the piece) --> W at every arrival (oij.reference.block_oracle.watermarks_before /
                 lateness_before) --> late ids (to r's sorter) --> on-time tuples --Router--> outbox[r][slot]
-    join(t):    for every piece of round t, in piece order: outbox[w][slot] rows for r --> BlockStore.add(...,
-                W after the piece) --> pairs / rows --> r's CanonicalSorter (int64 columns, spilled runs)
+    join(t):    for every piece of round t (or one piece: piece barriers), in piece order: outbox[w][slot] rows
+                for r --> BlockStore.add(..., W after the piece) --> pairs / rows --> r's CanonicalSorter (int64
+                columns, spilled runs)
     end:        BlockStore.end() --> last rows; every sorter buffer spilled as a run;  reply: the runs
     write:      for each part and r's key range [lo, hi): the runs of *every* worker --> merge --> part file
 
@@ -286,9 +287,12 @@ class BlockJob:
             sent.append(len(ix))
         self._reply(("routed", self.me, idx, {"sent": sent, "late": nlate, "table": table}))
 
-    def _join(self, t: int, parts: list[tuple[int, int, int, int, list[Any] | None]]) -> None:
-        """Join round ``t``: the rows for this replica of every piece, in piece order, each settled under the W
-        after its piece."""
+    def _join(self, t: int, parts: list[tuple[int, int, int, int, list[Any] | None]], last: bool) -> None:
+        """Join pieces of round ``t``: the rows for this replica of each piece, in piece order, each settled under
+        the W after its piece; ``last``: these end round ``t`` (the reply that frees its slots)."""
+        delay = self.spec.get("slow_join", {}).get(self.me)
+        if delay:  # tests: a replica that lags behind the driver
+            time.sleep(delay)
         me = f"{self.me}."
         for src, slot, w_end, cnt, table in parts:
             box = self.boxes[src][slot]
@@ -302,6 +306,8 @@ class BlockJob:
                 self.store._check()
             self.stats["received"] += cnt
             self._drain()
+        if not last:
+            return
         if self.fail_after is not None:
             self.fail_after -= 1
             if self.fail_after < 0:

@@ -199,6 +199,25 @@ class Runtime:
                 last = time.monotonic()
         return got
 
+    def receive(self, kinds: tuple[str, ...], wait: bool) -> list[Any]:
+        """The messages of any of ``kinds`` that have arrived -- with ``wait``, at least one (failing fast, as
+        :meth:`collect` does); in arrival order."""
+        last = time.monotonic()
+        while True:
+            before = -1
+            while len(self._pending) != before:  # everything that is there, one message a call
+                before = len(self._pending)
+                self._poll_up(0.01 if wait and not self._pending else 0)
+            got = [m for m in self._pending if m[0] in kinds]
+            if got or not wait:
+                self._pending = [m for m in self._pending if m[0] not in kinds]
+                if not wait:
+                    self.check()
+                return got
+            if time.monotonic() - last > 0.005:
+                self.check()
+                last = time.monotonic()
+
     def _take(self, kind: str) -> list[Any]:
         got = [m for m in self._pending if m[0] == kind]
         self._pending = [m for m in self._pending if m[0] != kind]

@@ -352,6 +352,56 @@ def test_add_many_is_atomic_and_agrees_with_add(batches: list[list[int]]) -> Non
         assert (many.sparse is None) == (one.sparse is None)  # the switch to a plain set as add makes it
 
 
+RUN = st.tuples(st.integers(-3, 5), st.sampled_from([0, 1, 7, 8, 9, 4095, 65528, 65535]), st.integers(1, 70_000))
+"""A run of consecutive ids: its page (some negative), an offset in it near a byte or page edge, a length."""
+
+
+def _expected_pages(model: set[int]) -> dict[int, bytes]:
+    """The bit pages of the ids ``model``: page -> 8 KiB, bit i of byte j set iff id page * 2^16 + 8j + i is in it."""
+    ids = np.array(sorted(model), dtype=np.int64)
+    pages: dict[int, bytes] = {}
+    for pg in np.unique(ids >> 16).tolist():
+        bits = np.zeros(1 << 16, np.bool_)
+        bits[ids[(ids >> 16) == pg] & 0xFFFF] = True
+        pages[pg] = np.packbits(bits, bitorder="little").tobytes()
+    return pages
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(st.lists(RUN, min_size=1, max_size=4), max_size=5), data=st.data())
+def test_add_many_of_runs_sets_the_bits_add_sets(batches: list[list[tuple[int, int, int]]],
+                                                  data: st.DataObject) -> None:
+    """Batches of a few runs of consecutive ids (the range path of add_many: pages tested and set as bytes), some
+    overlapping earlier batches or themselves: the verdict and the pages are the model's, bit for bit, and a
+    refused batch changes nothing.  Negative control: a last-byte mask one bit short fails it."""
+    many = IdSet()
+    model: set[int] = set()
+    for runs in batches:
+        b = [x for pg, off, length in runs for x in range((pg << 16) + off, (pg << 16) + off + length)]
+        b = data.draw(st.permutations(b)) if len(b) < 300 else b[::-1]
+        ok = len(set(b)) == len(b) and not (set(b) & model)
+        assert many.add_many(np.array(b, dtype=np.int64)) == ok
+        if ok:
+            model |= set(b)
+        assert many.count == len(model) and many.sparse is None
+        assert {pg: bytes(arr) for pg, arr in many.pages.items() if any(arr)} == _expected_pages(model)
+
+
+@pytest.mark.parametrize("a", [0, 5, 8, 65535, 65536 + 9])
+@pytest.mark.parametrize("length", [64, 200, 70_000])
+def test_add_many_of_runs_refuses_a_run_that_meets_an_earlier_one_in_one_id(a: int, length: int) -> None:
+    """A run ``[a, b]`` held; each run that shares exactly one id with it -- its first or its last, from either side,
+    across byte and page edges -- is refused whole, and the runs that only touch it are taken.  Negative control:
+    the range test skipping the last bit of each page's share fails it."""
+    b = a + length - 1
+    for lo, hi, ok in [(a - 100, a, False), (b, b + 100, False), (a - 100, a - 1, True), (b + 1, b + 100, True)]:
+        s = IdSet()
+        assert s.add_many(np.arange(a, b + 1, dtype=np.int64))
+        assert s.add_many(np.arange(lo, hi + 1, dtype=np.int64)) == ok
+        assert s.count == length + (hi - lo + 1) * ok
+        assert all((x in s) == (ok or a <= x <= b) for x in (lo, hi))  # a refused run: only the shared id
+
+
 def test_dense_ids_past_64_pages_stay_on_the_vectorised_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """4.6 million dense ids (70 pages) in blocks of 2^16, in a bounded disorder: add_many never falls back to
     ``add`` per id (it did for every block that opened a page past 64 pages), and

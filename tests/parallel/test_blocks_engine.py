@@ -54,16 +54,17 @@ def _int64_ids(events: list[Event]) -> bool:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(w=workloads(max_events=60, cond=False), pattern=st.sampled_from(PATTERNS), replicas=st.integers(1, 4),
-       piece=st.integers(1, 25), solo=st.integers(0, 4))
+       piece=st.integers(1, 25), solo=st.integers(0, 4), barriers=st.sampled_from(["piece", "round"]))
 def test_block_engines_equal_the_oracle(rt: Runtime, w: tuple[Query, list[Event]], pattern: str, replicas: int,
-                                        piece: int, solo: int) -> None:
+                                        piece: int, solo: int, barriers: str) -> None:
     """Any query without cond, any arrival order, any piece size (so many rounds, late tuples at piece edges),
-    rounds for replica 0 alone first (as while the helpers start): the block engine's results are the
-    oracle's, and every store's _check() holds after every piece."""
+    rounds for replica 0 alone first (as while the helpers start), either barrier schedule: the block engine's
+    results are the oracle's, and every store's _check() holds after every piece."""
     q, events = w
     if not _int64_ids(events):
         return
-    got = get(f"blocks-{pattern}")(q, events, _opts(rt, replicas, piece_events=piece, solo_rounds=solo))
+    got = get(f"blocks-{pattern}")(q, events, _opts(rt, replicas, piece_events=piece, solo_rounds=solo,
+                                                    barriers=barriers))
     assert got.results == run_events(events, q)
 
 
@@ -211,6 +212,29 @@ def test_the_carry_check_catches_a_driver_that_forgets_the_carry(monkeypatch: py
                                                                 if self.q.lateness is None else NEG))
     path = files["lateness.jsonl"]
     assert _blocks_text(path, "kp", 2, rt) != _expected(path)
+
+
+@pytest.mark.parametrize("barriers", ["piece", "round"])
+def test_a_lagging_replica_keeps_its_slot_and_the_slot_check_catches_a_driver_that_does_not_wait(
+        monkeypatch: pytest.MonkeyPatch, rt: Runtime, barriers: str) -> None:
+    """Replica 1 sleeps before each join, so the driver runs ahead of it: the result is still the oracle's (a
+    piece is routed into its outbox slot only once every replica has joined the round that used the slot
+    last).  Negative control: a driver that takes every slot for free overwrites rows replica 1 has not read (a
+    wrong result, or a replica that fails on the rows it reads).  Round barriers wait for a round's decode
+    reports, which a replica sends only after its earlier joins, so there the slot check matters only in
+    rounds that give some replicas no piece: the first rounds here are replica 0's alone."""
+    q, it = generate("teach-skew", 3000, 5)
+    events = list(it)
+    want = run_events(events, q)
+    opts = _opts(rt, 3, piece_events=40, barriers=barriers, slow_join={1: 0.01}, check=False, solo_rounds=12)
+    assert get("blocks-kp")(q, events, opts).results == want
+    monkeypatch.setattr(bdriver._Drive, "_slot_free", lambda self, t: True)
+    with Runtime(2, "spawn", first=1) as own:  # the broken run may break its runtime: not the module's
+        try:
+            broken = get("blocks-kp")(q, events, replace(opts, runtime=own)).results
+        except EngineFailure:
+            return
+    assert broken != want
 
 
 def test_the_range_check_catches_overlapping_output_ranges(monkeypatch: pytest.MonkeyPatch,

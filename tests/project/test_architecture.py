@@ -310,7 +310,8 @@ PRIVATE_ATTRIBUTE_ALLOWED: dict[str, str] = {
     "tests/io/test_foreign_shapes.py: oij.io.template._parse":
         "wrapped by a spy that counts its calls" + _ELSEWHERE.format("oij/io/"),
     "tests/parallel/test_blocks_engine.py: oij.parallel.blocks.driver._Drive":
-        "its _carry replaced by one that forgets the carry (a negative control)" + _ELSEWHERE.format("parallel/"),
+        "its _carry replaced by one that forgets the carry, its _slot_free by one that never waits (negative "
+        "controls)" + _ELSEWHERE.format("parallel/"),
     "tests/reference/test_cond.py: oij.parallel.runtime.store._direction":
         "wrapped to flip each comparison (a negative control)" + _ELSEWHERE.format("parallel/"),
     "tests/spark/test_spark.py: oij.parallel.registry._ENGINES":
