@@ -78,10 +78,14 @@ class TreePeaks:
     returncode: int = 0
 
 
+class CommandFailed(RuntimeError):
+    """A measured command exited with a non-zero status: the command, the status and its last line of stderr."""
+
+
 def measure(argv: list[str], every: float = 0.1, *, stdout: int | IO[bytes] | None = subprocess.DEVNULL,
             check: bool = True) -> TreePeaks:
     """Run ``argv``; sample its process tree every ``every`` s: peak PSS summed over the tree, the main process's
-    and the largest child's peak RSS.  ``check``: a non-zero exit raises :class:`RuntimeError` with the last
+    and the largest child's peak RSS.  ``check``: a non-zero exit raises :class:`CommandFailed` with the last
     line of its stderr."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE if check else None, text=True)
@@ -96,7 +100,8 @@ def measure(argv: list[str], every: float = 0.1, *, stdout: int | IO[bytes] | No
         time.sleep(every)
     err = p.stderr.read() if p.stderr else ""
     if check and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {err.strip().splitlines()[-1:]}")
+        last = (err.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        raise CommandFailed(f"{' '.join(argv)} exited with status {p.returncode}: {last}")
     kids = [v for k, v in hwm.items() if k != p.pid]
     return TreePeaks(time.perf_counter() - t0, peak_sum / 1024, hwm.get(p.pid, 0) / 1024,
                      max(kids, default=0) / 1024, p.returncode)

@@ -48,7 +48,8 @@ def measure_tree(argv: list[str], every: float = 0.1) -> dict[str, Any]:
 
 
 def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
-    """Run the benchmark (progress on stderr), write the rows to ``args.out`` as they come; the rows."""
+    """Run the benchmark (progress on stderr), then write the rows to ``args.out``; the rows.  A measured command
+    that fails raises :class:`oij.proctree.CommandFailed`, and ``args.out`` is left as it was."""
     if args.quick:
         args.presets, args.sizes, args.commands = "scale-oij-default", "20000", "join,kp"
     args.out = out_file(args.out, "memory")
@@ -100,13 +101,12 @@ def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
                            "output_lines": lines, **m}
                     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
                     rows.append(row)
-                    from oij.bench import provenance
-
-                    write_text(args.out, json.dumps({"benchmark": "memory", **provenance(sys.argv), "mode": args.mode,
-                                                     "replicas": args.replicas,
-                                                     "machine": f"{os.cpu_count()} cores", "rows": rows},
-                                                    indent=1) + "\n")
                 os.unlink(path)
+    from oij.bench import provenance
+
+    write_text(args.out, json.dumps({"benchmark": "memory", **provenance(sys.argv), "mode": args.mode,
+                                     "replicas": args.replicas, "machine": f"{os.cpu_count()} cores", "rows": rows},
+                                    indent=1) + "\n")
     return rows
 
 

@@ -146,8 +146,14 @@ def run_oracle(args: argparse.Namespace) -> int:
 def run_memory(args: argparse.Namespace) -> int:
     """``oij bench memory``: the bounded-memory check of docs/reference.rst (a benchmark, never a test)."""
     from oij.bench.memory import MemoryBenchOptions, memory_bench, memory_table
+    from oij.proctree import CommandFailed
 
     opts = options(MemoryBenchOptions, args)
-    print(memory_table(memory_bench(opts)))
+    try:
+        rows = memory_bench(opts)
+    except CommandFailed as e:
+        print(f"oij: error: a measured command failed, nothing written: {e}", file=sys.stderr)
+        return 1
+    print(memory_table(rows))
     print(f"raw numbers: {opts.out}", file=sys.stderr)
     return 0

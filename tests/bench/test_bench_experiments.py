@@ -129,3 +129,16 @@ def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_pat
         steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}
         assert {"loading --got me", "comparison"} <= steps
         assert steps & {"arrival watermarks and late marking", "validating events, watermarks and late marking"}
+
+
+def test_a_failing_measured_command_is_one_line_and_leaves_the_old_result(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``oij bench memory`` whose measured ``oij run`` fails (no replica): exit 1, one line naming the command, its
+    status and its own error, and the result file as it was (not the rows measured before the failure)."""
+    out = tmp_path / "memory.json"
+    out.write_text("old\n")
+    assert main(["bench", "memory", "--quick", "--replicas", "0", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("oij: error: a measured command failed, nothing written: ")
+    assert "--replicas 0" in err[-1] and "exited with status 2: " in err[-1] and "replicas" in err[-1].split(": ")[-1]
+    assert out.read_text() == "old\n"
