@@ -129,7 +129,9 @@ def _col(tb: pa.Table, name: str) -> pa.Array:
     if name not in tb.column_names:
         return pa.nulls(tb.num_rows)
     c = tb.column(name)
-    return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+    if isinstance(c, pa.ChunkedArray):
+        return c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()  # one chunk: no copy
+    return c
 
 
 def _valid(a: pa.Array) -> npt.NDArray[np.bool_]:
@@ -331,7 +333,7 @@ def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared
     isp = _equals(side, "probe")
     if not bool((isb | isp)[is_t].all()):
         raise _Doubt
-    keep = ~is_e
+    keep = slice(0, n - n_end)  # the end line, if any, is the last row (above): every other row is an event
     tsn = _ints(ts)[keep]
     if len(tsn) and not bool(((tsn >= -TS_LIMIT) & (tsn <= TS_LIMIT)).all()):
         raise _Doubt
@@ -340,7 +342,9 @@ def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared
         raise _Doubt
     vals = _floats(value)[keep]
     tk = is_t[keep]
-    vals = np.where(tk, vals, 0.0)
+    every_t = bool(tk.all())  # no watermark line (lateness mode, or a block between two): no masking below
+    if not every_t:
+        vals = np.where(tk, vals, 0.0)
     if len(vals) and not bool(np.isfinite(vals).all()):
         raise _Doubt
     idn = _ints(ids)[keep]
@@ -356,6 +360,9 @@ def _prepare_table(tb: pa.Table, q: Query, *, absent_is_null: bool) -> _Prepared
         keys = np.zeros(len(tk), np.int64)
     else:
         raise _Doubt
+    if every_t:
+        sides = (~isb[keep]).astype(np.int8)
+        return EventBlock(np.zeros(len(tk), np.int8), sides, idn, tsn, keys, vals, chn, bool(n_end)), idn, n_end
     kind = np.where(tk, 0, 1).astype(np.int8)
     sides = np.where(tk, np.where(isb[keep], 0, 1), -1).astype(np.int8)
     return (EventBlock(kind, sides, np.where(tk, idn, 0), tsn, keys, vals, np.where(tk | is_w[keep], chn, 0),
