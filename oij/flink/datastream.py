@@ -91,7 +91,7 @@ def cache_dir() -> Path:
 def command(cache: Path | None = None) -> list[str]:
     """``java -cp ... OijDataStreamCase``, compiling oij/flink/java/ into the cache's jar first if it is missing or
     older than a source (:func:`oij.flink.peers.flink_jar`)."""
-    from oij.flink.peers import JAR, flink_lib, java_command
+    from oij.flink.peers import flink_lib, jar_is_current, java_command
 
     lib = flink_lib()
     if lib is None:
@@ -99,7 +99,7 @@ def command(cache: Path | None = None) -> list[str]:
     if shutil.which("java") is None:
         raise Unsupported("the flink-ds adapter needs Java 17 on PATH")
     cache = cache or cache_dir()
-    if not (cache / JAR).exists() and shutil.which("javac") is None:
+    if not jar_is_current(cache) and shutil.which("javac") is None:  # missing, or older than a source
         raise Unsupported("the flink-ds adapter compiles a small Java class once: it needs a JDK (javac)")
     return java_command(JAVA_SOURCE.stem, cache, lib)
 

@@ -47,6 +47,14 @@ JAR = "oij-flink.jar"
 """The cache's one jar: the classes of every Java program in oij/flink/java/."""
 
 
+def jar_is_current(cache: Path) -> bool:
+    """Whether ``cache/oij-flink.jar`` exists and is no older than any source of ``oij/flink/java/`` (else
+    :func:`flink_jar` compiles it, which needs javac).  Two stat calls per source."""
+    jar = cache / JAR
+    sources = sorted(Path(__file__).with_name("java").glob("*.java"))
+    return jar.exists() and jar.stat().st_mtime >= max(s.stat().st_mtime for s in sources)
+
+
 def flink_jar(cache: Path, lib: Path) -> Path:
     """``cache/oij-flink.jar``: every Java program of ``oij/flink/java/`` compiled together with javac against
     the jars in ``lib``, when the jar is missing or older than one of the sources.
@@ -60,9 +68,9 @@ def flink_jar(cache: Path, lib: Path) -> Path:
     import zipfile
 
     jar = cache / JAR
-    sources = sorted(Path(__file__).with_name("java").glob("*.java"))
-    if jar.exists() and jar.stat().st_mtime >= max(s.stat().st_mtime for s in sources):
+    if jar_is_current(cache):
         return jar
+    sources = sorted(Path(__file__).with_name("java").glob("*.java"))
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         classes = Path(tmp) / "classes"

@@ -96,3 +96,28 @@ def test_the_command_line_adapter(tmp_path: Path) -> None:
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout == '{"type":"pair","base":1,"probe":2}\n'
+
+
+def test_a_stale_flink_ds_jar_without_javac_is_unsupported_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flink-ds jar in the cache is older than a source of oij/flink/java/ and no JDK is on PATH: the adapter
+    says it needs javac (Unsupported: one line from the CLI), where it used to start javac and fail with a
+    traceback.  The same jar made current is taken as it is, with no javac."""
+    import os
+    import shutil
+
+    from oij.flink import datastream
+    from oij.flink.peers import JAR
+
+    jar = tmp_path / JAR
+    jar.write_bytes(b"")
+    os.utime(jar, (0, 0))
+    monkeypatch.setattr("oij.flink.peers.flink_lib", lambda: tmp_path)
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "javac" else real(name, *a, **k))
+    if real("java") is None:
+        pytest.fail("Java 17 is part of the test environment")
+    with pytest.raises(Unsupported, match="javac"):
+        datastream.command(tmp_path)
+    os.utime(jar)  # now: newer than every source
+    assert datastream.command(tmp_path)[:3] == ["java", "-cp", f"{jar}:{tmp_path}/*"]
