@@ -250,21 +250,11 @@ def _run_blocks(plan: RunPlan) -> dict[str, Any]:
         write = None
         if not args.no_output:
             write = stack.enter_context(plan.files.open_output())
-        m: dict[str, Any] = run_blocks(source, opt, None if write is None else _writer(write), plan.files.sort_dir,
-                                       args.start_method)
+        m: dict[str, Any] = run_blocks(source, opt, None, plan.files.sort_dir, args.start_method, out=write)
     m["input"] = {"preset": args.preset, "seed": args.seed} if args.preset else {"file": args.file}
     if args.metrics:
         _write_json(args.metrics, m)
     return m
-
-
-def _writer(out: Any) -> Any:
-    """The block run's output step: its part files, in order, to ``out``."""
-
-    def write(br: Any) -> None:
-        br.write_to(out)
-
-    return write
 
 
 def _preset_params(args: RunOptions) -> tuple[Any, int]:

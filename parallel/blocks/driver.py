@@ -21,7 +21,8 @@ Data flow of one job (n workers, the runtime's replica processes; pieces in file
 t's decode reports before any route, all of its routes before any join.
     end ------------------------------------------->   last rows, sorter runs
     write(key range r of every part) -------------->   merge every worker's runs in range r --> part file
-    part files, in order --> the caller's output (one concatenation: no merge, no formatting here)
+    part files, in order --> the caller's output (one concatenation: no merge, no formatting here); given the
+      output stream (``out``), replica 0 writes range 0 of the first part with rows into it instead of a file
 
 **W, two-pass, with exchanged carries.**  A piece knows its own watermarks (or largest ts), not what came
 before it.  Pass 1 (decode): each piece's summary -- per-channel maxima of its watermarks, or its largest
@@ -74,7 +75,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from oij.parallel.blocks.exchange import INBOX, Box, Layout, outbox_layout
@@ -179,11 +180,12 @@ def _cut(blocks: Iterator[EventBlock], cap: int) -> Iterator[EventBlock]:
             yield b.slice(i, i + cap)
 
 
-def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOptions, tmp_dir: str | None = None
-            ) -> BlockRun:
+def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOptions, tmp_dir: str | None = None,
+            out: IO[str] | None = None) -> BlockRun:
     """Run one block job: replica 0 in this process, replicas 1 .. n-1 on ``rt``'s processes (None for one
-    replica).  Raises the input's :class:`~oij.io.errors.InputError` or
-    :class:`~oij.parallel.runtime.pool.EngineFailure`."""
+    replica).  ``out``: the output stream, for replica 0 to write the first key range of the first part with rows
+    straight into it (the returned run's parts are then the rest, to be copied after it: :meth:`BlockRun.write_to`).
+    Raises the input's :class:`~oij.io.errors.InputError` or :class:`~oij.parallel.runtime.pool.EngineFailure`."""
     n = opt.replicas
     helpers = 0 if rt is None else rt.n
     if n < 1 or n - 1 > helpers:
@@ -229,6 +231,7 @@ def execute(rt: Runtime | None, source: FileSource | ColumnSource, opt: BlockOpt
             for w in range(1, n):
                 rt.ctls[w - 1].put(("job", spec))
         local = BlockJob(0, {**spec, "offset": 0}, None, None, np.zeros(1, np.int64), os.getpid())
+        local.direct = out if opt.output else None
         run = _Drive(rt, local, source, opt, router, outboxes, inboxes, job_dir).run()
         ok = True
         return run
@@ -571,16 +574,21 @@ class _Drive:
         parts: list[str] = []
         if self.opt.output:
             tasks: list[list[tuple[str, list[tuple[str, int]], int | None, int | None, str]]] = [[] for _ in range(n)]
+            # the output begins with range 0 of the first part with rows: replica 0 writes it there itself
+            direct = self.local.direct is not None
             for name in PARTS:
                 runs = [run for m in runs_msgs for run in m[2].get(name, [])]
                 cuts = range_splitters(runs, n)
                 bounds: list[int | None] = [None, *cuts, None]
+                first = direct and any(rows for _, rows in runs)
                 for r in range(n):
-                    path = os.path.join(self.job_dir, f"part-{name}-{r}")
+                    path = "" if first and r == 0 else os.path.join(self.job_dir, f"part-{name}-{r}")
                     # range r is [bounds[r], bounds[r + 1]); with no cuts (nothing sampled) range 0 takes all
                     lo, hi = (bounds[r], bounds[r + 1]) if r <= len(cuts) else (0, 0)
                     tasks[r].append((name, runs, lo, hi, path))
-                    parts.append(path)
+                    if path:
+                        parts.append(path)
+                direct = direct and not first
             for r in range(n):
                 self._send(r, ("write", tasks[r]))
         done = sorted(self._collect("done", n), key=lambda m: m[1])
@@ -681,17 +689,24 @@ def events_source(q: Query, events: Sequence[Event], piece_events: int = PIECE_E
 
 
 def run(source: FileSource | ColumnSource, opt: BlockOptions, write: Callable[[BlockRun], None] | None = None,
-        tmp_dir: str | None = None, start_method: str = "spawn", rt: Runtime | None = None) -> dict[str, Any]:
+        tmp_dir: str | None = None, start_method: str = "spawn", rt: Runtime | None = None,
+        out: IO[str] | None = None) -> dict[str, Any]:
     """One whole block run: helper processes (``rt``'s, or started and stopped here), :func:`execute`, then
     ``write(run)`` to copy the canonical result out (the caller's atomic file or stream), then the job
-    directory removed.  Returns the metrics (with ``total_s``, the helpers' start included)."""
+    directory removed.  Or, given ``out`` instead of ``write``: the result into the stream ``out``, its first
+    range written there by replica 0 directly (no part file, no copy of it).  Returns the metrics (with
+    ``total_s``, the helpers' start included)."""
+    if out is not None and write is not None:
+        raise ValueError("write or out, not both")
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if rt is None:
             rt = stack.enter_context(helpers(opt.replicas, start_method))
-        br = execute(rt, source, opt, tmp_dir)
+        br = execute(rt, source, opt, tmp_dir, out)
         try:
-            if write is not None and opt.output:
+            if out is not None and opt.output:
+                br.write_to(out)
+            elif write is not None and opt.output:
                 write(br)
         finally:
             br.remove()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 from queue import Empty
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -119,6 +119,7 @@ class BlockJob:
         self.replies: list[tuple[Any, ...]] = []  # the driver's own replica: replies kept here
         self.decoded: dict[int, _Decoded] = {}
         self.cache: Any = None  # the last Parquet row group read (oij.io.pieces.GroupCache)
+        self.direct: IO[str] | None = None  # replica 0: the output stream its first range goes to (driver.execute)
         self.stats: dict[str, Any] = {"replica": self.me, "received": 0, "pairs": 0, "rows": 0, "late": 0,
                                       "pieces_decoded": 0, "t_decode": 0.0, "t_route": 0.0, "t_join": 0.0,
                                       "t_write": 0.0, "t_wait": 0.0}
@@ -183,6 +184,10 @@ class BlockJob:
             return not self.keep
         elif kind == "write":
             for name, runs, lo, hi, path in msg[1]:
+                if not path:  # the output itself (replica 0 only: the driver's stream, execute's ``out``)
+                    assert self.direct is not None
+                    write_range(name, runs, lo, hi, self.direct)
+                    continue
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     write_range(name, runs, lo, hi, f)
             self.stats["t_write"] += time.perf_counter() - t

@@ -190,8 +190,12 @@ def _blocks_text(path: Path, pattern: str, replicas: int, rt: Runtime | None, **
     if hasattr(src, "plan") and str(path).endswith(".parquet"):
         src = bdriver.FileSource(__import__("oij.io.pieces", fromlist=["plan_pieces"]).plan_pieces(
             str(path), piece_rows=kw.pop("piece_rows", 700)))
+    direct = kw.pop("direct", False)
     buf = io.StringIO()
-    run(src, BlockOptions(pattern, replicas, check=True, **kw), lambda br: br.write_to(buf), rt=rt)
+    if direct:  # the first range into the stream by replica 0 itself, the other parts copied after it
+        run(src, BlockOptions(pattern, replicas, check=True, **kw), rt=rt, out=buf)
+    else:
+        run(src, BlockOptions(pattern, replicas, check=True, **kw), lambda br: br.write_to(buf), rt=rt)
     return buf.getvalue()
 
 
@@ -202,6 +206,16 @@ def test_files_read_in_pieces_give_the_oracles_bytes(files: dict[str, Path], rt:
     assert len(files) == 6
     for _name, path in sorted(files.items()):
         assert _blocks_text(path, pattern, 3, rt) == _expected(path), path.name
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_the_first_range_written_straight_into_the_output_gives_the_same_bytes(
+        files: dict[str, Path], rt: Runtime, replicas: int) -> None:
+    """``out=``: replica 0 writes the first key range of the first part with rows (pairs; the aggregate rows when a
+    query has no pairs; late ids after them) into the output itself, the other part files follow it: the bytes
+    are the oracle's for every file, with late tuples and with aggregates, on one replica and on three."""
+    for path in files.values():
+        assert _blocks_text(path, "kp", replicas, rt, direct=True) == _expected(path), path.name
 
 
 def test_the_carry_check_catches_a_driver_that_forgets_the_carry(monkeypatch: pytest.MonkeyPatch,
