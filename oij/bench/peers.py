@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -242,6 +243,7 @@ def peers_bench(args: PeersOptions) -> dict[str, Any]:
             systems, skipped = _systems(args.quick, params.lower, params.upper, params.lateness,
                                         Path(tempfile.gettempdir()) / "oij-flink-classes", skip)
             times: dict[str, list[float]] = {s.name: [] for s in systems}
+            cpus: dict[str, list[float]] = {s.name: [] for s in systems}
             failures: dict[str, str] = {}
             for rep in range(repeat):
                 for s in systems:
@@ -251,22 +253,23 @@ def peers_bench(args: PeersOptions) -> dict[str, Any]:
                     met = d / "metrics.json"
                     subst = {"{IN}": str(paths[s.fmt]), "{OUT}": str(out), "{METRICS}": str(met)}
                     argv = [subst.get(x, x) for x in s.argv]
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), children_cpu()
                     rc, err = run_timed(argv, args.timeout, s.env)
-                    wall = time.perf_counter() - t0
+                    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
                     print(f"[{wname} {rep + 1}/{repeat}] {s.name}: {wall:.2f} s" + ("" if rc == 0 else
                           f" FAILED ({err})"), file=sys.stderr)
                     if rc != 0:
                         failures[s.name] = err
                         continue
                     times[s.name].append(wall)
+                    cpus[s.name].append(cpu)
                     if rep == 0:
                         a, b = read_pairs(out, s.out_format)
                         result.setdefault("_digests", {})[f"{wname}/{s.name}"] = digest(a, b)
                         if "{METRICS}" in s.argv and met.exists():
                             result.setdefault("_work", {})[f"{wname}/{s.name}"] = _work(json.loads(met.read_text()))
             result["workloads"][wname] = summarise(wname, params, systems, times, failures, skipped,
-                                                     result.get("_digests", {}), events)
+                                                     result.get("_digests", {}), events, cpus)
             for r in result["workloads"][wname]["rows"]:
                 r["work"] = result.get("_work", {}).get(f"{wname}/{r['system']}")
     result.pop("_digests", None)
@@ -286,6 +289,14 @@ def _work(m: dict[str, Any]) -> dict[str, Any]:
             "received": [r.get("received") for r in per],
             "visited": [r.get("visited", r.get("comparisons")) for r in per],
             "replication": m.get("replication")}
+
+
+def children_cpu() -> float:
+    """User plus system CPU seconds of this process's reaped children and of the descendants they reaped: around
+    one :func:`run_timed`, the CPU of the system's whole process tree (oij's helpers are joined by its runtime, a
+    JVM by its launcher).  O(1)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_timed(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -327,16 +338,18 @@ def flink_available() -> bool:
 
 def summarise(wname: str, params: Any, systems: list[System], times: dict[str, list[float]],
                failures: dict[str, str], skipped: dict[str, str], digests: dict[str, tuple[int, str]],
-               events: int) -> dict[str, Any]:
-    """One workload's rows (median time, pairs, same as ``oij join [jsonl]``, ratio to the fastest peer whose pairs
-    are the same), its parameters and skipped peers."""
+               events: int, cpus: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """One workload's rows (median time, median CPU seconds of the process tree, pairs, same as ``oij join
+    [jsonl]``, ratio to the fastest peer whose pairs are the same), its parameters and skipped peers."""
     ref = digests.get(f"{wname}/oij join [jsonl]")
     rows: list[dict[str, Any]] = []
     for s in systems:
         ts = times.get(s.name, [])
         dg = digests.get(f"{wname}/{s.name}")
         med = statistics.median(ts) if ts else None
+        cs = (cpus or {}).get(s.name, [])
         rows.append({"system": s.name, "kind": s.kind, "input": s.fmt, "times_s": ts, "median_s": med,
+                     "cpu_s": cs, "cpu_median_s": statistics.median(cs) if cs else None,
                      "tuples_per_s": events / med if med else None, "pairs": dg[0] if dg else None,
                      "digest": dg[1] if dg else None, "same": (dg == ref) if dg and ref else None,
                      "failed": failures.get(s.name)})
@@ -400,15 +413,17 @@ def format_table(result: dict[str, Any]) -> str:
     lines = []
     for wname, w in result["workloads"].items():
         lines.append(f"workload {wname} ({result['events']:,} tuples, median of {result['repeat']})")
-        lines.append(f"{'system':<28}{'wall s':>9}{'tuples/s':>12}{'vs fastest peer':>17}{'pairs':>11}  same")
+        lines.append(f"{'system':<28}{'wall s':>9}{'CPU s':>8}{'tuples/s':>12}{'vs fastest peer':>17}"
+                     f"{'pairs':>11}  same")
         for r in w["rows"]:
-            med = r["median_s"]
+            med, cpu_s = r["median_s"], r.get("cpu_median_s")
             wall = f"{med:.2f}" if med else no_time(r)
+            cpu = f"{cpu_s:.2f}" if cpu_s is not None else "-"
             tps = f"{r['tuples_per_s']:,.0f}" if med else "-"
             vs = f"{r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "-"
             pairs = f"{r['pairs']:,}" if r["pairs"] is not None else "-"
             same = "yes" if r["same"] else "NO" if r["same"] is False else "-"
-            lines.append(f"{r['system']:<28}{wall:>9}{tps:>12}{vs:>17}{pairs:>11}  {same}")
+            lines.append(f"{r['system']:<28}{wall:>9}{cpu:>8}{tps:>12}{vs:>17}{pairs:>11}  {same}")
         for k, why in w["skipped"].items():
             lines.append(f"{k:<28}skipped: {why}")
     lines.append("goals (ratio >= target):")
@@ -439,11 +454,12 @@ def render_docs(result: dict[str, Any], d: Path) -> None:
     rst.append("")
     for wname, w in result["workloads"].items():
         rst += [f".. list-table:: {wname} keys: {result['events']:,} tuples", "   :header-rows: 1", "",
-                "   * - system", "     - wall s", "     - tuples/s", "     - vs fastest peer", "     - pairs",
-                "     - same pairs"]
+                "   * - system", "     - wall s", "     - CPU s", "     - tuples/s", "     - vs fastest peer",
+                "     - pairs", "     - same pairs"]
         for r in w["rows"]:
-            med = r["median_s"]
+            med, cpu = r["median_s"], r.get("cpu_median_s")
             rst += [f"   * - {r['system']}", f"     - {med:.2f}" if med else f"     - {no_time(r)}",
+                    f"     - {cpu:.2f}" if cpu is not None else "     - -",
                     f"     - {r['tuples_per_s']:,.0f}" if med else "     - -",
                     f"     - {r['vs_fastest_peer']:.2f}x" if r["vs_fastest_peer"] else "     - -",
                     f"     - {r['pairs']:,}" if r["pairs"] is not None else "     - -",

@@ -96,3 +96,17 @@ def test_a_system_that_runs_too_long_is_stopped_with_its_children() -> None:
     # negative control: a system that finishes in time is not touched
     assert run_timed(["true"], 5.0) == (0, "")
     assert no_time({"failed": "exit 3"}) == "failed"
+
+
+def test_the_cpu_of_a_system_counts_its_whole_process_tree() -> None:
+    """``children_cpu`` around ``run_timed``: a system that burns CPU in itself and in a child it waits for is
+    charged for both; negative control: a system that sleeps as long is charged almost nothing."""
+    from oij.bench.peers import children_cpu, run_timed
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    c0 = children_cpu()
+    assert run_timed(["bash", "-c", f"python3 -c '{burn}' & python3 -c '{burn}'; wait"], 60.0) == (0, "")
+    assert children_cpu() - c0 >= 0.55
+    c0 = children_cpu()
+    assert run_timed(["bash", "-c", "sleep 0.6 & sleep 0.6; wait"], 60.0) == (0, "")
+    assert children_cpu() - c0 < 0.2
