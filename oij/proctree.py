@@ -85,7 +85,7 @@ class CommandFailed(RuntimeError):
 def measure(argv: list[str], every: float = 0.1, *, stdout: int | IO[bytes] | None = subprocess.DEVNULL,
             check: bool = True) -> TreePeaks:
     """Run ``argv``; sample its process tree every ``every`` s: peak PSS summed over the tree, the main process's
-    and the largest child's peak RSS.  ``check``: a non-zero exit raises :class:`CommandFailed` with the last
+    and the largest child's peak RSS.  ``check``: a non-zero exit raises ``CommandFailed`` with the last
     line of its stderr."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE if check else None, text=True)

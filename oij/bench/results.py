@@ -25,10 +25,12 @@ Data flow::
     manifest.toml + F        --render_tables()-->  docs/_generated/results/NAME.rst, README's table
 
 A result is *stale* when ``git diff <commit> -- <code>`` (the commit it measured against the working tree)
-is not empty: the measured code changed after the measurement.  Pages quote measured numbers only through
-the generated tables, so a stale number cannot hide in prose; ``oij bench status`` fails while any result is
-stale, and the tests run it, unless the manifest marks it (``stale = "why it was not measured again"``): then
-every table that quotes it says it is stale and why, and the mark must go once the result is fresh again.
+is not empty: the measured code changed after the measurement.  A Python file whose comments and docstrings
+alone changed does not count (:func:`same_code`: the same syntax tree without its bare strings).  Pages quote
+measured numbers only through the generated tables, so a stale number cannot hide in prose; ``oij bench
+status`` fails while any result is stale, and the tests run it, unless the manifest marks it (``stale = "why it
+was not measured again"``): then every table that quotes it says it is stale and why, and the mark must go once
+the result is fresh again.
 Results in ``bench/results/archive/`` are history: they are not checked and no generated table quotes them.
 """
 
@@ -219,14 +221,47 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _changed(repo: Path, commit: str, code: Sequence[str]) -> tuple[str, ...] | None:
-    """Paths under ``code`` that differ between ``commit`` and the working tree (None: unknown commit)."""
+    """Paths under ``code`` that differ between ``commit`` and the working tree (None: unknown commit), but for
+    Python files whose only changes are to comments and docstrings (:func:`same_code`)."""
     if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}") is None:
         return None
     out = _git(repo, "diff", "--name-only", commit, "--", *code)
     if out is None:
         return None
     untracked = _git(repo, "ls-files", "--others", "--exclude-standard", "--", *code) or ""
-    return tuple(sorted({*out.splitlines(), *untracked.splitlines()} - {""}))
+    changed = sorted(set(out.splitlines()) - {""})
+    kept = [p for p in changed if not (p.endswith(".py") and _same_code_since(repo, commit, p))]
+    return tuple(sorted({*kept, *untracked.splitlines()} - {""}))
+
+
+def _same_code_since(repo: Path, commit: str, path: str) -> bool:
+    """Whether ``path`` of the working tree is ``path`` at ``commit`` up to comments and docstrings."""
+    old = _git(repo, "show", f"{commit}:{path}")
+    try:
+        new = (repo / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return old is not None and same_code(old, new)
+
+
+def same_code(old: str, new: str) -> bool:
+    """Whether two Python sources differ in comments, docstrings and layout only: equal syntax trees once every
+    statement that is a bare string (a docstring, an attribute's docstring) is dropped.  Such a change cannot
+    change what a benchmark measures, so it does not make a result stale.  False for a source that does not
+    parse.  O(size of the sources)."""
+    import ast
+
+    class _Drop(ast.NodeTransformer):
+        def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return None
+            return node
+
+    try:
+        a, b = (_Drop().visit(ast.parse(x)) for x in (old, new))
+    except SyntaxError:
+        return False
+    return ast.dump(a) == ast.dump(b)
 
 
 def status(repo: str | Path = ".") -> StatusReport:

@@ -16,13 +16,13 @@ Data flow of one job (n workers, the runtime's replica processes; pieces in file
     join(piece i: its rows for r, W after) -------->   BlockStore.add --> sorter  (pieces in order)
       (once piece i is routed)
     ... round t + 2's decode is sent after round t's last join: a worker joins, then decodes ...
-
-``barriers="round"`` (``oij run --barriers round``) is the older schedule, kept for comparison: all of round
-t's decode reports before any route, all of its routes before any join.
     end ------------------------------------------->   last rows, sorter runs
     write(key range r of every part) -------------->   merge every worker's runs in range r --> part file
     part files, in order --> the caller's output (one concatenation: no merge, no formatting here); given the
       output stream (``out``), replica 0 writes range 0 of the first part with rows into it instead of a file
+
+``barriers="round"`` (``oij run --barriers round``) is the older schedule, kept for comparison: all of round
+t's decode reports before any route, all of its routes before any join.
 
 **W, two-pass, with exchanged carries.**  A piece knows its own watermarks (or largest ts), not what came
 before it.  Pass 1 (decode): each piece's summary -- per-channel maxima of its watermarks, or its largest

@@ -95,6 +95,25 @@ def test_fresh_then_stale_when_measured_code_changes(tmp_path: Path) -> None:
     assert pv.status(repo).ok
 
 
+def test_a_change_to_comments_and_docstrings_only_changes_nothing(tmp_path: Path) -> None:
+    """A measured module whose docstrings, attribute docstrings, comments and layout change: still fresh (what
+    runs is the same).  Negative controls: a changed string that the code uses, and a changed number, in the
+    same file, are changes."""
+    repo = _repo(tmp_path)
+    code = repo / "engine" / "join.py"
+    code.write_text('"""Join."""\n\n\ndef f(x):\n    """Twice."""\n    return 2 * x\n\n\nNAME = "a"\n')
+    _git(repo, "commit", "-qam", "f")
+    _measure(repo)
+    code.write_text('"""Join, said otherwise."""\n\n\ndef f(x):  # a comment\n    """Twice x,\n    in two lines."""\n'
+                    '    return (2 *\n            x)\n\n\nNAME = "a"\n"""An attribute\'s docstring."""\n')
+    assert _states(repo) == {"speed.json": "fresh"}
+    code.write_text(code.read_text().replace('NAME = "a"', 'NAME = "b"'))
+    assert _states(repo) == {"speed.json": "stale"}
+    code.write_text(code.read_text().replace('NAME = "b"', 'NAME = "a"').replace("2 *", "3 *"))
+    assert _states(repo) == {"speed.json": "stale"}
+    assert not pv.same_code("def f(:\n", "def f(:\n")  # a file that does not parse is a change
+
+
 def test_a_path_excluded_from_measured_code_changes_nothing(tmp_path: Path) -> None:
     """``:(exclude)PATH`` in ``code``: a module the benchmark never runs (oij/io/recovery.py beside the readers)."""
     repo = _repo(tmp_path)
