@@ -14,7 +14,9 @@ Read it in this order:
 9. :mod:`oij.spec.profiles` -- semantic profiles: the deliberate differences of
    real systems as named parameters, and the result under each;
 10. :mod:`oij.spec.recovery` -- exactly-once across crashes and restores: what a
-    run with restarts commits, and how it is judged.
+    run with restarts commits, and how it is judged;
+11. :mod:`oij.spec.schedule` -- judging up to schedule: the watermark schedules an
+    engine may choose (families), and the outputs some schedule explains.
 
 The papers cited by name (PPOIJ, Scale-OIJ, ...) are listed with full
 citations in the bibliography (:doc:`/bibliography`, ``docs/bibliography.rst``).
