@@ -47,6 +47,7 @@ COMMANDS = {  # command -> the module that registers it (imported only when need
     "adapter": "oij.commands.adapter",
     "prove": "oij.commands.prove",
     "explain": "oij.commands.explain",
+    "userjob": "oij.commands.userjob",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
 

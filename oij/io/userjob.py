@@ -4,6 +4,7 @@ its tuples in arrival order, lateness mode only.  Opens and closes the file; sta
 from __future__ import annotations
 
 from oij.errors import UsageError
+from oij.io.errors import InputError
 from oij.io.jsonl import read_jsonl
 from oij.spec.model import Query, StreamTuple, Watermark
 
@@ -12,8 +13,12 @@ def read_workload(events_path: str) -> tuple[Query, list[StreamTuple]]:
     """The query and the tuples (arrival order) of an oij-jsonl file in lateness mode.
 
     Raises UsageError for watermark lines, no lateness, aggregates or joining conditions (this job maps none);
-    InputError (from the reader) for a malformed file."""
-    with open(events_path, "rb") as fh:
+    InputError for a file that cannot be opened or is malformed."""
+    try:
+        fh = open(events_path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as err:
+        raise InputError(events_path, 0, "file", err.strerror or str(err)) from None
+    with fh:
         q, it = read_jsonl(fh, events_path)
         tuples: list[StreamTuple] = []
         for e in it:
