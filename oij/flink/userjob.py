@@ -23,7 +23,8 @@ Mapping: the Java key type is ``Long`` (``keyBy(e -> e[2], Types.LONG)``): the w
 (UsageError otherwise), so ``key.hashCode()`` is ``Long.hashCode(key)`` = ``(int)(key ^ (key >>> 32))``, and
 the key goes to instance ``KeyGroupRangeAssignment.assignKeyToParallelOperator(key, 128, P)`` (max parallelism
 128, Flink's default for P <= 128).  The returned ``key_instance`` is that map as Flink computed it, and
-``key_instance_agrees`` whether every pair came from the instance the map names (the subtask that emitted it).
+``key_instance_agrees`` whether every pair came from the instance the map names (the subtask that emitted it);
+:func:`flink_key_instance` computes the same map in Python.
 Bounds are exact (``lowerBoundExclusive`` / ``upperBoundExclusive``); the DataStream interval join is inner only
 (``join: left`` is refused), no aggregates, no joining conditions.  Without ``late_side_outputs`` the side
 outputs are not set and late tuples vanish silently.
@@ -70,6 +71,37 @@ def command() -> list[str]:
     if not jar_is_current(cache) and shutil.which("javac") is None:
         raise UsageError("the Flink user job compiles a small Java class once: it needs a JDK (javac)")
     return java_command(JAVA_CLASS, cache, lib)
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def _murmur(code: int) -> int:
+    """Flink's ``MathUtils.murmurHash(int)`` (non-negative), on a 32-bit int given as any Python int."""
+    h = (code & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    h = _rotl(h, 15) * 0x1B873593 & 0xFFFFFFFF
+    h = _rotl(h, 13)
+    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & 0xFFFFFFFF
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & 0xFFFFFFFF
+    h ^= h >> 16
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    if signed >= 0:
+        return signed
+    return -signed if signed != -(1 << 31) else 0
+
+
+def flink_key_instance(key: int, parallelism: int, max_parallelism: int = 128) -> int:
+    """The join instance Flink sends a ``Long`` key to: ``KeyGroupRangeAssignment.assignKeyToParallelOperator``,
+    i.e. key group ``murmurHash(Long.hashCode(key)) % max_parallelism``, then ``group * parallelism //
+    max_parallelism``.  Pure Python; checked against Flink's own map by tests/flink/test_userjob.py."""
+    k = key & 0xFFFFFFFFFFFFFFFF
+    code = (k ^ (k >> 32)) & 0xFFFFFFFF  # Long.hashCode: (int)(value ^ (value >>> 32))
+    return (_murmur(code) % max_parallelism) * parallelism // max_parallelism
 
 
 def run_flink_user_job(events_path: str, out_path: str, *, parallelism: int = 1, late_side_outputs: bool = True,
@@ -153,4 +185,4 @@ def _write_output(raw: Path, out_path: str) -> dict[str, Any]:
             "pairs_by_instance": dict(sorted(by_instance.items()))}
 
 
-__all__ = ["JAVA_CLASS", "command", "run_flink_user_job"]
+__all__ = ["JAVA_CLASS", "command", "flink_key_instance", "run_flink_user_job"]
