@@ -76,6 +76,10 @@ class CheckOptions(QueryFlags):
     attribute: str = "auto"
     sim_limit: int = 200_000
     no_progress: bool = False
+    schedule: list[str] = field(default_factory=list)
+    family: str = "auto"
+    parallelism: int = 1
+    max_lag: str | None = None
 
 
 @dataclass
@@ -201,6 +205,7 @@ class CheckReport:
     checked_engines: bool = True  # an engine or a --got output was checked, not only the oracles
     spark_steps: list[dict[str, Any]] = field(default_factory=list)  # oij.spark.metrics: where Spark's time went
     spark_start_s: float | None = None  # starting the session (the JVM, unless the process had one)
+    schedule: list[Any] = field(default_factory=list)  # oij.testing._schedule.ScheduleVerdict, with --schedule
 
     @property
     def all_agree(self) -> bool:
@@ -227,11 +232,14 @@ class CheckReport:
             "attribution": [a.__dict__ for a in self.attribution],
             "spark_start_s": self.spark_start_s,
             "spark_steps": self.spark_steps,
+            "schedule": [v.json() for v in self.schedule],
         }
 
     def text(self) -> str:
         """What ``oij check`` prints on stdout: the table, where the report is, the replay cases, the attribution."""
         lines: list[str] = []
+        for v in self.schedule:
+            lines += v.lines()
         if self.profile != "canonical":
             lines.append(f"reference: the {self.profile} profile (oij.spec.profiles), {' and '.join(self.profile_how)}")
         lines.append(table(self.rows, self.reference))
@@ -576,6 +584,8 @@ def check(args: CheckOptions) -> CheckReport:
     names = _engines(args) if args.engines is not None or not args.got else []
     gots = parse_got(args.got, [SPARK_ORACLE, SEQ_ORACLE, *names])
     got_columns = parse_columns(args.got_columns, [n for n, _ in gots])
+    if args.schedule:
+        return check_schedule(args, gots, got_columns, prog)
     if args.spark:
         from oij.spark.session import check_java
 
@@ -626,6 +636,115 @@ def check(args: CheckOptions) -> CheckReport:
     write_text(os.path.join(args.out, "report.json"), json.dumps(data, indent=2, default=str) + "\n")
     write_text(os.path.join(args.out, "report.md"), markdown(data, rows))
     return report
+
+
+def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
+                   prog: Progress) -> CheckReport:
+    """``oij check FILE --got NAME=PATH --schedule any`` (or ``spark-checkpoint DIR``): each output judged up to
+    schedule (:mod:`oij.testing._schedule`) on this machine: the events read once as columns, the output's rows
+    validated as ``--got`` reads them, the judge, a replay case per witness, the report."""
+    from oij.spark.compare import engine_dir
+    from oij.testing._got import build_case, read_got
+    from oij.testing._schedule import (
+        judge_columns,
+        judge_fixed,
+        output_columns,
+        replay_picks,
+        spark_checkpoint_schedule,
+        tuple_columns_from_file,
+    )
+
+    mode = args.schedule[0]
+    if mode not in ("any", "spark-checkpoint") or (mode == "any") != (len(args.schedule) == 1) or \
+            len(args.schedule) > 2:
+        raise UsageError("--schedule wants 'any' or 'spark-checkpoint DIR'")
+    if not gots:
+        raise UsageError("--schedule judges --got outputs: give at least one --got NAME=PATH")
+    if args.file is None:
+        raise UsageError("--schedule needs the events FILE the outputs were computed from")
+    results_dir = _prepare_out(args)
+    prog.say(f"reading {args.file} ...")
+    q, cols, fw = tuple_columns_from_file(args.file)
+    prog.say(f"{len(cols)} tuples; query {q}")
+    rows: list[Row] = []
+    verdicts = []
+    cases: dict[str, list[Any]] = {}
+    for name, path in gots:
+        prog.say(f"reading {name}: {path} ...")
+        t = time.perf_counter()
+        n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+        got = output_columns(engine_dir(results_dir, name))
+        prog.say(f"judging {name} up to schedule ...")
+        if mode == "any":
+            v = judge_columns(name, cols, q, got, args.profile if args.profile != "canonical" else "canonical",
+                              args.family, args.parallelism, args.max_lag, fw, args.first)
+        else:
+            files = _input_files_of_tuples(args.schedule[1], cols)
+            ws = spark_checkpoint_schedule(args.schedule[1], files)
+            v = judge_fixed(name, cols, q, got, ws, args.profile if args.profile != "canonical" else "spark-ss",
+                            args.first)
+        verdicts.append(v)
+        j = v.judgement
+        r = Row(name, agrees=j.admissible, wall_s=time.perf_counter() - t,
+                metrics={"rows": n_rows, "path": path, "judged": v.json()})
+        r.missing = sum(1 for w in j.witnesses if w.kind == "missing")
+        r.extra = sum(1 for w in j.witnesses if w.kind in ("row", "duplicate"))
+        r.wrong = sum(1 for w in j.witnesses if w.kind not in ("missing", "row", "duplicate"))
+        r.differences = [{"kind": w.row.get("kind", "pair"), "issue": w.kind, "n": 1, "base": w.row.get("base"),
+                          "probe": w.row.get("probe"), "id": w.row.get("id"), "text": w.text} for w in j.witnesses]
+        cases[name] = [build_case(q, picks) for picks in replay_picks(v, cols)]
+        rows.append(r)
+        prog.say(f"{name}: {'admissible' if j.admissible else 'rejected'} ({v.seconds:.1f}s)")
+    replays = _replays(rows, dict(gots), args.out,
+                       lambda engine, ds: [(*cs, None) for cs in cases[engine][:len(ds)]])
+    report = CheckReport(
+        workload={"source": args.file, "events": len(cols), "tuples": len(cols), "query": _query_dict(q)},
+        reference="schedule", results=os.path.abspath(results_dir), out=args.out, rows=rows, replays=replays,
+        profile="canonical", checked_engines=True, schedule=verdicts)
+    data = report.json()
+    write_text(os.path.join(args.out, "report.json"), json.dumps(data, indent=2, default=str) + "\n")
+    write_text(os.path.join(args.out, "report.md"), markdown(data, rows))
+    return report
+
+
+def _input_files_of_tuples(ckpt: str, cols: Any) -> list[str]:
+    """The input file of each tuple, for a job that wrote its inputs as ``userjob`` does: the file sources'
+    paths in the checkpoint's logs, each file's tuples counted in order (every file's lines are tuples)."""
+    from oij.testing._schedule import spark_checkpoint_batches
+
+    files = [f for _, _, fs in spark_checkpoint_batches(ckpt) for f in fs]
+    ids_of: dict[int, str] = {}
+    roots = _checkpoint_input_dirs(ckpt)
+    for f in files:
+        for root in roots:
+            path = os.path.join(root, f)
+            if os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    for line in fh:
+                        if line.strip():
+                            ids_of[int(json.loads(line)["id"])] = f
+                break
+    missing = [int(i) for i in cols.ids if int(i) not in ids_of]
+    if missing:
+        raise UsageError(f"--schedule spark-checkpoint: tuple {missing[0]} is in no file the checkpoint's batches "
+                         "read")
+    return [ids_of[int(i)] for i in cols.ids]
+
+
+def _checkpoint_input_dirs(ckpt: str) -> list[str]:
+    """The folders of the files the checkpoint's file sources read (from the paths in ``sources/*/*``)."""
+    dirs: list[str] = []
+    src = os.path.join(ckpt, "sources")
+    for s in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        for name in sorted(os.listdir(os.path.join(src, s))):
+            with open(os.path.join(src, s, name), encoding="utf-8") as fh:
+                for line in fh.read().splitlines()[1:]:
+                    if line.strip().startswith("{"):
+                        p = str(json.loads(line).get("path", ""))
+                        d = os.path.dirname(p.removeprefix("file://").removeprefix("file:"))
+                        if d not in dirs:
+                            dirs.append(d)
+    return dirs
 
 
 def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list[Row], gots: list[tuple[str, str]],

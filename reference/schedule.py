@@ -255,6 +255,11 @@ def _positions(c: TupleColumns) -> Callable[[I64], I64]:
     return pos
 
 
+def _w(x: Any) -> str:
+    """A watermark for a sentence: -inf below every timestamp."""
+    return "-inf" if x <= NEG else str(int(x))
+
+
 def _dups(x: I64) -> I64:
     u, counts = np.unique(x, return_counts=True)
     return u[counts > 1]
@@ -369,12 +374,12 @@ class _Judge:
         k = int(after[np.flatnonzero(u[after] == w_max[j])[0]])
         c = self.c
         why_i = "listed late" if self.listed_late[i] else "the lag bound"
-        why_k = (f"the eager bound E = {int(self.e[k])}" if u[k] == self.e[k] else
+        why_k = (f"the eager bound E = {_w(self.e[k])}" if u[k] == self.e[k] else
                  f"on time (in a row, or not listed late): W <= {int(self.thr[k]) - 1}")
         if i == k and self.listed_late[i]:
             self.witnesses.append(Witness(
                 "bound", [i], f"tuple {int(c.ids[i])} (ts {int(c.ts[i])}) is listed late, but no admissible W "
-                f"reaches {int(self.thr[i])} at its arrival (the eager bound there is {int(self.e[i])})",
+                f"reaches {int(self.thr[i])} at its arrival (the eager bound there is {_w(self.e[i])})",
                 {"kind": "late", "id": int(c.ids[i])}))
             return
         self.witnesses.append(Witness(
@@ -507,7 +512,7 @@ def _missing_witness(j: _Judge, b: int, r: int, w_max: I64) -> Witness:
 
     def why(x: int) -> str:
         if j.e[x] < j.thr[x]:
-            return f"not late even under the eager bound E = {int(j.e[x])}"
+            return f"not late even under the eager bound E = {_w(j.e[x])}"
         return f"kept on time by a row of itself or of a later tuple of its chain (W <= {int(w_max[x])})"
 
     text = (f"pair ({int(c.ids[b])}, {int(c.ids[r])}) is absent, but both tuples are on time under every "
@@ -566,10 +571,10 @@ def _stats(j: _Judge, w_max: I64, w_tight: I64, late_max: Bools, forced: Bools) 
     late_tight = is_late_at(c, w_tight, j.p)
     finite = (e > NEG) & (w_max > NEG)
     lag_time = (e - w_max)[finite]
-    # lag in positions: how far back in input order the eager bound last was at W*
+    # lag in tuples: how far back in input order the eager bound was last at or below W*
     em = np.maximum.accumulate(e) if len(e) else e
-    first_reach = np.searchsorted(em, w_max, side="left")
-    lag_pos = (np.arange(len(e)) - first_reach)[finite]
+    last_at = np.searchsorted(em, w_max, side="right") - 1
+    lag_pos = np.maximum(np.arange(len(e)) - last_at, 0)[finite]
     return {
         "tuples": int(j.n),
         "family": j.f.order,

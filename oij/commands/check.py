@@ -67,6 +67,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="events up to which profiles are simulated: for --profile, and to attribute each --got "
                    "output's differences to the profiles that explain them (default 200000; about 0.35 ms per "
                    "event per profile)")
+    p.add_argument("--schedule", nargs="+", metavar="MODE", default=[],
+                   help="judge each --got output up to schedule: 'any' accepts it when some admissible watermark "
+                   "schedule (--family) explains it, as a real engine that picks its own watermark timing "
+                   "produces; 'spark-checkpoint DIR' judges it under the schedule recorded in a Spark "
+                   "checkpoint (docs/howto-check-output.rst)")
+    p.add_argument("--family", default="auto", help="with --schedule any: the chains along which W never "
+                   "decreases: auto (the strictest sound for --profile: spark-ss one arrival order from W 0, "
+                   "flink-datastream each input's order, or each instance's with --parallelism), arrival, input, "
+                   "instance, key")
+    p.add_argument("--parallelism", type=int, default=1, help="with --schedule any and Flink: the job's "
+                   "parallelism (keys go to instances by Flink's key groups; default 1)")
+    p.add_argument("--max-lag", default=None, help="with --schedule any: how far W may trail the eager bound, N "
+                   "tuples or Nts in ts units (default: unbounded, so a batch join of all tuples is admissible)")
     p.add_argument("--no-progress", action="store_true", help="no progress messages")
     add_query_flags(p)
     p.set_defaults(func=run)

@@ -1,6 +1,6 @@
 """``oij.testing``: test your own interval-join implementation against the oracle (public API).
 
-Five names, like ``hypothesis.strategies``:
+Six names, like ``hypothesis.strategies``:
 
 * :func:`cases` -- a Hypothesis strategy of conformance cases (a query and its
   arrival sequence), restricted to the ``features`` your implementation claims;
@@ -9,6 +9,8 @@ Five names, like ``hypothesis.strategies``:
   command) on a case and raise an ``AssertionError`` whose message is the
   readable timeline of the case, expected against got;
 * :func:`expected_output` -- what a case must produce under a semantic profile;
+* :func:`judge_up_to_schedule` -- whether an engine's output is explained by *some* admissible watermark
+  schedule (an engine that picks its own watermark timing, as Spark and Flink do);
 * :data:`~oij.testing.FEATURES` and :data:`~oij.spec.profiles.PROFILES` -- the names ``features`` and ``profile``
   accept.
 
@@ -41,13 +43,31 @@ from oij.testing._protocol import expected_output as _expected
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
+    from oij.spec.model import Event, Query
+    from oij.testing._schedule import ScheduleVerdict
+
 __all__ = ["FEATURES", "PROFILES", "Case", "ConformAdapter", "ConformOptions", "assert_conforms", "cases", "conform",
-           "expected_output"]
+           "expected_output", "judge_up_to_schedule"]
 
 
 def expected_output(case: Case, profile: str = "canonical") -> Results:
     """The result ``case`` must produce under the named profile (canonical order)."""
     return _expected(case, get_profile(profile))
+
+
+def judge_up_to_schedule(events: Iterable[Event], query: Query, got: Results, *, profile: str = "canonical",
+                         family: str = "auto", parallelism: int = 1, max_lag: str | None = None) -> ScheduleVerdict:
+    """Whether some admissible watermark schedule explains ``got``, the output of an engine that chose its own
+    watermark timing (Spark's micro-batches, Flink's periodic watermarks): ``verdict.admissible``, the schedules
+    inferred (``verdict.judgement``), and on a rejection the witnesses (``verdict.lines()`` says it all).
+
+    ``family``: ``auto`` (the strictest family sound for ``profile``), ``arrival``, ``input``, ``instance`` (with
+    ``parallelism``, Flink's key groups) or ``key``; ``max_lag``: ``N`` tuples or ``Nts`` in ts units (default:
+    unbounded).  Definitions: :mod:`oij.spec.schedule`; the judge: :mod:`oij.reference.schedule`.
+    """
+    from oij.testing._schedule import judge_up_to_schedule as _judge
+
+    return _judge(events, query, got, profile=profile, family=family, parallelism=parallelism, max_lag=max_lag)
 
 
 def cases(features: Iterable[str] | None = None, max_events: int = 14) -> SearchStrategy[Case]:

@@ -1,0 +1,149 @@
+"""``oij check EVENTS --got NAME=PATH --schedule any``: an output judged up to schedule (oij/testing/_schedule.py),
+as a user of a real engine runs it: the oracle's own output, a batch join of every tuple and an output of a
+slower watermark are each admissible; a lost pair, a duplicate, a pair outside the window and a watermark that
+moves back are each rejected with a witness and a replay case; bad options exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from oij.reference.batchjoin import compute_pair_columns
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
+from oij.spec.model import StreamTuple
+
+from oij.cli import main
+from oij.io import open_events
+from oij.io.jsonl import result_lines
+from oij.workloads import WorkloadParams, with_overrides, write_workload
+
+
+def _workload(tmp_path: Path, **params: Any) -> tuple[Path, Any, list[Any]]:
+    w = tmp_path / "w.jsonl"
+    p = {"keys": 20, "lateness": 50, "delay_max": 50, "stragglers": 0.05, "straggler_max": 150, "rate": 100000.0,
+         **params}
+    write_workload(str(w), with_overrides(WorkloadParams(), p), 2000, 7)
+    q, events, f = open_events(str(w))
+    try:
+        evs = list(events)
+    finally:
+        if f is not None:
+            f.close()
+    return w, q, evs
+
+
+def _batch(q: Any, tuples: list[StreamTuple]) -> Results:
+    b = [t for t in tuples if t.side == "base"]
+    p = [t for t in tuples if t.side == "probe"]
+
+    def col(xs: list[StreamTuple], f: str) -> Any:
+        return np.array([getattr(x, f) for x in xs], np.int64)
+
+    a, r = compute_pair_columns(col(b, "id"), col(b, "key"), col(b, "ts"), col(p, "id"), col(p, "key"),
+                                col(p, "ts"), q.lower, q.upper)
+    return Results(pairs=sorted(zip(a.tolist(), r.tolist(), strict=True))).canonical()
+
+
+def _lagged(q: Any, tuples: list[StreamTuple], lag: int) -> Results:
+    """The canonical result of a watermark that trails the eager bound by ``lag`` tuples (late rows kept)."""
+    from oij.spec.model import End, Watermark
+
+    evs: list[Any] = []
+    mx = None
+    hist: list[int] = []
+    for t in tuples:
+        mx = t.ts if mx is None else max(mx, t.ts)
+        hist.append(mx - q.lateness)
+        if len(hist) > lag:
+            evs.append(Watermark(hist[-lag - 1]))
+        evs.append(t._replace(channel=0))
+    from dataclasses import replace
+
+    return run_events([*evs, End()], replace(q, lateness=None, channels=1)).canonical()
+
+
+def _check(tmp_path: Path, w: Path, got: Results, *args: str) -> tuple[int, dict[str, Any]]:
+    g = tmp_path / "got.jsonl"
+    g.write_text("".join(result_lines(got)))
+    out = tmp_path / "chk"
+    rc = main(["check", str(w), "--got", f"me={g}", "--schedule", "any", "--no-progress", "--out", str(out), *args])
+    return rc, json.loads((out / "report.json").read_text())
+
+
+def test_outputs_of_other_schedules_are_admissible(tmp_path: Path) -> None:
+    w, q, evs = _workload(tmp_path)
+    tuples = [e for e in evs if isinstance(e, StreamTuple)]
+    canonical = run_events(evs, q).canonical()
+    assert canonical.late, "the workload must have late tuples"
+    for got in (canonical, _batch(q, tuples), _lagged(q, tuples, 40)):
+        rc, rep = _check(tmp_path, w, got)
+        assert rc == 0 and rep["schedule"][0]["admissible"], rep["schedule"]
+    # the same outputs judged as today (one schedule, the eager one) differ: the mode is what accepts them
+    rc = main(["check", str(w), "--got", f"me={tmp_path / 'got.jsonl'}", "--no-spark", "--attribute", "none",
+               "--no-progress", "--out", str(tmp_path / "plain")])
+    assert rc == 1
+
+
+def test_a_lag_bound_rejects_a_batch_join(tmp_path: Path) -> None:
+    w, q, evs = _workload(tmp_path)
+    tuples = [e for e in evs if isinstance(e, StreamTuple)]
+    rc, rep = _check(tmp_path, w, _batch(q, tuples), "--max-lag", "10")
+    assert rc == 1 and rep["schedule"][0]["witnesses"][0]["kind"] == "order"
+    rc, rep = _check(tmp_path, w, _lagged(q, tuples, 5), "--max-lag", "10")
+    assert rc == 0, rep["schedule"]
+
+
+@pytest.mark.parametrize("plant", ["missing", "duplicate", "outside", "back"])
+def test_each_planted_difference_is_found_with_a_replay_case(tmp_path: Path, plant: str) -> None:
+    w, q, evs = _workload(tmp_path)
+    tuples = [e for e in evs if isinstance(e, StreamTuple)]
+    got = _lagged(q, tuples, 40)
+    by_id = {t.id: t for t in tuples}
+    pos = {t.id: i for i, t in enumerate(tuples)}
+    in_rows = {a for a, _ in got.pairs} | {b for _, b in got.pairs}
+    if plant == "missing":  # a pair of two tuples that stay in other rows
+        seen: dict[int, int] = {}
+        for a, b in got.pairs:
+            seen[a] = seen.get(a, 0) + 1
+            seen[b or 0] = seen.get(b or 0, 0) + 1
+        victim = next(p for p in got.pairs if seen[p[0]] > 1 and p[1] is not None and seen[p[1]] > 1)
+        got.pairs.remove(victim)
+        kind = "missing"
+    elif plant == "duplicate":
+        got.pairs.append(got.pairs[len(got.pairs) // 2])
+        kind = "duplicate"
+    elif plant == "outside":
+        a = got.pairs[0][0]
+        far = next(t for t in tuples if t.side == "probe" and t.key == by_id[a].key and
+                   t.ts > by_id[a].ts + q.upper)
+        got.pairs.append((a, far.id))
+        kind = "row"
+    else:  # a watermark that moves back: a tuple listed late before an on-time one of lower ts
+        before = [max(u.ts for u in tuples[:i]) if i else -10**9 for i in range(len(tuples))]
+        x = next(t for t in tuples if t.id in in_rows and t.ts < before[pos[t.id]] - q.lateness and any(
+            u.id in in_rows and u.ts < t.ts and pos[u.id] > pos[t.id] for u in tuples[pos[t.id]:pos[t.id] + 50]))
+        got.pairs = [p for p in got.pairs if x.id not in p]
+        got.late = sorted([*got.late, x.id])
+        kind = "order"
+    rc, rep = _check(tmp_path, w, got.canonical())
+    judged = rep["schedule"][0]
+    assert rc == 1 and not judged["admissible"]
+    assert judged["witnesses"][0]["kind"] == kind, judged["witnesses"]
+    replays = rep["replays"]["me"]
+    assert replays and Path(replays[0]["file"]).exists()
+
+
+def test_bad_schedule_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w, q, evs = _workload(tmp_path)
+    g = tmp_path / "g.jsonl"
+    g.write_text("".join(result_lines(run_events(evs, q))))
+    for args in (["--schedule", "sometimes"], ["--schedule", "any", "--family", "wide"],
+                 ["--schedule", "any", "--max-lag", "ten"], ["--schedule", "spark-checkpoint"]):
+        rc = main(["check", str(w), "--got", f"me={g}", "--no-progress", "--out", str(tmp_path / "o"), *args])
+        assert rc == 2, args
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.strip().count("\n") == 0, err
