@@ -1,0 +1,67 @@
+"""The ordinary Flink DataStream job (oij.flink.userjob, OijUserJob.java, ``oij userjob flink``): at parallelism 1
+and 2, on a small workload of issue 63's shape, its pairs are a subset of the batch join of all tuples and its late
+ids are tuples' ids; a pair outside the window planted in the output is caught by the same check (the negative
+control).  Flink's key-to-instance map, as the job reports it, is what every pair's instance shows and what
+:func:`flink_key_instance` computes in Python."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyflink")
+if shutil.which("javac") is None:
+    pytest.skip("the Flink user job compiles its Java class with javac", allow_module_level=True)
+
+from oij.errors import UsageError
+from oij.flink.userjob import flink_key_instance, run_flink_user_job
+from tests.userjobs import batch_pairs, outside_window_pair, read_output, small_workload, violations
+
+pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_flink_user_job_output_is_explained_by_the_batch_join(tmp_path: Path, parallelism: int) -> None:
+    events = small_workload(tmp_path)
+    out = tmp_path / "flink.jsonl"
+    info = run_flink_user_job(str(events), str(out), parallelism=parallelism)
+    lines = out.read_bytes().splitlines(keepends=True)
+    batch = batch_pairs(events)
+    assert violations(lines, events, batch) == []
+    pairs, late = read_output(lines)
+    assert info["pairs"] == len(pairs) > 0.9 * len(batch) and info["late"] == len(late)
+    assert info["key_type"] == "Long" and info["key_instance_agrees"]
+    assert set(info["pairs_by_instance"]) == set(range(parallelism))
+    assert {k: flink_key_instance(k, parallelism) for k in info["key_instance"]} == info["key_instance"]
+    # negative controls: the check rejects a pair outside the window; the Python map is not the identity
+    assert any("not in the batch join" in v for v in violations([*lines, outside_window_pair(events)], events,
+                                                                batch))
+    if parallelism == 2:
+        assert {k: 1 - flink_key_instance(k, 2) for k in info["key_instance"]} != info["key_instance"]
+
+
+def test_flink_user_job_from_the_command_line_without_side_outputs(tmp_path: Path) -> None:
+    events = small_workload(tmp_path, 500)
+    out = tmp_path / "flink.jsonl"
+    p = subprocess.run([sys.executable, "-m", "oij.cli", "userjob", "flink", str(events), "-o", str(out),
+                        "--no-late-side-outputs"], capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "flink (parallelism 1)" in p.stderr
+    lines = out.read_bytes().splitlines(keepends=True)
+    assert violations(lines, events) == [] and read_output(lines)[1] == []
+
+
+def test_flink_user_job_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    events = tmp_path / "s.jsonl"
+    events.write_text('{"type":"query","lower":-1,"upper":0,"lateness":5}\n'
+                      '{"type":"tuple","side":"base","id":1,"ts":1,"key":"a"}\n{"type":"end"}\n')
+    with pytest.raises(UsageError, match="int"):
+        run_flink_user_job(str(events), str(tmp_path / "o.jsonl"))
+    events.write_text('{"type":"query","lower":-1,"upper":0,"lateness":5,"join":"left"}\n{"type":"end"}\n')
+    with pytest.raises(UsageError, match="inner join"):
+        run_flink_user_job(str(events), str(tmp_path / "o.jsonl"))
+    assert not (tmp_path / "o.jsonl").exists()
