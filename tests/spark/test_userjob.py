@@ -1,0 +1,67 @@
+"""The ordinary Spark Structured Streaming job (oij.spark.userjob, ``oij userjob spark``): on a small workload of
+issue 63's shape it runs by itself to the end, keeps the checkpoint it is given, and its output is a subset of the
+batch join of all tuples (every pair of one key and in the window, none twice); a pair outside the window or a
+duplicate planted in the output is caught by the same check (the negative controls)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oij.errors import UsageError
+from oij.spark.userjob import run_spark_user_job
+from tests.userjobs import batch_pairs, outside_window_pair, read_output, small_workload, violations
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+
+def test_spark_user_job_output_is_explained_by_the_batch_join(spark: Any, tmp_path: Path) -> None:
+    events = small_workload(tmp_path)
+    out = tmp_path / "spark.jsonl"
+    ckpt = tmp_path / "ckpt"
+    info = run_spark_user_job(str(events), str(out), files=4, checkpoint_dir=str(ckpt))
+    lines = out.read_bytes().splitlines(keepends=True)
+    batch = batch_pairs(events)
+    assert violations(lines, events, batch) == []
+    pairs, late = read_output(lines)
+    assert info["rows"] == len(pairs) > 0.9 * len(batch) and late == []
+    # one micro-batch per file, maybe no-data batches after them; the checkpoint is kept and says the same
+    assert info["data_batches"] == info["files"] == 4 <= info["batches"]
+    assert len([f for f in os.listdir(ckpt / "commits") if f.isdigit()]) == info["batches"]
+    assert (ckpt / "offsets" / "0").exists()
+    assert info["watermarks"] == sorted(info["watermarks"]) and info["watermarks"][0] == 0
+    # negative controls: the same check rejects a pair outside the window, and a duplicate
+    assert any("not in the batch join" in v for v in violations([*lines, outside_window_pair(events)], events,
+                                                                batch))
+    assert any("twice" in v for v in violations(sorted([*lines, lines[0]]), events, batch))
+
+
+def test_spark_user_job_left_join_null_rows(spark: Any, tmp_path: Path) -> None:
+    events = small_workload(tmp_path, 600)
+    text = events.read_text().splitlines(keepends=True)
+    text[0] = text[0].replace('"type":"query",', '"type":"query","join":"left",')
+    left = tmp_path / "left.jsonl"
+    left.write_text("".join(text))
+    out = tmp_path / "left-out.jsonl"
+    run_spark_user_job(str(left), str(out), files=2)
+    lines = out.read_bytes().splitlines(keepends=True)
+    assert violations(lines, events) == []
+    pairs, _ = read_output(lines)
+    nulls = {a for a, b in pairs if b is None}
+    matched = {a for a, b in pairs if b is not None}
+    assert nulls and not nulls & matched  # a base with a null row has no pair
+
+
+def test_spark_user_job_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    events = tmp_path / "wm.jsonl"
+    events.write_text('{"type":"query","lower":-1,"upper":0}\n{"type":"watermark","ts":1}\n{"type":"end"}\n')
+    with pytest.raises(UsageError, match="lateness mode"):
+        run_spark_user_job(str(events), str(tmp_path / "o.jsonl"))
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "x").write_text("")
+    with pytest.raises(UsageError, match="not empty"):
+        run_spark_user_job(str(events), str(tmp_path / "o.jsonl"), checkpoint_dir=str(tmp_path / "ck"))
+    assert not (tmp_path / "o.jsonl").exists()
