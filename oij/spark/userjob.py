@@ -32,11 +32,12 @@ Choices, and what they mean for the watermark:
   dropped (each batch spans about 3.7 s of event time, more than any tuple's delay).
 * **Timestamps are not shifted** (oij's adapter shifts them by 10^12 ms): ``t = timestamp_millis(ts)``, as a user
   would write it.  Spark's initial watermark is 0 (1970-01-01), and an input with no rows yet counts as 0, so
-  the late filter ``t <= W`` drops a tuple with ``ts <= 0`` from the start; oij generate's workloads have
-  ``ts >= 0``, so only a tuple at exactly ``ts = 0`` can be affected.
-* Every other streaming setting is Spark's default.  The SparkSession is oij's (:func:`oij.spark.session.
-  spark_session`: UI off, quiet logs, ``spark.sql.shuffle.partitions`` 4 per core for a local master), which
-  changes the number of state-store partitions, not which rows are late or joined.
+  the late filter ``t <= W`` drops every tuple with ``ts <= 0``, from batch 0 on (measured: tuples at -20, -10
+  and 0 dropped, in one batch or in four, a pair at 5 joined).  oij generate's workloads start at ``ts >= 0``, so
+  there only a tuple at exactly ``ts = 0`` is affected.
+* Every other streaming setting is Spark's default.  The SparkSession is oij's
+  (:func:`oij.spark.session.spark_session`: UI off, quiet logs, ``spark.sql.shuffle.partitions`` 4 per core for
+  a local master), which changes the number of state-store partitions, not which rows are late or joined.
 * Keys: ints stay longs; any string key makes every key a tagged string (``i:1``, ``s:1``: distinct).
 * ``join: left`` is Spark's left outer join: the ``(a, null)`` row appears when ``a`` is evicted.
 * The output has pairs only: Spark drops late rows silently (no late lines).
