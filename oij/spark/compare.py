@@ -106,10 +106,45 @@ def write_results(results_dir: str, engine: str, res: Results) -> str:
     return path
 
 
-def write_frame(frame: Any, results_dir: str, engine: str) -> str:
-    """Write a result frame (Spark) as the ``engine`` partition of the dataset."""
+def write_rows(frame: Any, results_dir: str, engine: str) -> str:
+    """Write every row of a result frame (Spark) as the ``engine`` partition of the dataset."""
     d = engine_dir(results_dir, engine)
-    frame.select("kind", "base", "probe", "count", "value", "id").write.mode("overwrite").parquet(os.path.abspath(d))
+    frame.select(*_typed()).write.mode("overwrite").parquet(os.path.abspath(d))
+    return d
+
+
+def _typed() -> list[Any]:
+    """The result columns cast to their types (a frame from pandas may hold ids as doubles)."""
+    from pyspark.sql import functions as F
+
+    types = {"kind": "string", "value": "double"}
+    return [F.col(c).cast(types.get(c, "long")).alias(c) for c in RESULT_SCHEMA.names]
+
+
+def _others(results_dir: str, engine: str) -> bool:
+    """True when ``results_dir`` holds a partition of an engine other than ``engine``."""
+    if not os.path.isdir(results_dir):
+        return False
+    return any(n.startswith("engine=") and n != f"engine={engine}" for n in os.listdir(results_dir))
+
+
+def write_frame(frame: Any, results_dir: str, engine: str) -> str:
+    """Store a result frame (Spark; the reference) as the ``engine`` partition of the dataset.
+
+    When the dataset already holds other engines' outputs (they are compared with this one) and
+    :func:`oij.spark.fingerprint.keep_results` is off, no row is written: the frame's fingerprints are computed
+    (one pass, the rows aggregated where they are produced) and the frame is remembered, so that
+    :func:`compare_frames` writes the rows of the buckets that differ only.  Otherwise every row is written.
+    Returns the partition's directory.
+    """
+    from oij.spark import fingerprint as fp
+
+    d = engine_dir(results_dir, engine)
+    fp.unregister(results_dir, engine)
+    if fp.keep_results() or not _others(results_dir, engine):
+        return write_rows(frame, results_dir, engine)
+    rows = frame.select(*_typed())
+    fp.register(results_dir, engine, rows, fp.fingerprint(rows, cells=True))
     return d
 
 
@@ -224,39 +259,96 @@ def _diff_frame(ref: Any, eng: Any, tol: float) -> Any:
     return multi.unionByName(count_rows).unionByName(wrong_rows)
 
 
+def _partition(spark: Any, results_dir: str, engine: str) -> Any:
+    """The rows of ``engine``'s partition (an explicit schema: an empty partition reads as no rows)."""
+    d = engine_dir(results_dir, engine)
+    if not os.path.isdir(d):
+        return spark.createDataFrame([], _SPARK_SCHEMA)
+    return spark.read.schema(_SPARK_SCHEMA).parquet(os.path.abspath(d))
+
+
+_SPARK_SCHEMA = "kind STRING, base BIGINT, probe BIGINT, count BIGINT, value DOUBLE, id BIGINT"
+
+
+def reference_rows(spark: Any, results_dir: str, engine: str) -> Any:
+    """Every row of ``engine`` in ``results_dir``: its remembered frame (:func:`write_frame`) or its partition."""
+    from oij.spark import fingerprint as fp
+
+    lazy = fp.registered(results_dir, engine)
+    return lazy.frame if lazy is not None else _partition(spark, results_dir, engine)
+
+
+def _differences(diffs: Any, first: int) -> ResultComparison:
+    from pyspark.sql import functions as F
+
+    c = ResultComparison()
+    for r in diffs.groupBy("kind", "issue").agg(F.sum("n").alias("n")).collect():
+        c.add(r["kind"], r["issue"], int(r["n"]))
+    if not c.agrees:
+        rows = diffs.orderBy("kind", "base", "probe", "id", "issue").limit(first).collect()
+        for r in rows:
+            exp = got = None
+            if r["kind"] == "aggregate":
+                exp = [r["expected_count"], r["expected_value"]]
+                got = [r["got_count"], r["got_value"]]
+            c.differences.append(_diff(r["kind"], r["issue"], int(r["n"]), r["base"], r["probe"], r["id"], exp, got))
+    return c
+
+
 def compare_frames(
     spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
 ) -> dict[str, ResultComparison]:
-    """Compare every engine's partition of the dataset at ``results_dir`` with ``reference``, in Spark."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Compare every engine's partition of the dataset at ``results_dir`` with ``reference``, in Spark.
 
-    res = spark.read.parquet(os.path.abspath(results_dir))
-    ref = res.where(F.col("engine") == reference)
-    if len(engines) > 1:  # read once for every engine; with one, reading the Parquet again costs less than a cache
-        ref = ref.persist(StorageLevel.MEMORY_AND_DISK)
+    By fingerprints (:mod:`oij.spark.fingerprint`): per bucket of base ids each side's row count and hash sums;
+    only the buckets that differ are compared row by row (:func:`_diff_frame`), so the result is that of the
+    row-by-row comparison of everything.  A reference remembered by :func:`write_frame` has the rows of those
+    buckets written to its partition (once, for every engine); when no bucket differs nothing of it is written.
+    """
+    from pyspark import StorageLevel
+
+    from oij.spark import fingerprint as fp
+
+    cells = tol >= fp.MIN_TOLERANCE
+    lazy = fp.registered(results_dir, reference)
+    ref_all = reference_rows(spark, results_dir, reference)
+    ref_fp = lazy.fingerprint if lazy is not None and lazy.cells == cells else fp.fingerprint(ref_all, cells)
+    buckets: dict[str, list[int]] = {}
+    for name in engines:
+        buckets[name] = fp.differing(ref_fp, fp.fingerprint(_partition(spark, results_dir, name), cells))
+    every = sorted(set().union(*buckets.values())) if buckets else []
+    if lazy is not None and every:  # the reference's rows of the buckets that differ, computed once
+        write_rows(fp.in_buckets(ref_all, every), results_dir, reference)
+        ref_all = _partition(spark, results_dir, reference)  # the frame stays remembered: reference_rows
     out: dict[str, ResultComparison] = {}
-    try:
-        for name in engines:
-            eng = res.where(F.col("engine") == name)
-            diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                c = ResultComparison()
-                for r in diffs.groupBy("kind", "issue").agg(F.sum("n").alias("n")).collect():
-                    c.add(r["kind"], r["issue"], int(r["n"]))
-                if not c.agrees:
-                    rows = diffs.orderBy("kind", "base", "probe", "id", "issue").limit(first).collect()
-                    for r in rows:
-                        exp = got = None
-                        if r["kind"] == "aggregate":
-                            exp = [r["expected_count"], r["expected_value"]]
-                            got = [r["got_count"], r["got_value"]]
-                        c.differences.append(
-                            _diff(r["kind"], r["issue"], int(r["n"]), r["base"], r["probe"], r["id"], exp, got)
-                        )
-                out[name] = c
-            finally:
-                diffs.unpersist()
-    finally:
-        ref.unpersist()
+    for name in engines:
+        b = buckets[name]
+        if not b:
+            out[name] = ResultComparison()
+            continue
+        ref = fp.in_buckets(ref_all, b)
+        eng = fp.in_buckets(_partition(spark, results_dir, name), b)
+        diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            out[name] = _differences(diffs, first)
+        finally:
+            diffs.unpersist()
+    return out
+
+
+def compare_frames_by_rows(
+    spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
+) -> dict[str, ResultComparison]:
+    """:func:`compare_frames` without fingerprints: every row of both sides through :func:`_diff_frame` (the
+    definition the fingerprint path is tested against)."""
+    from pyspark import StorageLevel
+
+    ref = reference_rows(spark, results_dir, reference)
+    out: dict[str, ResultComparison] = {}
+    for name in engines:
+        diffs = _diff_frame(ref, _partition(spark, results_dir, name), tol).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            out[name] = _differences(diffs, first)
+        finally:
+            diffs.unpersist()
     return out

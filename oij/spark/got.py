@@ -36,7 +36,7 @@ import os
 import shutil
 from typing import Any
 
-from oij.spark.compare import write_frame
+from oij.spark.compare import write_rows
 
 KINDS = ("pair", "aggregate", "late")
 FIELDS = ("kind", "base", "probe", "count", "value", "id")
@@ -261,7 +261,7 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
     counted = rows.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.col("_bad").cast("long")).alias("bad"),
                            mixed.alias("names_kind"))
     out = engine_dir(results_dir, name)
-    write_frame(counted.drop("_names_kind"), results_dir, name)
+    write_rows(counted.drop("_names_kind"), results_dir, name)
     got = seen.get
     n_rows, n_kind = int(got.get("rows") or 0), int(got.get("names_kind") or 0)
     if int(got.get("bad") or 0) > 0 or 0 < n_kind < n_rows:

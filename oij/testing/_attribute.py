@@ -204,12 +204,12 @@ def attribute_in_spark(spark: Any, frame: Any, q: Query, results_dir: str, refer
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from oij.spark.compare import TOLERANCE, _diff_frame
+    from oij.spark.compare import TOLERANCE, _diff_frame, reference_rows
     from oij.spark.profiles import spark_profile_oracle
 
     items = ["kind", "issue", "base", "probe", "id"]
     res = spark.read.parquet(os.path.abspath(results_dir))
-    ref = res.where(F.col("engine") == reference)
+    ref = reference_rows(spark, results_dir, reference)  # every row, also when only fingerprints were kept
     d_c = {s: _diff_frame(ref, res.where(F.col("engine") == s), TOLERANCE).select(*items).distinct()
            .persist(StorageLevel.MEMORY_AND_DISK) for s in systems}
     counts = {s: d.count() for s, d in d_c.items()}

@@ -1,0 +1,295 @@
+"""``oij check`` on Spark compares by fingerprints (:mod:`oij.spark.fingerprint`) and drills down where they differ.
+
+Planted differences -- a missing pair, a duplicated pair, a lost left-join ``(a, null)`` row, one extra late id,
+one wrong aggregate value -- are each found, listed and given a replay case, with the unmodified output as the
+negative control (it agrees, and then none of the oracle's rows is written).  The fingerprint path is checked
+against the row-by-row comparison (:func:`oij.spark.compare.compare_frames_by_rows`) on random outputs, the value
+cells against the tolerance (a cell twice as wide is caught), and the sums against XOR (which a duplicate
+cancels).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oij.reference.oracle import run_events
+from oij.spec.batch import Results
+
+from oij.io.jsonl import result_lines
+from oij.io.parquet import read_parquet
+from oij.spark import fingerprint as fp
+from oij.spark.compare import (
+    close,
+    compare_frames,
+    compare_frames_by_rows,
+    engine_dir,
+    results_table,
+    write_frame,
+    write_results,
+)
+from oij.workloads import resolve, with_overrides, write_workload
+from tests.budget import examples
+
+pytestmark = pytest.mark.spark
+
+
+def _workload(tmp_path: Path, over: dict[str, Any], n: int = 3000, seed: int = 3) -> tuple[Path, Results]:
+    p = tmp_path / "w.parquet"
+    params = with_overrides(resolve("scale-oij-default"), {"delay_max": 500, "lateness": 300, **over})
+    write_workload(str(p), params, n, seed, fmt="parquet")
+    q, it = read_parquet(str(p))
+    return p, run_events(list(it), q).canonical()
+
+
+def _write(path: Path, res: Results) -> str:
+    path.write_text("".join(result_lines(res)))
+    return str(path)
+
+
+def _bucket_of(d: dict[str, Any]) -> int:
+    return int(d["id"] if d["kind"] == "late" else d["base"]) % fp.BUCKETS
+
+
+def _oracle_buckets(results: str) -> set[int]:
+    d = engine_dir(results, "spark-oracle")
+    if not os.path.isdir(d):
+        return set()
+    t = ds.dataset(d, format="parquet").to_table().to_pylist()
+    return {_bucket_of(r) for r in t}
+
+
+def _frame(spark: Any, r: Results) -> Any:
+    rows = [tuple(x.values()) for x in results_table(r).to_pylist()]
+    return spark.createDataFrame(rows, "kind STRING, base BIGINT, probe BIGINT, count BIGINT, value DOUBLE, id BIGINT")
+
+
+def _check(tmp_path: Path, p: Path, gots: dict[str, str], out: str = "out") -> Any:
+    from oij.check import CheckOptions, check
+
+    return check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / out), no_progress=True,
+                              got=[f"{k}={v}" for k, v in gots.items()]))
+
+
+def _same_verdicts(spark: Any, rep: Any, names: list[str]) -> None:
+    """The report's verdicts equal those of the row-by-row comparison of every row (the definition)."""
+    by_rows = compare_frames_by_rows(spark, rep.results, "spark-oracle", names, first=10)
+    for n in names:
+        r, c = rep.row(n), by_rows[n]
+        assert (r.missing, r.extra, r.wrong, r.differences) == (c.missing, c.extra, c.wrong, c.differences), n
+
+
+def test_planted_pair_and_late_differences_are_found_with_replays(spark: Any, tmp_path: Path) -> None:
+    p, res = _workload(tmp_path, {"aggregate": None, "join": "left"})
+    assert res.late and any(b is None for _, b in res.pairs) and res.pairs, "the workload must have all three"
+    rng = random.Random(1)
+    matched = [x for x in res.pairs if x[1] is not None]
+    dropped, dup = rng.choice(matched), rng.choice(matched)
+    null_row = rng.choice([x for x in res.pairs if x[1] is None])
+    late_set = set(res.late)
+    extra_late = next(a for a, _ in res.pairs if a not in late_set)
+
+    def variant(**kw: Any) -> Results:
+        return Results(pairs=kw.get("pairs", list(res.pairs)), aggregates=[], late=kw.get("late", list(res.late)))
+
+    pairs_minus = list(res.pairs)
+    pairs_minus.remove(dropped)
+    pairs_nonull = list(res.pairs)
+    pairs_nonull.remove(null_row)
+    gots = {
+        "same": _write(tmp_path / "same.jsonl", res),
+        "drop": _write(tmp_path / "drop.jsonl", variant(pairs=pairs_minus)),
+        "dup": _write(tmp_path / "dup.jsonl", variant(pairs=[*res.pairs, dup])),
+        "nonull": _write(tmp_path / "nonull.jsonl", variant(pairs=pairs_nonull)),
+        "late": _write(tmp_path / "late.jsonl", variant(late=[*res.late, extra_late])),
+    }
+    rep = _check(tmp_path, p, gots)
+    assert rep.row("same").agrees, "negative control: the oracle's own result agrees"
+    want = {"drop": ("pair", "missing", dropped[0], dropped[1], None),
+            "dup": ("pair", "extra", dup[0], dup[1], None),
+            "nonull": ("pair", "missing", null_row[0], None, None),
+            "late": ("late", "extra", None, None, extra_late)}
+    for name, w in want.items():
+        r = rep.row(name)
+        assert not r.agrees, name
+        assert [(d["kind"], d["issue"], d["base"], d["probe"], d["id"]) for d in r.differences] == [w], name
+        assert (r.missing + r.extra + r.wrong) == 1, name
+        cases = rep.replays[name]
+        assert len(cases) == 1 and os.path.isfile(cases[0]["file"]), name
+    assert "same" not in rep.replays
+    # only the buckets that differ hold the oracle's rows
+    planted = {_bucket_of(rep.row(n).differences[0]) for n in want}
+    assert _oracle_buckets(rep.results) == planted
+    _same_verdicts(spark, rep, ["same", *want])
+
+
+def test_agreeing_outputs_write_none_of_the_oracle_unless_kept(spark: Any, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    p, res = _workload(tmp_path, {"aggregate": None}, n=1500)
+    same = _write(tmp_path / "same.jsonl", res)
+    rep = _check(tmp_path, p, {"same": same})
+    assert rep.all_agree and not os.path.exists(engine_dir(rep.results, "spark-oracle"))
+    monkeypatch.setenv("OIJ_KEEP_RESULTS", "1")  # control: every row kept on request
+    kept = _check(tmp_path, p, {"same": same}, out="kept")
+    assert kept.all_agree
+    t = ds.dataset(engine_dir(kept.results, "spark-oracle"), format="parquet").to_table()
+    assert t.num_rows == len(res.pairs) + len(res.late)
+
+
+def test_one_wrong_aggregate_is_found_and_the_tolerance_kept(spark: Any, tmp_path: Path) -> None:
+    p, res = _workload(tmp_path, {"aggregate": "sum"})
+    rng = random.Random(2)
+    aggs = [a for a in res.aggregates if a[2]]
+    victim = rng.choice(aggs)
+
+    def scaled(pick: Any, factor: float) -> Results:
+        rows = [(a, n, v * factor if pick(a) and v is not None else v) for a, n, v in res.aggregates]
+        return Results(pairs=[], aggregates=rows, late=list(res.late))
+
+    gots = {
+        "same": _write(tmp_path / "same.jsonl", res),
+        # every value moved 1e-12 relative: inside the tolerance, so it agrees (cells, or a drill-down)
+        "near": _write(tmp_path / "near.jsonl", scaled(lambda a: True, 1 + 1e-12)),
+        # one value moved 2e-9 relative: outside the tolerance of 1e-9
+        "wrong": _write(tmp_path / "wrong.jsonl", scaled(lambda a: a == victim[0], 1 + 2e-9)),
+    }
+    rep = _check(tmp_path, p, gots)
+    assert rep.row("same").agrees and rep.row("near").agrees
+    w = rep.row("wrong")
+    assert (w.missing, w.extra, w.wrong) == (0, 0, 1)
+    assert [(d["kind"], d["issue"], d["base"]) for d in w.differences] == [("aggregate", "wrong", victim[0])]
+    assert len(rep.replays["wrong"]) == 1
+    _same_verdicts(spark, rep, list(gots))
+
+
+# ------------------------------------------------------------------------------ fingerprints against row by row
+_ids = st.integers(min_value=-5, max_value=40)
+_values = st.one_of(st.none(), st.sampled_from([0.0, 1.0, -2.5, 1e300, 5e-324, 3.0000000001]),
+                    st.floats(allow_nan=False, allow_infinity=False, width=64))
+
+
+@st.composite
+def _outputs(draw: Any) -> tuple[Results, Results]:
+    pairs = draw(st.lists(st.tuples(_ids, st.one_of(st.none(), _ids)), max_size=12))
+    bases = draw(st.lists(_ids, unique=True, max_size=8))
+    aggs = [(a, draw(st.integers(0, 5)), draw(_values)) for a in bases]
+    late = draw(st.lists(_ids, max_size=4))
+    ref = Results(pairs=pairs, aggregates=aggs, late=late)
+    got = Results(pairs=list(pairs), aggregates=list(aggs), late=list(late))
+    for _ in range(draw(st.integers(0, 3))):
+        what = draw(st.sampled_from(["drop", "dup", "pair", "late", "value", "count", "agg", "noagg"]))
+        if what == "drop" and got.pairs:
+            got.pairs.pop(draw(st.integers(0, len(got.pairs) - 1)))
+        elif what == "dup" and got.pairs:
+            got.pairs.append(got.pairs[draw(st.integers(0, len(got.pairs) - 1))])
+        elif what == "pair":
+            got.pairs.append((draw(_ids), draw(st.one_of(st.none(), _ids))))
+        elif what == "late":
+            got.late.append(draw(_ids))
+        elif what in ("value", "count") and got.aggregates:
+            i = draw(st.integers(0, len(got.aggregates) - 1))
+            a, n, v = got.aggregates[i]
+            if what == "count":
+                n += 1
+            else:
+                rel = draw(st.sampled_from([0.0, 1e-12, 4e-10, 9e-10, 1.1e-9, 2e-9, 1e-6]))
+                v = None if v is None else v * (1 + rel)
+            got.aggregates[i] = (a, n, v)
+        elif what == "agg":
+            got.aggregates.append((draw(_ids), draw(st.integers(0, 5)), draw(_values)))
+        elif what == "noagg" and got.aggregates:
+            got.aggregates.pop()
+    return ref, got
+
+
+@settings(max_examples=examples(5, 40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(_outputs(), st.booleans())
+def test_fingerprints_agree_with_the_row_by_row_comparison(spark: Any, tmp_path_factory: Any,
+                                                           outs: tuple[Results, Results], remembered: bool) -> None:
+    ref, got = outs
+    d = str(tmp_path_factory.mktemp("fp") / "results")
+    write_results(d, "got", got)
+    if remembered:  # the reference fingerprinted, not written (as oij check does with the oracle)
+        write_frame(_frame(spark, ref), d, "ref")
+        assert fp.registered(d, "ref") is not None
+    else:
+        write_results(d, "ref", ref)
+    by_fp = compare_frames(spark, d, "ref", ["got"], first=50)["got"]
+    by_rows = compare_frames_by_rows(spark, d, "ref", ["got"], first=50)["got"]
+    assert (by_fp.missing, by_fp.extra, by_fp.wrong, by_fp.by_kind, by_fp.differences) == \
+        (by_rows.missing, by_rows.extra, by_rows.wrong, by_rows.by_kind, by_rows.differences)
+    fp.unregister(d, "ref")
+
+
+# ------------------------------------------------------------------------------------------------ value cells
+def _cells(spark: Any, values: list[float]) -> list[tuple[Any, ...]]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    df = spark.createDataFrame([(v,) for v in values], StructType([StructField("value", DoubleType())]))
+    cols = fp.value_cell(F.col("value"))
+    return [tuple(r) for r in df.select("value", *[c.alias(f"c{i}") for i, c in enumerate(cols)]).collect()]
+
+
+def _violations(spark: Any, values: list[float]) -> list[tuple[float, float]]:
+    """Pairs of values in one cell that the tolerance calls different."""
+    by: dict[tuple[Any, ...], list[float]] = {}
+    for v, tag, sign, e, m, _ in _cells(spark, values):
+        if tag == 1:
+            by.setdefault((sign, e, m), []).append(v)
+    out = []
+    for vs in by.values():
+        lo, hi = min(vs, key=abs), max(vs, key=abs)
+        if not close(lo, hi):
+            out.append((lo, hi))
+    return out
+
+
+def _near_pairs(seed: int) -> list[float]:
+    """Values and neighbours at 0.5e-9 .. 1.5e-9 relative, near cell edges and powers of two."""
+    rng = random.Random(seed)
+    vals: list[float] = []
+    for _ in range(1500):
+        x = rng.choice([1.0, -1.0]) * rng.uniform(1, 2) * 2.0 ** rng.randint(-60, 60)
+        x = rng.choice([x, 2.0 ** rng.randint(-60, 60), float(rng.randint(1, 10 ** 6))])
+        for rel in (4e-10, 5e-10, 9e-10, 1.0000001e-9, 1.2e-9, 1.9e-9):
+            vals += [x, x * (1 + rel), x * (1 - rel)]
+    return vals
+
+
+def test_a_cell_never_holds_values_the_tolerance_tells_apart(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    vals = _near_pairs(5)
+    tags = Counter(t[1] for t in _cells(spark, vals))
+    assert tags[1] > len(vals) * 0.9, "most values are in cells (else the fingerprint would drill down always)"
+    assert _violations(spark, vals) == []
+    # negative control: cells 16x wider (2^-26 of the value, ~1.5e-8) hold pairs the tolerance tells apart
+    monkeypatch.setattr(fp, "CELL_BITS", 26)
+    monkeypatch.setattr(fp, "CELL_WIDTH", 1e-7)
+    assert _violations(spark, vals), "the test must catch a cell wider than the tolerance"
+
+
+def test_sums_count_duplicates_where_xor_would_cancel(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    base = Results(pairs=[(1, 2), (1, None), (4097, 5)], aggregates=[], late=[7])
+    twice = Results(pairs=[*base.pairs, (1, 2), (1, 2)], aggregates=[], late=list(base.late))
+
+    def frame(r: Results) -> Any:
+        return _frame(spark, r)
+
+    assert fp.differing(fp.fingerprint(frame(base)), fp.fingerprint(frame(twice))) == [1]
+    # control: the same hashes folded with XOR cannot see the pair added twice
+    def xor(r: Results) -> int:
+        acc = 0
+        for row in frame(r).select(F.xxhash64(F.lit(0).cast("long"), *fp.encoding()).alias("h")).collect():
+            acc ^= int(row["h"])
+        return acc
+
+    assert xor(base) == xor(twice)
