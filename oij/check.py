@@ -243,8 +243,8 @@ class CheckReport:
         if self.profile != "canonical":
             lines.append(f"reference: the {self.profile} profile (oij.spec.profiles), {' and '.join(self.profile_how)}")
         lines.append(table(self.rows, self.reference))
-        lines.append(f"report: {os.path.join(self.out, 'report.md')}, {os.path.join(self.out, 'report.json')}; "
-                     f"outputs: {os.path.join(self.out, 'results')}/engine=*")
+        lines.append(f"report: {os.path.join(self.out, 'report.md')}, {os.path.join(self.out, 'report.json')}"
+                     + ("" if self.schedule else f"; outputs: {os.path.join(self.out, 'results')}/engine=*"))
         for name, cases in self.replays.items():
             for case_info in cases:
                 kept = (f", the stream's own terms: a system that follows {case_info['follows']} reproduces it"
@@ -646,6 +646,7 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
     from oij.spark.compare import engine_dir
     from oij.testing._got import build_case, read_got
     from oij.testing._schedule import (
+        fast_output_columns,
         judge_columns,
         judge_fixed,
         output_columns,
@@ -672,8 +673,13 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
     for name, path in gots:
         prog.say(f"reading {name}: {path} ...")
         t = time.perf_counter()
-        n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
-        got = output_columns(engine_dir(results_dir, name))
+        fast = fast_output_columns(path) if not got_columns[name] else None
+        if fast is not None:
+            got = fast
+            n_rows = len(got.pair_base) + len(got.agg_base) + len(got.late)
+        else:
+            n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+            got = output_columns(engine_dir(results_dir, name))
         prog.say(f"judging {name} up to schedule ...")
         if mode == "any":
             v = judge_columns(name, cols, q, got, args.profile if args.profile != "canonical" else "canonical",
@@ -710,41 +716,23 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
 def _input_files_of_tuples(ckpt: str, cols: Any) -> list[str]:
     """The input file of each tuple, for a job that wrote its inputs as ``userjob`` does: the file sources'
     paths in the checkpoint's logs, each file's tuples counted in order (every file's lines are tuples)."""
-    from oij.testing._schedule import spark_checkpoint_batches
+    from oij.testing._schedule import local_path, spark_checkpoint_batches
 
-    files = [f for _, _, fs in spark_checkpoint_batches(ckpt) for f in fs]
     ids_of: dict[int, str] = {}
-    roots = _checkpoint_input_dirs(ckpt)
-    for f in files:
-        for root in roots:
-            path = os.path.join(root, f)
-            if os.path.isfile(path):
-                with open(path, "rb") as fh:
-                    for line in fh:
-                        if line.strip():
-                            ids_of[int(json.loads(line)["id"])] = f
-                break
+    for f in (f for _, _, fs in spark_checkpoint_batches(ckpt) for f in fs):
+        path = local_path(f)
+        if not os.path.isfile(path):
+            raise UsageError(f"--schedule spark-checkpoint: {path}, an input file the checkpoint names, is gone: "
+                             "the judge reads which tuples each batch held from the input files")
+        with open(path, "rb") as fh:
+            for line in fh:
+                if line.strip():
+                    ids_of[int(json.loads(line)["id"])] = path
     missing = [int(i) for i in cols.ids if int(i) not in ids_of]
     if missing:
         raise UsageError(f"--schedule spark-checkpoint: tuple {missing[0]} is in no file the checkpoint's batches "
                          "read")
     return [ids_of[int(i)] for i in cols.ids]
-
-
-def _checkpoint_input_dirs(ckpt: str) -> list[str]:
-    """The folders of the files the checkpoint's file sources read (from the paths in ``sources/*/*``)."""
-    dirs: list[str] = []
-    src = os.path.join(ckpt, "sources")
-    for s in sorted(os.listdir(src)) if os.path.isdir(src) else []:
-        for name in sorted(os.listdir(os.path.join(src, s))):
-            with open(os.path.join(src, s, name), encoding="utf-8") as fh:
-                for line in fh.read().splitlines()[1:]:
-                    if line.strip().startswith("{"):
-                        p = str(json.loads(line).get("path", ""))
-                        d = os.path.dirname(p.removeprefix("file://").removeprefix("file:"))
-                        if d not in dirs:
-                            dirs.append(d)
-    return dirs
 
 
 def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list[Row], gots: list[tuple[str, str]],

@@ -222,11 +222,12 @@ def is_late_at(c: TupleColumns, w: I64, p: Profile) -> Bools:
 # ------------------------------------------------------------------------------------------------ the output
 @dataclass
 class OutputColumns:
-    """An output as columns: pairs (``pair_base``, ``pair_probe``, -1 for a null probe), aggregate rows, late
-    ids."""
+    """An output as columns: pairs (``pair_base``, ``pair_probe``; ``pair_null`` marks a left join's null row,
+    whose ``pair_probe`` cell means nothing), aggregate rows, late ids."""
 
     pair_base: I64
     pair_probe: I64
+    pair_null: Bools
     agg_base: I64
     agg_count: I64
     agg_value: list[Any]
@@ -236,8 +237,9 @@ class OutputColumns:
     def of(r: Results) -> OutputColumns:
         """Columns of ``r``."""
         return OutputColumns(
-            np.array([a for a, _ in r.pairs], np.int64), np.array([-1 if b is None else b for _, b in r.pairs],
+            np.array([a for a, _ in r.pairs], np.int64), np.array([0 if b is None else b for _, b in r.pairs],
                                                                   np.int64),
+            np.array([b is None for _, b in r.pairs], np.bool_),
             np.array([a for a, _, _ in r.aggregates], np.int64), np.array([n for _, n, _ in r.aggregates], np.int64),
             [v for _, _, v in r.aggregates], np.array(r.late, np.int64))
 
@@ -290,20 +292,20 @@ class _Judge:
         (base, probe; -1 for a null probe)."""
         c, g = self.c, self.got
         on = np.zeros(self.n, np.bool_)
-        pb, pp = self.pos(g.pair_base), self.pos(np.where(g.pair_probe < 0, 0, g.pair_probe))
-        pp = np.where(g.pair_probe < 0, -1, pp)
+        null = g.pair_null
+        pb, pp = self.pos(g.pair_base), self.pos(g.pair_probe)
+        pp = np.where(null, -1, pp)
         if len(g.pair_base) and self.q.aggregate is not None:
             self._row_witness("row", [], "a pair row in the output of an aggregate query", {"kind": "pair"})
         bad_base = (pb < 0) | ~c.is_base[np.maximum(pb, 0)]
-        bad_probe = (g.pair_probe >= 0) & ((pp < 0) | c.is_base[np.maximum(pp, 0)])
-        null = g.pair_probe < 0
+        bad_probe = ~null & ((pp < 0) | c.is_base[np.maximum(pp, 0)])
         bad_null = null & (self.q.join != "left")
         ok = ~(bad_base | bad_probe | bad_null)
         b, r = np.maximum(pb, 0), np.maximum(pp, 0)
         d = c.ts[r] - c.ts[b]
         nomatch = ok & ~null & ((c.key[b] != c.key[r]) | (d < self.lo) | (d > self.hi))
         for i in np.flatnonzero(~ok | nomatch)[:self.first]:
-            a_id, b_id = int(g.pair_base[i]), (None if g.pair_probe[i] < 0 else int(g.pair_probe[i]))
+            a_id, b_id = int(g.pair_base[i]), (None if null[i] else int(g.pair_probe[i]))
             why = ("no base tuple has this id" if bad_base[i] else "no probe tuple has this id" if bad_probe[i]
                    else "a null row in an inner join" if bad_null[i] else
                    "the two tuples have different keys" if c.key[b[i]] != c.key[r[i]] else
@@ -457,7 +459,7 @@ def _explain_rows(j: _Judge, late: Bools, pb: I64, pp: I64, w_max: I64, w_min: I
     if j.q.aggregate is None:
         rb, rp = j.pairs_under(on_time)
         want = _pair_codes(n, rb, rp)
-        null = g.pair_probe < 0
+        null = g.pair_null
         have = _pair_codes(n, pb[~null], pp[~null])
         miss = np.setdiff1d(want, have)
         for code in miss[:j.first]:

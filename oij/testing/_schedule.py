@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from oij.errors import UsageError
 from oij.reference.schedule import (
@@ -147,65 +148,127 @@ def tuple_columns_from_file(path: str) -> tuple[Query, TupleColumns, I64 | None]
     return q, tc, (np.concatenate(fws) if q.lateness is None and fws else None)
 
 
+GOT_FIELDS = {"type", "base", "probe", "count", "value", "id"}
+"""The fields of oij-jsonl result lines that :func:`fast_output_columns` reads."""
+
+
+def fast_output_columns(path: str) -> OutputColumns | None:
+    """The rows of an oij-jsonl result file as columns, read column-wise by pyarrow; None when this path cannot
+    vouch that :func:`oij.testing._got.read_got` would read the same rows (a blank or CR line, a field other than
+    those of the protocol, a kind spelled otherwise, a number that is not an int64 where an id is, a missing
+    field, a row count that differs from the line count): the caller then reads the file with ``read_got``,
+    which also names the first bad row."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    if os.path.isdir(path) or path.endswith((".parquet", ".csv")):
+        return None
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if not data or b"\r" in data or b"\n\n" in data or data.startswith(b"\n"):
+        return None
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    schema = pa.schema([("type", pa.string()), ("base", pa.int64()), ("probe", pa.int64()), ("count", pa.int64()),
+                        ("value", pa.float64()), ("id", pa.int64())])
+    try:
+        tb = pj.read_json(pa.BufferReader(data), parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="infer"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if tb.num_rows != lines or set(tb.column_names) - GOT_FIELDS:
+        return None
+    kind = tb.column("type").to_numpy(zero_copy_only=False).astype(object)
+    pair, agg, late = kind == "pair", kind == "aggregate", kind == "late"
+    if not (pair | agg | late).all():
+        return None
+
+    def col(name: str, fill: int) -> tuple[I64, npt.NDArray[np.bool_]]:
+        c = tb.column(name)
+        return np.asarray(c.fill_null(fill).to_numpy(), np.int64), np.asarray(c.is_null().to_numpy(
+            zero_copy_only=False), np.bool_)
+
+    base, base_null = col("base", 0)
+    probe, probe_null = col("probe", -1)
+    count, count_null = col("count", 0)
+    ids, id_null = col("id", 0)
+    if (base_null & (pair | agg)).any() or (count_null & agg).any() or (count < 0)[agg].any() or \
+            (id_null & late).any():
+        return None
+    values = tb.column("value").to_numpy(zero_copy_only=False)
+    idx = np.flatnonzero(agg)
+    return OutputColumns(base[pair], probe[pair], probe_null[pair], base[agg], count[agg],
+                         [None if np.isnan(values[i]) else float(values[i]) for i in idx], ids[late])
+
+
 def output_columns(results_dir: str) -> OutputColumns:
     """The rows :func:`oij.testing._got.read_got` wrote into ``results_dir`` (Parquet parts), as columns."""
     import pyarrow.dataset as ds
 
     tb = ds.dataset(results_dir, format="parquet").to_table()
     kind = np.asarray(tb.column("kind").to_numpy(zero_copy_only=False), dtype=object)
-    base = tb.column("base").to_numpy(zero_copy_only=False)
-    probe = tb.column("probe").to_numpy(zero_copy_only=False)
     pair, agg, late = kind == "pair", kind == "aggregate", kind == "late"
-    pb = np.asarray(base[pair], np.int64)
-    pp = np.asarray([-1 if x is None or (isinstance(x, float) and np.isnan(x)) else x for x in probe[pair]],
-                    np.int64)
-    counts = tb.column("count").to_pylist()
+
+    def ints(name: str) -> I64:
+        return np.asarray(tb.column(name).fill_null(0).to_numpy(), np.int64)
+
+    base, probe, count, ids = ints("base"), ints("probe"), ints("count"), ints("id")
+    pnull = np.asarray(tb.column("probe").is_null().to_numpy(zero_copy_only=False), np.bool_)
     values = tb.column("value").to_pylist()
-    idx = np.flatnonzero(agg)
-    return OutputColumns(pb, pp, np.asarray(base[agg], np.int64), np.array([counts[i] for i in idx], np.int64),
-                         [values[i] for i in idx],
-                         np.asarray(tb.column("id").to_numpy(zero_copy_only=False)[late], np.int64))
+    return OutputColumns(base[pair], probe[pair], pnull[pair], base[agg], count[agg],
+                         [values[i] for i in np.flatnonzero(agg)], ids[late])
 
 
 # ------------------------------------------------------------------------------------------- Spark's checkpoint
 def spark_checkpoint_batches(ckpt: str) -> list[tuple[int, int, list[str]]]:
-    """Each micro-batch Spark committed, from its checkpoint: (batch id, ``batchWatermarkMs``, the files its
-    sources read), in batch order.  ``offsets/N`` holds the batch's watermark (the one its eviction uses); the file
-    sources' logs ``sources/S/N`` name the files it read."""
+    """Each micro-batch Spark planned, from its checkpoint: (batch id, ``batchWatermarkMs``, the files its file
+    sources read), in batch order.  ``offsets/N`` holds batch N's watermark; the file sources' logs
+    ``sources/S/N`` (and ``N.compact``, which keeps every entry up to N) name each file with its ``batchId``."""
     off = os.path.join(ckpt, "offsets")
     if not os.path.isdir(off):
         raise UsageError(f"--schedule spark-checkpoint {ckpt}: no offsets/ folder (not a Spark checkpoint)")
+    files: dict[int, list[str]] = {}
+    src = os.path.join(ckpt, "sources")
+    for s in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        seen: set[tuple[int, str]] = set()
+        for name in sorted(os.listdir(os.path.join(src, s))):
+            if not name.split(".")[0].isdigit():
+                continue
+            with open(os.path.join(src, s, name), encoding="utf-8") as fh:
+                for line in fh.read().splitlines()[1:]:
+                    if line.strip().startswith("{"):
+                        entry = json.loads(line)
+                        key = (int(entry.get("batchId", name.split(".")[0])), str(entry.get("path", "")))
+                        if key not in seen:
+                            seen.add(key)
+                            files.setdefault(key[0], []).append(key[1])
     out = []
     for name in sorted((x for x in os.listdir(off) if x.isdigit()), key=int):
-        n = int(name)
         with open(os.path.join(off, name), encoding="utf-8") as fh:
             lines = fh.read().splitlines()
         meta = json.loads(lines[1]) if len(lines) > 1 else {}
-        files: list[str] = []
-        src = os.path.join(ckpt, "sources")
-        for s in sorted(os.listdir(src)) if os.path.isdir(src) else []:
-            log = os.path.join(src, s, name)
-            if os.path.isfile(log):
-                with open(log, encoding="utf-8") as fh:
-                    for line in fh.read().splitlines()[1:]:
-                        if line.strip().startswith("{"):
-                            path = json.loads(line).get("path", "")
-                            files.append(os.path.basename(str(path)))
-        out.append((n, int(meta.get("batchWatermarkMs", 0)), files))
+        out.append((int(name), int(meta.get("batchWatermarkMs", 0)), sorted(files.get(int(name), []))))
     return out
+
+
+def local_path(uri: str) -> str:
+    """A file source's path as the checkpoint writes it (``file:///tmp/x``), as a local path (``/tmp/x``)."""
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            return uri[len(prefix):]
+    return uri
 
 
 def spark_checkpoint_schedule(ckpt: str, file_of_tuple: Sequence[str]) -> list[int]:
     """The W Spark's late filter used for each tuple: a row of batch b is judged against the watermark computed at
     the end of batch b - 2, which is ``batchWatermarkMs`` of batch b - 1 (0 for the first batch).
-    ``file_of_tuple[j]``: the input file (base name) that held tuple j."""
+    ``file_of_tuple[j]``: the input file that held tuple j (:func:`local_path` of the checkpoint's entry)."""
     batches = spark_checkpoint_batches(ckpt)
     batch_of: dict[str, int] = {}
     wm: dict[int, int] = {}
     for k, (_, w, files) in enumerate(batches):
         wm[k] = w
         for f in files:
-            batch_of.setdefault(f, k)
+            batch_of.setdefault(local_path(f), k)
     out = []
     for name in file_of_tuple:
         b = batch_of.get(name)

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oij.reference.batchjoin import compute_pair_columns
 from oij.reference.oracle import run_events
 from oij.spec.batch import Results
@@ -147,3 +149,68 @@ def test_bad_schedule_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert rc == 2, args
         err = capsys.readouterr().err
         assert "Traceback" not in err and err.strip().count("\n") == 0, err
+
+
+ROWS = st.lists(st.one_of(
+    st.builds(lambda a, b: {"type": "pair", "base": a, "probe": b}, st.integers(-5, 2**63 - 1),
+              st.one_of(st.none(), st.integers(-2**63, 2**63 - 1))),
+    st.builds(lambda a, n, v: {"type": "aggregate", "base": a, "count": n, "value": v}, st.integers(0, 99),
+              st.integers(0, 9), st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))),
+    st.builds(lambda i: {"type": "late", "id": i}, st.integers(-9, 2**62))), max_size=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ROWS, st.sampled_from(["plain", "spaces", "extra-field", "float-id", "string-id", "blank", "kind"]))
+def test_the_columnar_got_reader_reads_what_read_got_reads(tmp_path: Path, rows: list[dict[str, Any]],
+                                                           shape: str) -> None:
+    """fast_output_columns gives read_got's rows exactly, or declines (None); it never reads other values."""
+    from oij.spec.batch import Results as R
+
+    from oij.testing._got import read_got
+    from oij.testing._schedule import fast_output_columns, output_columns
+
+    lines = [json.dumps(r, separators=(",", ":") if shape != "spaces" else (", ", ": ")) for r in rows]
+    if rows and shape == "extra-field":
+        lines[0] = lines[0][:-1] + ', "note": 1}'
+    if rows and shape == "float-id" and "base" in rows[0]:
+        lines[0] = lines[0].replace(f'"base":{rows[0]["base"]}', f'"base":{rows[0]["base"]}.0')
+    if rows and shape == "string-id" and "id" in rows[0]:
+        lines[0] = lines[0].replace(f'"id":{rows[0]["id"]}', f'"id":"{rows[0]["id"]}"')
+    if rows and shape == "kind":
+        lines[0] = lines[0].replace('"type"', '"kind"')
+    text = "\n".join(lines) + ("\n\n" if shape == "blank" else "\n" if lines else "")
+    path = tmp_path / "g.jsonl"
+    path.write_text(text)
+    fast = fast_output_columns(str(path))
+    if fast is None:
+        return
+    import shutil
+
+    shutil.rmtree(tmp_path / "parts", ignore_errors=True)
+    read_got(str(path), {}, str(tmp_path / "parts"))
+    slow = output_columns(str(tmp_path / "parts"))
+
+    def as_results(o: Any) -> R:
+        return R(pairs=[(int(a), None if n else int(b)) for a, b, n in zip(o.pair_base, o.pair_probe, o.pair_null,
+                                                                          strict=True)],
+                 aggregates=[(int(a), int(c), v) for a, c, v in zip(o.agg_base, o.agg_count, o.agg_value,
+                                                                    strict=True)],
+                 late=[int(x) for x in o.late]).canonical()
+
+    assert as_results(fast) == as_results(slow)
+
+
+def test_the_columnar_got_reader_declines_what_it_cannot_vouch_for(tmp_path: Path) -> None:
+    """Negative control: each shape it must leave to read_got is declined."""
+    from oij.testing._schedule import fast_output_columns
+
+    for text in ('{"type":"pair","base":1.5,"probe":2}\n', '{"type":"pair","base":"1","probe":2}\n',
+                 '{"type":"pair","probe":2}\n', '{"type":"odd","base":1}\n', '{"type":"pair","base":1}\r\n',
+                 '{"type":"pair","base":1,"note":2}\n', '{"type":"late","id":1}\n\n{"type":"late","id":2}\n',
+                 '{"type":"aggregate","base":1,"count":-1,"value":0.0}\n', '{"kind":"late","id":1}\n'):
+        p = tmp_path / "g.jsonl"
+        p.write_text(text)
+        assert fast_output_columns(str(p)) is None, text
+    p.write_text('{"type":"pair","base":1,"probe":null}\n{"type":"late","id":-3}\n')
+    got = fast_output_columns(str(p))
+    assert got is not None and got.pair_null.tolist() == [True] and got.late.tolist() == [-3]
