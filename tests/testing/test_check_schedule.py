@@ -18,6 +18,7 @@ from oij.reference.oracle import run_events
 from oij.spec.batch import Results
 from oij.spec.model import StreamTuple
 
+from oij.bench.schedule import PLANTS, plant
 from oij.cli import main
 from oij.io import open_events
 from oij.io.jsonl import result_lines
@@ -99,42 +100,21 @@ def test_a_lag_bound_rejects_a_batch_join(tmp_path: Path) -> None:
     assert rc == 0, rep["schedule"]
 
 
-@pytest.mark.parametrize("plant", ["missing", "duplicate", "outside", "back"])
-def test_each_planted_difference_is_found_with_a_replay_case(tmp_path: Path, plant: str) -> None:
+@pytest.mark.parametrize("kind", [*PLANTS, "back-late"])
+def test_each_planted_difference_is_found_with_a_replay_case(tmp_path: Path, kind: str) -> None:
+    """On a lagging schedule's pairs (no late rows); ``back-late`` lists the tuple late, which makes the watermark
+    that moves back an order witness (on pairs alone it is a pair both tuples of which stay on time)."""
     w, q, evs = _workload(tmp_path)
     tuples = [e for e in evs if isinstance(e, StreamTuple)]
-    got = _lagged(q, tuples, 40)
-    by_id = {t.id: t for t in tuples}
-    pos = {t.id: i for i, t in enumerate(tuples)}
-    in_rows = {a for a, _ in got.pairs} | {b for _, b in got.pairs}
-    if plant == "missing":  # a pair of two tuples that stay in other rows
-        seen: dict[int, int] = {}
-        for a, b in got.pairs:
-            seen[a] = seen.get(a, 0) + 1
-            seen[b or 0] = seen.get(b or 0, 0) + 1
-        victim = next(p for p in got.pairs if seen[p[0]] > 1 and p[1] is not None and seen[p[1]] > 1)
-        got.pairs.remove(victim)
-        kind = "missing"
-    elif plant == "duplicate":
-        got.pairs.append(got.pairs[len(got.pairs) // 2])
-        kind = "duplicate"
-    elif plant == "outside":
-        a = got.pairs[0][0]
-        far = next(t for t in tuples if t.side == "probe" and t.key == by_id[a].key and
-                   t.ts > by_id[a].ts + q.upper)
-        got.pairs.append((a, far.id))
-        kind = "row"
-    else:  # a watermark that moves back: a tuple listed late before an on-time one of lower ts
-        before = [max(u.ts for u in tuples[:i]) if i else -10**9 for i in range(len(tuples))]
-        x = next(t for t in tuples if t.id in in_rows and t.ts < before[pos[t.id]] - q.lateness and any(
-            u.id in in_rows and u.ts < t.ts and pos[u.id] > pos[t.id] for u in tuples[pos[t.id]:pos[t.id] + 50]))
-        got.pairs = [p for p in got.pairs if x.id not in p]
-        got.late = sorted([*got.late, x.id])
-        kind = "order"
-    rc, rep = _check(tmp_path, w, got.canonical())
+    base = _lagged(q, tuples, 40)
+    assert not base.late
+    got = plant(kind.removesuffix("-late"), base, tuples, q.lateness, q.upper, list_late=kind == "back-late")
+    rc, rep = _check(tmp_path, w, got)
     judged = rep["schedule"][0]
     assert rc == 1 and not judged["admissible"]
-    assert judged["witnesses"][0]["kind"] == kind, judged["witnesses"]
+    want = {"missing": "missing", "duplicate": "duplicate", "outside": "row", "back": "missing",
+            "back-late": "order"}[kind]
+    assert judged["witnesses"][0]["kind"] == want, judged["witnesses"]
     replays = rep["replays"]["me"]
     assert replays and Path(replays[0]["file"]).exists()
 
