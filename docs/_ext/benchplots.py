@@ -17,7 +17,7 @@ ROOT = os.path.dirname(HERE)
 
 def setup(app: Any) -> dict[str, Any]:
     sys.path.insert(0, ROOT)
-    from oij.bench import plot_dir
+    from oij.bench.experiment import plot_dir
     from oij.bench.results import write_docs_tables
 
     # PNG only: the pages show those (``oij bench plot`` draws the SVGs too)

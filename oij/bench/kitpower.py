@@ -818,7 +818,7 @@ def _run_work(args: KitPowerOptions, repo: Path, names: list[str], sample: dict[
         ran = sorted(x for x in rows if r is not None and x in r.ran)
         if ran:  # the entry says the command cannot run these lines, and the recorded run did
             stale.append(f"{n}: [[unreached]] lines {ran[:5]} ran in the recorded run ({rows[ran[0]]})")
-    from oij.bench import machine
+    from oij.bench.host import machine
 
     def one(item: tuple[Mutant, Target]) -> Mutant:
         m = run_mutant(item[0], item[1], repo, args.timeout, rec=recs.get(item[0].target),

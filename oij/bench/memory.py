@@ -5,7 +5,7 @@ Each command runs as its own process on a generated workload, Parquet and/or oij
 jsonl reader once held every chunk of its input, which the Parquet runs could not show).
 :func:`oij.proctree.measure` samples its process tree every 0.1 s: peak PSS summed over the tree (shared
 memory counted once, in proportion), the main process's and the largest child's peak RSS.  The rows go to
-``--out`` after every run (with :func:`oij.bench.provenance`); ``memory_table`` is the table printed at the end.
+``--out`` after every run (with :func:`oij.bench.results.provenance`); ``memory_table`` is the table printed at the end.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def memory_bench(args: MemoryBenchOptions) -> list[dict[str, Any]]:
                     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()), file=sys.stderr, flush=True)
                     rows.append(row)
                 os.unlink(path)
-    from oij.bench import provenance
+    from oij.bench.results import provenance
 
     write_text(args.out, json.dumps({"benchmark": "memory", **provenance(sys.argv), "mode": args.mode,
                                      "replicas": args.replicas, "machine": f"{os.cpu_count()} cores", "rows": rows},

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oij.bench import Cell, Context, Experiment, Row, by_size, register
+from oij.bench.experiment import Cell, Context, Experiment, Row, by_size, register
 from oij.parallel.config import ROUTED_PATTERNS
 
 SEC = 1_000_000  # the presets' time unit is the microsecond

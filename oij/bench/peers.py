@@ -191,8 +191,8 @@ def digest(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, str
 
 
 def describe_machine() -> dict[str, Any]:
-    """:func:`oij.bench.machine` and the Java the JVM peers run on."""
-    from oij.bench import machine
+    """:func:`oij.bench.host.machine` and the Java the JVM peers run on."""
+    from oij.bench.host import machine
 
     java = ""
     if shutil.which("java"):
@@ -231,7 +231,7 @@ def peers_bench(args: PeersOptions) -> dict[str, Any]:
     if events < 1 or repeat < 1:
         raise UsageError("--events and --repeat must be >= 1")
     skip = {s for s in args.skip.split(",") if s}
-    from oij.bench import provenance
+    from oij.bench.results import provenance
 
     result: dict[str, Any] = {"experiment": "peers", "events": events, "repeat": repeat, "quick": args.quick,
                               **provenance(sys.argv), "machine": describe_machine(), "workloads": {}}

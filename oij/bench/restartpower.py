@@ -109,7 +109,7 @@ def restart_power(repo: Path, jobs: int, timeout: float, out: str, docs: str | N
     """Run every mutant of :func:`list_mutants`, write the JSON to ``out`` (and the table to ``docs``), print
     the summary; 1 unless every mutant is killed or (with its argument) equivalent.  ``extra``: more options of
     ``oij conform`` (the tests' ``--max-examples``; the measurement runs at the defaults)."""
-    from oij.bench import machine
+    from oij.bench.host import machine
     from oij.bench.results import capture
 
     mutants = list_mutants(repo)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oij.bench import machine as bench_machine
+from oij.bench.host import machine as bench_machine
 
 RESULTS = Path("bench") / "results"
 MANIFEST = RESULTS / "manifest.toml"
@@ -89,6 +89,16 @@ def capture(command: str | Sequence[str] | None = None, repo: str | Path | None 
     return {"command": cmd, "commit": _git(root, "rev-parse", "HEAD"),
             "dirty": [ln.split(None, 1)[1] for ln in dirty.splitlines() if ln.strip()] if dirty else [],
             "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": bench_machine()}
+
+
+def provenance(argv: list[str]) -> dict[str, Any]:
+    """What a result file records about its own making, as top-level fields: the command, the commit it
+    measured, the tracked files changed against it (``dirty``) and the date (UTC); see
+    :func:`capture`."""
+    cmd = " ".join(["oij", *argv[1:]]) if argv and argv[0].endswith("oij") else " ".join(argv)
+    p = capture(cmd, os.path.dirname(os.path.abspath(__file__)))
+    del p["machine"]
+    return p
 
 
 def provenance_of(result: dict[str, Any]) -> dict[str, Any]:

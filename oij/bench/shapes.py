@@ -229,9 +229,9 @@ def _digest(path: str) -> str:
 def shapes_bench(args: ShapesOptions) -> dict[str, Any]:
     """Run the benchmark (module docstring; progress on stderr); write the result to ``args.out`` and return
     it (:func:`format_table` is its text)."""
-    from oij.bench import provenance
     from oij.bench.oracle import out_file
     from oij.bench.peers import describe_machine, params_for
+    from oij.bench.results import provenance
     from oij.workloads import write_workload
 
     events = 20_000 if args.quick and args.events == 2_000_000 else args.events

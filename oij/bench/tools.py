@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from oij.bench import Cell, Context, Experiment, Row, by_size, register
+from oij.bench.experiment import Cell, Context, Experiment, Row, by_size, register
 
 
 def _gen_cells(size: str) -> list[Cell]:

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from oij.commands import results
 
     results.register(bsub)
-    from oij.bench import experiments
+    from oij.bench.experiment import experiments
 
     ls = bsub.add_parser("list", help="every experiment, with the figure it reproduces")
     ls.set_defaults(func=run_list)
@@ -83,7 +83,7 @@ OWN_FLAGS = {"oracle": "the reference oracle: events/s and peak memory", "memory
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from oij.bench import experiments
+    from oij.bench.experiment import experiments
 
     print(f"{'experiment':<16} {'reproduces':<22} what")
     for e in experiments().values():
@@ -102,7 +102,7 @@ def _need_matplotlib() -> None:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from oij.bench import plot_dir
+    from oij.bench.experiment import plot_dir
 
     _need_matplotlib()
     if not os.path.isdir(args.dir):
@@ -116,7 +116,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_named(args: argparse.Namespace) -> int:
-    from oij.bench import experiments, plot_dir, run_experiment
+    from oij.bench.experiment import experiments, plot_dir, run_experiment
 
     e = experiments()[args.experiment]
     if args.plot:

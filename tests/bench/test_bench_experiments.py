@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from oij.bench import experiments
+from oij.bench.experiment import experiments
 from oij.cli import main
 
 pytestmark = pytest.mark.timeout(600)

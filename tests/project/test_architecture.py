@@ -67,6 +67,8 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
         ("parallel/runtime/replica.py", "from oij.parallel.patterns.hp import hp_engine\n",
          "oij.parallel.runtime.replica -> oij.parallel.patterns.hp"),
         ("reference/exact.py", "from oij.io.jsonl import format_float\n", "oij.reference.exact -> oij.io.jsonl"),
+        # the cycle issue 66 removed: a module of oij.bench importing the package, whose __init__ imports it
+        ("oij/bench/results.py", "from oij.bench import machine as _m\n", "oij.bench.results -> oij.bench"),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line: str, needle: str) -> None:
@@ -76,6 +78,41 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, line:
     r = _lint(tree)
     assert r.returncode != 0
     assert needle in r.stdout
+
+
+_CYCLES = """
+import grimp, networkx
+g = grimp.build_graph("oij", include_external_packages=False, cache_dir=None)
+d = networkx.DiGraph((m, i) for m in g.modules for i in g.find_modules_directly_imported_by(m))
+for c in sorted(sorted(c) for c in networkx.strongly_connected_components(d) if len(c) > 1):
+    print(" ".join(c))
+"""
+
+
+def import_cycles(tree: Path) -> list[list[str]]:
+    """The import cycles among the modules of ``tree`` (laid out as installed): each strongly connected set of
+    modules of the graph of direct imports (grimp's; a package is its ``__init__``), sorted."""
+    r = subprocess.run([sys.executable, "-c", _CYCLES], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [line.split() for line in r.stdout.splitlines()]
+
+
+def test_no_import_cycle_among_the_modules(tmp_path: Path) -> None:
+    """No module imports, directly or through others, a module that imports it: not between siblings (the
+    ``acyclic_siblings`` contract) and not between a package and its own modules, which that contract does not
+    compare (oij.bench's ``__init__`` and oij.bench.results imported each other until issue 66)."""
+    assert import_cycles(_copy_tree(tmp_path)) == []
+
+
+def test_an_import_cycle_is_found(tmp_path: Path) -> None:
+    """Negative control: the cycle issue 66 removed, put back in a copy (oij.bench.results importing the package,
+    whose ``__init__`` imports oij.bench.results), is found."""
+    tree = _copy_tree(tmp_path)
+    with open(tree / "oij" / "bench" / "results.py", "a") as f:
+        f.write("from oij.bench import machine as _m\n")
+    cycles = import_cycles(tree)
+    assert any({"oij.bench", "oij.bench.results"} <= set(c) for c in cycles), cycles
 
 
 @pytest.mark.parametrize("group", ["spark-session", "flink-gateway"])
