@@ -137,6 +137,18 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
         with naming(path), open(path, "wb") as special:
             yield special
         return
+    with _replacing(path) as (_, fd), naming(path), os.fdopen(fd, "wb") as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def _replacing(path: str) -> Iterator[tuple[str, int]]:
+    """A new temporary file beside ``path``: its name and a descriptor open for writing, which the block owns
+    (closes) and whose data the block makes durable (fsync).  When the block completes, the file takes ``path``'s
+    mode and is renamed over it, and the directory is fsynced; otherwise the file is removed (with the signals
+    that would interrupt that deferred).  The one tail of :func:`atomic_binary` and :func:`atomic_path`."""
     directory = os.path.dirname(os.path.abspath(path))
     done = False
     tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)
@@ -147,10 +159,7 @@ def atomic_binary(path: str) -> Iterator[IO[bytes]]:
             settled(tmp)
             tmp = ""  # not ours
             raise
-        with naming(path), os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp, fd
         _set_mode(tmp, path)
         os.replace(tmp, path)
         done = True
@@ -173,16 +182,8 @@ def atomic_path(path: str) -> Iterator[str]:
         with naming(path):
             yield path
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    done = False
-    tmp = temp_name(directory, "." + os.path.basename(path) + TMP_MARK)
-    try:
-        try:
-            os.close(create_exclusive(tmp))
-        except FileExistsError:
-            settled(tmp)
-            tmp = ""  # not ours
-            raise
+    with _replacing(path) as (tmp, fd):
+        os.close(fd)
         with naming(path):
             yield tmp
         fd = os.open(tmp, os.O_RDONLY)
@@ -190,17 +191,6 @@ def atomic_path(path: str) -> Iterator[str]:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _set_mode(tmp, path)
-        os.replace(tmp, path)
-        done = True
-        settled(tmp)
-        _fsync_dir(directory)
-    finally:
-        if not done and tmp:
-            with signals_deferred():
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                settled(tmp)
 
 
 def check_writable(path: str) -> str | None:

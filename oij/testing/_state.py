@@ -216,6 +216,15 @@ def _measure(argv: Sequence[str], case: Case, timeout: float,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return total, None, []
+    code, rss = _feed(p, lines, total, chunks, timeout)
+    return total, code, rss
+
+
+def _feed(p: subprocess.Popen[bytes], lines: list[bytes], total: int, chunks: int,
+          timeout: float) -> tuple[int, list[tuple[int, int]]]:
+    """Write ``lines`` to ``p``'s stdin in ``chunks``, sampling its tree's resident memory after each (events
+    written so far, at most ``total``), then close stdin and wait: (exit code, samples).  ``p`` is killed (its
+    process group) after ``timeout`` seconds, and when anything here fails."""
     rss: list[tuple[int, int]] = []
     timer = threading.Timer(timeout, lambda: _killpg(p))
     timer.start()
@@ -234,7 +243,7 @@ def _measure(argv: Sequence[str], case: Case, timeout: float,
         if p.poll() is None:
             _killpg(p)
             p.wait()
-    return total, code, rss
+    return code, rss
 
 
 def run_state_case(argv: Sequence[str], case: Case, features: frozenset[str], timeout: float,
@@ -272,24 +281,9 @@ def run_state_case(argv: Sequence[str], case: Case, features: frozenset[str], ti
     readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
     for r in readers:
         r.start()
-    rss: list[tuple[int, int]] = []
-    timer = threading.Timer(timeout, lambda: _killpg(p))
-    timer.start()
     try:
-        assert p.stdin is not None
-        step = max(1, len(lines) // chunks)
-        with contextlib.suppress(BrokenPipeError, OSError):
-            for i in range(0, len(lines), step):
-                p.stdin.write(b"".join(lines[i:i + step]))
-                p.stdin.flush()
-                rss.append((min(i + step, total), tree_rss(p.pid)))
-            p.stdin.close()
-        code = p.wait()
+        code, rss = _feed(p, lines, total, chunks, timeout)
     finally:
-        timer.cancel()
-        if p.poll() is None:
-            _killpg(p)
-            p.wait()
         for r in readers:
             r.join(5.0)
     run.seconds = time.monotonic() - t0
