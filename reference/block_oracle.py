@@ -199,6 +199,8 @@ def window_runs(t_kc: I64, t_ts: I64, q_kc: I64, q_lo: I64,
 
     Returns ``(s, e, order)`` with ``order`` the targets sorted by (key, ts); step 5 of the module
     docstring.  O((n + m) log n) for n targets and m queries.
+
+    Implements :func:`oij.spec.match.window_lo` and :func:`oij.spec.match.window_hi` as runs of sorted targets.
     """
     n = len(t_ts)
     if n == 0 or len(q_kc) == 0:
@@ -238,7 +240,10 @@ def window_runs(t_kc: I64, t_ts: I64, q_kc: I64, q_lo: I64,
 def window_pairs(a_kc: I64, a_ts: I64, b_kc: I64, b_ts: I64, lo: int,
                  hi: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Indices (i, j) of every pair with ``a_kc[i] == b_kc[j]`` and ``a_ts[i] + lo <= b_ts[j] <= a_ts[i] + hi``
-    (requires ``lo <= hi``).  O((n + m) log n + pairs)."""
+    (requires ``lo <= hi``).  O((n + m) log n + pairs).
+
+    Implements :func:`oij.spec.match.is_window_match` for every pair of two blocks.
+    """
     s, e, order = window_runs(b_kc, b_ts, a_kc, a_ts + lo, a_ts + hi)
     cnt = e - s
     ia = np.repeat(np.arange(len(a_ts)), cnt)
@@ -425,6 +430,9 @@ def watermarks_before(is_w: Bools, ts: I64, channel: I64, cm: I64, w: int,
     ``cm`` holds the per-channel maxima :math:`m_c(s)` and ``w`` the W in force before the block's first event.
     Returns ``(before, cm_after, w_after)``: :math:`W_i` for every event, the maxima and W after the block.
     Pure.  O(n + N k) vectorised, or O(n + k) interpreted steps when N x k exceeds ``matrix_cells``.
+
+    Implements :func:`oij.spec.watermark.on_watermark` and :func:`oij.spec.watermark.effective_watermark` over a
+    block (:func:`oij.spec.watermark.arrival_watermarks`).
     """
     widx = np.flatnonzero(is_w)
     k = len(widx)
@@ -464,6 +472,9 @@ def lateness_before(ts: I64, max_ts: int, lateness: int) -> tuple[I64, int]:
     (:math:`-\infty` while no tuple was seen), given the carried maximum ``max_ts`` (:data:`NEG` for none).
 
     Returns ``(before, max_after)``.  Pure.  O(n).
+
+    Implements :func:`oij.spec.watermark.lateness_watermark` over a block
+    (:func:`oij.spec.watermark.arrival_watermarks`).
     """
     run = np.maximum.accumulate(ts)
     before = np.empty(len(ts), np.int64)
@@ -476,7 +487,10 @@ def lateness_before(ts: I64, max_ts: int, lateness: int) -> tuple[I64, int]:
 
 
 def w_after_lateness(max_ts: int, lateness: int) -> int:
-    """W in lateness mode once the largest ts seen is ``max_ts`` (:data:`NEG`: none seen, W is -inf).  O(1)."""
+    """W in lateness mode once the largest ts seen is ``max_ts`` (:data:`NEG`: none seen, W is -inf).  O(1).
+
+    Implements :func:`oij.spec.watermark.lateness_watermark`.
+    """
     return NEG if max_ts == NEG else max_ts - lateness
 
 
@@ -529,6 +543,9 @@ class BlockStore:
         never below the last one.  Changes: stores the tuples, drops the final bases and what
         :mod:`oij.spec.purge` lets go.  Emits (into ``self.out``): the block's pairs and the rows of the bases
         that became final.  O(n log(n + S) + S log S + p).
+
+        Implements :func:`oij.spec.batch.compute_pairs` over the on-time tuples (each pair found in the
+        block of its second tuple) and the purge of :mod:`oij.spec.purge` at the block end.
         """
         if self.ended:
             raise ValueError("tuples after the end of the stream")
@@ -551,7 +568,11 @@ class BlockStore:
 
     def end(self) -> None:
         """The end of the stream: every stored base is final (its row is emitted); all state is dropped.
-        O(S log S + p)."""
+        O(S log S + p).
+
+        Implements :func:`oij.spec.stream.compute_emitted` for a prefix that ends with End (every base
+        final, nothing needed).
+        """
         if not self.ended:
             self.ended = True
             self._settle(final_all=True)
@@ -568,7 +589,11 @@ class BlockStore:
     # ------------------------------------------------------------------ steps 3 and 4
 
     def _join_new(self, new_b: Tuples, new_p: Tuples) -> None:
-        """Step 3: block bases x (stored + block probes), stored bases x block probes; stores the probes."""
+        """Step 3: block bases x (stored + block probes), stored bases x block probes; stores the probes.
+
+        Implements :func:`oij.spec.match.is_window_match` for the three joins of step 3
+        (:func:`oij.spec.batch.compute_pairs`).
+        """
         if self.agg is None and not self.empty:
             probes = self.probes.cat(new_p)
             ia, ib = window_pairs(new_b.kc, new_b.ts, probes.kc, probes.ts, self.lo, self.hi)
@@ -584,7 +609,10 @@ class BlockStore:
             self.probes = self.probes.cat(new_p)
 
     def _final(self, done: Tuples) -> None:
-        """Step 4 for the bases ``done`` that became final: their aggregate or (a, null) rows."""
+        """Step 4 for the bases ``done`` that became final: their aggregate or (a, null) rows.
+
+        Implements :func:`oij.spec.stream.is_final`: the rows emitted once, on finality.
+        """
         if self.agg is not None:
             self._rows(done)
         elif self.left:
@@ -592,11 +620,18 @@ class BlockStore:
 
     def _keeps_pending_windows(self) -> bool:
         """Whether a probe inside a pending base's window is kept although no future tuple needs it (its row,
-        or pairs made at finality, are not out yet)."""
+        or pairs made at finality, are not out yet).
+
+        Implements the pending-window clause of :func:`oij.spec.purge.is_probe_needed`.
+        """
         return self.agg is not None
 
     def _settle(self, final_all: bool) -> None:
-        """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`oij.spec.purge`."""
+        """Step 4 at a block end (or at End): rows of the final bases, then purge by :mod:`oij.spec.purge`.
+
+        Implements :func:`oij.spec.stream.is_final`, :func:`oij.spec.purge.is_base_needed` and
+        :func:`oij.spec.purge.is_probe_needed` at a block end.
+        """
         w = self.w
         bases = self.bases
         final = np.ones(len(bases), np.bool_) if final_all else bases.ts + self.hi < w
@@ -621,7 +656,11 @@ class BlockStore:
 
     def _rows(self, done: Tuples) -> None:
         """The aggregate rows of the final bases ``done`` over the stored probes (step 5).  O((m + S) log S +
-        window sizes) for m bases; sum and avg add O(S) exact integer additions."""
+        window sizes) for m bases; sum and avg add O(S) exact integer additions.
+
+        Implements :func:`oij.spec.batch.compute_aggregates` (:func:`oij.spec.batch.compute_window`,
+        :func:`oij.spec.aggregate.compute_aggregate`).
+        """
         probes = self.probes
         m = len(done)
         if self.empty or not len(probes):
@@ -780,6 +819,9 @@ class BlockOracle:
 
         Requires: not ended.  Emits (into the store's output): late ids, pairs, and the rows of the bases that
         became final.  O(n log(n + S) + S log S + p) per block.
+
+        Implements :func:`oij.spec.stream.compute_emitted` a block at a time: after each block the output is
+        what that function gives for the prefix read so far.
         """
         if self.ended:
             raise ValueError("events after the end of the stream")
@@ -789,7 +831,10 @@ class BlockOracle:
 
     def end(self) -> None:
         """The end of the stream: every stored base is final (its row is emitted); all state is dropped.
-        O(S log S + p)."""
+        O(S log S + p).
+
+        Implements :func:`oij.spec.stream.compute_emitted` for a prefix that ends with End.
+        """
         self.store.end()
 
     def take(self) -> BlockOutput:
@@ -799,7 +844,10 @@ class BlockOracle:
     # ------------------------------------------------------------------ one block
 
     def _is_late(self, ts: I64, w_before: I64) -> Bools:
-        """Step 2: late iff ts < W at arrival (the negative control of the tests overrides it)."""
+        """Step 2: late iff ts < W at arrival (the negative control of the tests overrides it).
+
+        Implements :func:`oij.spec.watermark.is_late`.
+        """
         late: Bools = ts < w_before
         return late
 
@@ -813,6 +861,12 @@ class BlockOracle:
 
     def _block(self, kind: npt.NDArray[Any], side: npt.NDArray[Any], ids: Ids, ts: I64, key: npt.NDArray[Any],
                value: F64, channel: I64) -> None:
+        """Decide one block: W before each event (step 1), the late marks (step 2), then the on-time tuples
+        to the store (steps 3-6).
+
+        Implements :func:`oij.spec.watermark.arrival_watermarks` (W at each arrival),
+        :func:`oij.spec.watermark.is_late` and :func:`oij.spec.stream.on_time_tuples` for one block.
+        """
         if not len(kind):
             return
         is_t = kind == 0
@@ -864,7 +918,10 @@ def event_columns(events: Iterable[Event]) -> tuple[npt.NDArray[np.int8], npt.ND
 
 def run_blocks(events: Iterable[Event], q: Query, block: int = BLOCK) -> Results:
     """Run the block path over a whole event sequence (up to End); the result in canonical order, as
-    :func:`oij.reference.oracle.run_events`.  O(n log n + output)."""
+    :func:`oij.reference.oracle.run_events`.  O(n log n + output).
+
+    Implements :func:`oij.spec.stream.compute_stream_result`.
+    """
     evs: list[Event] = []
     ended = False
     for e in events:

@@ -145,7 +145,11 @@ class Oracle:
     # ------------------------------------------------------------------ events
 
     def on_event(self, e: Event) -> None:
-        """Dispatch one event to :meth:`on_tuple`, :meth:`on_watermark` or :meth:`on_end`."""
+        """Dispatch one event to :meth:`on_tuple`, :meth:`on_watermark` or :meth:`on_end`.
+
+        Implements :func:`oij.spec.stream.compute_emitted`, one event at a time: after each event the output
+        is what that function gives for the prefix read so far.
+        """
         if isinstance(e, StreamTuple):
             self.on_tuple(e)
         elif isinstance(e, Watermark):
@@ -162,6 +166,11 @@ class Oracle:
         Emits: ``late`` if ``t.ts < W``; else every pair ``t`` completes; an
         aggregate or (a, null) row if ``t`` is a base that is final on arrival.
         Cost: O(log n + n_moved + p), plus purging in lateness mode.
+
+        Implements :func:`oij.spec.watermark.is_late` (the late mark), :func:`oij.spec.match.is_match` (the
+        pairs it completes), :func:`oij.spec.watermark.lateness_watermark` (W in lateness mode) and
+        :func:`oij.spec.purge.is_base_needed` / :func:`oij.spec.purge.is_probe_needed` (whether it is
+        stored).
         """
         ts = t.ts
         w = self.w
@@ -245,6 +254,10 @@ class Oracle:
         purges every key whose wake time W has reached.
         Emits: the aggregate / (a, null) rows of bases that became final.
         Cost: O(1) if W does not move, else O(N + (woken keys) * log K + purged).
+
+        Implements :func:`oij.spec.watermark.on_watermark` and
+        :func:`oij.spec.watermark.effective_watermark`; the rows it emits are those
+        :func:`oij.spec.stream.is_final` makes final.
         """
         c = wm.channel
         cm = self.channel_max
@@ -255,7 +268,11 @@ class Oracle:
                 self._advance(min(cm))
 
     def on_end(self) -> None:
-        """End of stream.  Emits every pending row (all bases are final); drops all state.  O(total state)."""
+        """End of stream.  Emits every pending row (all bases are final); drops all state.  O(total state).
+
+        Implements :func:`oij.spec.stream.compute_emitted` for a prefix that ends with End (every base
+        final) and :func:`oij.spec.purge.compute_needed` there (nothing needed).
+        """
         self.ended = True
         self.w = INF
         for ks in list(self.keys.values()):
@@ -281,6 +298,13 @@ class Oracle:
         return reduce(lambda x, y: map(operator.and_, x, y), masks)
 
     def _base_pairs(self, t: StreamTuple) -> None:
+        """Emit the pairs an arriving on-time base completes with the stored probes, and store it when
+        needed.
+
+        Implements :func:`oij.spec.match.is_match` for an arriving base against the stored probes
+        (:func:`oij.spec.match.window_lo`, :func:`oij.spec.match.window_hi`,
+        :func:`oij.spec.match.is_cond_true`).
+        """
         lo = t.ts + self.lo_off
         hi = t.ts + self.hi_off
         ks = self.keys.get(t.key)
@@ -313,6 +337,10 @@ class Oracle:
         self._store_base(ks if ks is not None else self._key_state(t.key), t, cv)
 
     def _store_base(self, ks: _KeyState, t: StreamTuple, cv: list[Any] | None = None) -> None:
+        """Insert a base into the key's sorted lists (with its cond operands ``cv``).  O(n).
+
+        Implements the storage that :func:`oij.spec.purge.is_base_needed` asks for.
+        """
         i = bisect_right(ks.bts, t.ts)
         ks.bts.insert(i, t.ts)
         ks.bid.insert(i, t.id)
@@ -325,6 +353,12 @@ class Oracle:
             self._schedule(ks, wake)
 
     def _probe(self, t: StreamTuple) -> None:
+        """Emit the pairs an arriving on-time probe completes with the stored bases (pairs mode), and store
+        it when needed.
+
+        Implements :func:`oij.spec.match.is_match` for an arriving probe against the stored bases, and
+        :func:`oij.spec.purge.is_probe_needed` for whether it is stored.
+        """
         ks = self.keys.get(t.key)
         cv = _operands(t, self.q) if self.cond else None
         if self.agg is None and ks is not None and len(ks.bts) > ks.b0:
@@ -367,7 +401,11 @@ class Oracle:
                 self._schedule(ks, wake)
 
     def _covered(self, ks: _KeyState | None, ts: int) -> bool:
-        """True iff a pending base of the key (aggregate mode) has ``ts`` in its window."""
+        """True iff a pending base of the key (aggregate mode) has ``ts`` in its window.
+
+        Implements the pending-window clause of :func:`oij.spec.purge.is_probe_needed`
+        (:func:`oij.spec.match.is_window_match` with a non-final base).
+        """
         if self.agg is None or ks is None or len(ks.bts) == ks.b0:
             return False
         i = bisect_left(ks.bts, ts - self.hi_off, ks.b0)
@@ -376,6 +414,12 @@ class Oracle:
     # ---------------------------------------------------------------- aggregates
 
     def _base_aggregate(self, t: StreamTuple) -> None:
+        """An arriving on-time base in aggregate mode: its row at once when it is final on arrival, else
+        stored pending.
+
+        Implements :func:`oij.spec.stream.is_final` on arrival and :func:`oij.spec.batch.compute_window` for
+        a base that is final at once.
+        """
         hi = t.ts + self.hi_off
         cv = _operands(t, self.q) if self.cond else None
         if hi < self.w:  # final on arrival: every probe it can see is stored
@@ -386,7 +430,11 @@ class Oracle:
 
     def _direct_row(self, ks: _KeyState | None, aid: int, lo: int, hi: int,
                     cv: list[Any] | None = None) -> AggregateRow:
-        """The aggregate over stored probes in [lo, hi] passing cond (operands ``cv``), from scratch.  O(log n + k)."""
+        """The aggregate over stored probes in [lo, hi] passing cond (operands ``cv``), from scratch.  O(log n + k).
+
+        Implements :func:`oij.spec.batch.compute_window` and :func:`oij.spec.aggregate.compute_aggregate`
+        from scratch.
+        """
         if ks is None or lo > hi:
             return self._row(aid, 0, 0, None)
         i = bisect_left(ks.pts, lo)
@@ -409,6 +457,12 @@ class Oracle:
         return self._row(aid, n, sum(exact) if exact else 0, None)
 
     def _row(self, aid: int, n: int, total: Any, extreme: float | None) -> AggregateRow:
+        """The aggregate row of base ``aid`` from ``n`` probes, their exact ``total`` and their ``extreme``
+        (min/max).
+
+        Implements the row of :func:`oij.spec.aggregate.compute_aggregate` (with
+        :func:`oij.spec.aggregate.round_to_float`) from a count and an exact total.
+        """
         agg = self.agg
         if agg == "count":
             return (aid, n, n)
@@ -431,7 +485,10 @@ class Oracle:
         return to_float(total, count)
 
     def _move_cursor(self, ks: _KeyState, lo: int, hi: int) -> None:
-        """Slide the cursor to [lo, hi] (lo and hi never decrease).  O(log n + entering + leaving)."""
+        """Slide the cursor to [lo, hi] (lo and hi never decrease).  O(log n + entering + leaving).
+
+        Implements :func:`oij.spec.batch.compute_window` incrementally, for bases final in ts order.
+        """
         pts = ks.pts
         is_sum = self.agg == "sum" or self.agg == "avg"
         dq = ks.cur_dq
@@ -468,7 +525,10 @@ class Oracle:
         ks.cur_hi = hi
 
     def _cursor_evict_below(self, ks: _KeyState, x: int) -> None:
-        """Subtract from the cursor the probes with ts < x that are about to be deleted."""
+        """Subtract from the cursor the probes with ts < x that are about to be deleted.
+
+        Implements :func:`oij.spec.batch.compute_window` incrementally (the probes that leave the window).
+        """
         if ks.cur_lo >= x or ks.cur_lo > ks.cur_hi:
             return
         pts = ks.pts
@@ -485,7 +545,11 @@ class Oracle:
     # ------------------------------------------------------------------ finality
 
     def _finalize(self, ks: _KeyState, k: int) -> None:
-        """Emit the rows of the pending bases ks.b0 .. k-1 (in ts order) and drop or retire them."""
+        """Emit the rows of the pending bases ks.b0 .. k-1 (in ts order) and drop or retire them.
+
+        Implements :func:`oij.spec.stream.is_final` (the rows emitted once, on finality) and
+        :func:`oij.spec.batch.compute_aggregates` (their values).
+        """
         b0 = ks.b0
         if k <= b0:
             return
@@ -521,7 +585,11 @@ class Oracle:
             ks.b0 = k
 
     def _advance(self, w: int) -> None:
-        """Raise W to ``w`` and process every key whose wake time has come.  O(woken * log K)."""
+        """Raise W to ``w`` and process every key whose wake time has come.  O(woken * log K).
+
+        Implements :func:`oij.spec.watermark.watermark_after` (W only rises) and
+        :func:`oij.spec.stream.is_final` for the keys it wakes.
+        """
         if w <= self.w:
             return
         self.w = w
@@ -543,6 +611,9 @@ class Oracle:
 
         The same rules, fewer Python calls: in lateness mode W moves on almost
         every tuple, and every stored tuple costs one wake-up when it expires.
+
+        Implements :func:`oij.spec.purge.is_base_needed` and :func:`oij.spec.purge.is_probe_needed` for the
+        inner pairs mode.
         """
         heap, keys = self.heap, self.keys
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -578,7 +649,11 @@ class Oracle:
             heappush(heap, (wake, slot, ks))
 
     def _process(self, ks: _KeyState) -> None:
-        """Finalize the key's bases with hi < W and purge what is no longer needed; reschedule."""
+        """Finalize the key's bases with hi < W and purge what is no longer needed; reschedule.
+
+        Implements :func:`oij.spec.stream.is_final`, :func:`oij.spec.purge.is_base_needed` and
+        :func:`oij.spec.purge.is_probe_needed` for one key.
+        """
         w = self.w
         lo_off, hi_off = self.lo_off, self.hi_off
         self._finalize(ks, bisect_left(ks.bts, w - hi_off, ks.b0))
@@ -610,6 +685,10 @@ class Oracle:
             self._schedule(ks, wake)
 
     def _drop_probes(self, ks: _KeyState, i: int, j: int) -> None:
+        """Delete the key's stored probes ``i .. j-1`` from every parallel list.
+
+        Implements :func:`oij.spec.purge.is_probe_needed`: the probes it drops are no longer needed.
+        """
         del ks.pts[i:j]
         del ks.pid[i:j]
         if ks.pval:
@@ -621,14 +700,21 @@ class Oracle:
         self.stored -= j - i
 
     def _drop_gap_probes(self, ks: _KeyState, f: int) -> None:
-        """Window wholly in the future (lower' > 0): drop probes below f covered by no pending window."""
+        """Window wholly in the future (lower' > 0): drop probes below f covered by no pending window.
+
+        Implements :func:`oij.spec.purge.is_probe_needed` when the window lies wholly in the future.
+        """
         end = bisect_left(ks.pts, f)
         for i in range(end - 1, -1, -1):
             if not self._covered(ks, ks.pts[i]):
                 self._drop_probes(ks, i, i + 1)
 
     def _schedule(self, ks: _KeyState, wake: int) -> None:
-        """Make sure the key is processed once W >= wake.  O(log K) when it moves the wake earlier."""
+        """Make sure the key is processed once W >= wake.  O(log K) when it moves the wake earlier.
+
+        Implements the wake times of :func:`oij.spec.stream.is_final` and
+        :func:`oij.spec.purge.is_base_needed`: the smallest W at which either can change for the key.
+        """
         if wake <= self.w:
             return
         if ks.wake is None or wake < ks.wake:
@@ -638,11 +724,17 @@ class Oracle:
     # ---------------------------------------------------------------- inspection
 
     def results(self) -> Results:
-        """The output emitted so far, in canonical order."""
+        """The output emitted so far, in canonical order.
+
+        Implements :meth:`oij.spec.batch.Results.canonical` on the output so far.
+        """
         return Results(list(self.pairs), list(self.aggregates), list(self.late)).canonical()
 
     def retained(self) -> set[tuple[str, int]]:
-        """(side, id) of every stored tuple that is still live (not final).  O(state)."""
+        """(side, id) of every stored tuple that is still live (not final).  O(state).
+
+        Implements :func:`oij.spec.purge.compute_needed` (checked against it by the tests).
+        """
         out: set[tuple[str, int]] = set()
         for ks in self.keys.values():
             out.update(("base", i) for i in ks.bid[ks.b0 :])
@@ -695,7 +787,10 @@ def _operands(t: StreamTuple, q: Query) -> Any:
 
 
 def run_events(events: Iterable[Event], q: Query, *, purge: bool = True) -> Results:
-    """Run the oracle over a whole event sequence; the result in canonical order."""
+    """Run the oracle over a whole event sequence; the result in canonical order.
+
+    Implements :func:`oij.spec.stream.compute_stream_result`.
+    """
     o = Oracle(q, purge=purge)
     for e in events:
         o.on_event(e)
