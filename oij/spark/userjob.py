@@ -139,8 +139,10 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
     "watermarks", "dropped_by_watermark", "progress"}``: committed micro-batches (no-data ones included), those
     that read a file, output rows, input tuples, chunks written, the wall time of the query (start to
     termination) and of the whole call, the checkpoint directory (None when it was temporary, hence removed),
-    each committed batch's ``batchWatermarkMs``, the rows Spark's join dropped as late (its
-    ``numRowsDroppedByWatermark``, summed) and each batch's progress report (:func:`_progress`).
+    each committed batch's ``batchWatermarkMs`` (every batch's offsets and commits are retained in the checkpoint:
+    ``spark.sql.streaming.minBatchesToRetain`` is raised above the batch count for the query, as is
+    ``numRecentProgressUpdates``; Spark's default 100 would delete the older ones), the rows Spark's join
+    dropped as late (its ``numRowsDroppedByWatermark``, summed) and each batch's progress report (:func:`_progress`).
 
     Requires: a lateness-mode workload (else UsageError); Java 17 for Spark.  ``checkpoint_dir``, if given,
     must be empty or absent (Spark would otherwise resume an old query): UsageError if it holds anything.
@@ -164,10 +166,14 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
         os.makedirs(ckpt, exist_ok=True)
         spark = spark_session(master)
         sink = os.path.join(work, "out")
-        # keep every batch's progress report (Spark keeps the last 100): a monitoring setting, no semantics
-        keep = "spark.sql.streaming.numRecentProgressUpdates"
-        saved = spark.conf.get(keep, None)
-        spark.conf.set(keep, str(max(100, 4 * chunks + 10)))
+        # keep every batch's progress report and every batch's offsets, commits and state versions in the
+        # checkpoint (Spark keeps the last 100 of each): housekeeping settings, no semantics
+        n_keep = str(max(100, 4 * chunks + 10))
+        keep = {"spark.sql.streaming.numRecentProgressUpdates": n_keep,
+                "spark.sql.streaming.minBatchesToRetain": n_keep}
+        saved = {k: spark.conf.get(k, None) for k in keep}
+        for k, v in keep.items():
+            spark.conf.set(k, v)
         started = time.perf_counter()
         query = (_frame(spark, q, inp, string_keys).writeStream.format("json").outputMode("append")
                  .option("path", sink).option("checkpointLocation", ckpt)
@@ -175,10 +181,11 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
         try:
             query.awaitTermination()
         finally:
-            if saved is None:
-                spark.conf.unset(keep)
-            else:
-                spark.conf.set(keep, saved)
+            for k, old in saved.items():  # the session may be shared (tests): leave it as it was
+                if old is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, old)
         seconds = time.perf_counter() - started
         progress = [_progress(p) for p in query.recentProgress]
         a, b, null = _read_sink(spark, sink)
@@ -186,8 +193,8 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
         with atomic_text(out_path) as out:
             write_pairs(out, a[order], b[order], null[order])
         batches = checkpoint_batches(ckpt)
-        data_batches = sum(1 for x in batches if _read_a_file(x, batches))
-        return {"batches": len(batches), "data_batches": data_batches, "rows": len(a),
+        data_batches = sum(1 for p in progress if p["input_rows"] > 0)
+        return {"batches": len(progress), "data_batches": data_batches, "rows": len(a),
                 "tuples": len(tuples), "files": chunks, "seconds": round(seconds, 3),
                 "seconds_total": round(time.perf_counter() - begin, 3),
                 "checkpoint": checkpoint_dir, "watermarks": [x["watermark_ms"] for x in batches],
@@ -205,12 +212,6 @@ def _progress(p: Any) -> dict[str, Any]:
     return {"batch": p.batchId, "input_rows": p.numInputRows, "watermark": p.eventTime.get("watermark"),
             "dropped": sum(int(o.numRowsDroppedByWatermark) for o in ops),
             "state_rows": sum(int(o.numRowsTotal) for o in ops)}
-
-
-def _read_a_file(x: dict[str, Any], batches: list[dict[str, Any]]) -> bool:
-    """Whether batch ``x`` moved a source's offset (read a file) compared with the batch before it."""
-    i = batches.index(x)
-    return i == 0 or x["offsets"] != batches[i - 1]["offsets"]
 
 
 def _read_sink(spark: Any, sink: str) -> tuple[Any, Any, Any]:
