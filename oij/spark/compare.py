@@ -301,7 +301,7 @@ def compare_frames(
     """Compare every engine's partition of the dataset at ``results_dir`` with ``reference``, in Spark.
 
     By fingerprints (:mod:`oij.spark.fingerprint`): per bucket of base ids each side's row count and hash sums;
-    only the buckets that differ are compared row by row (:func:`_diff_frame`), so the result is that of the
+    only the buckets that differ are compared row by row (``_diff_frame``), so the result is that of the
     row-by-row comparison of everything.  A reference remembered by :func:`write_frame` has the rows of those
     buckets written to its partition (once, for every engine); when no bucket differs nothing of it is written.
     """
@@ -339,7 +339,7 @@ def compare_frames(
 def compare_frames_by_rows(
     spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
 ) -> dict[str, ResultComparison]:
-    """:func:`compare_frames` without fingerprints: every row of both sides through :func:`_diff_frame` (the
+    """:func:`compare_frames` without fingerprints: every row of both sides through ``_diff_frame`` (the
     definition the fingerprint path is tested against)."""
     from pyspark import StorageLevel
 

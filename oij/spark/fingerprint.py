@@ -12,7 +12,7 @@ id, modulo :data:`BUCKETS`) and a canonical encoding (:func:`encoding`), and per
 The sums are additive, so each is a partial aggregation where the rows are produced (the oracle's join, the
 scan of an output's partition): only a few thousand rows per task are shuffled, never the rows.  A bucket
 whose fingerprints are equal on both sides has equal multisets of encoded rows (with the probability below);
-only the buckets that differ are compared row by row by :func:`oij.spark.compare._diff_frame`, today's
+only the buckets that differ are compared row by row by ``oij.spark.compare._diff_frame``, today's
 comparison, so the differences, their order, the replay cases and the report are the same as without
 fingerprints.  Addition, not XOR: a duplicated row adds its hash twice, a pair, a late id or a left join's
 ``(a, null)`` row missing once subtracts it once; no multiplicity cancels.
@@ -46,7 +46,7 @@ Data flow::
     fingerprints of reference and engine --differ--> bucket set --> rows of those buckets only:
         the oracle's written to results/engine=spark-oracle/ (once, for every engine), then _diff_frame
 
-Process state: :data:`_LAZY` keeps, per results directory, the oracle frames that were fingerprinted instead of
+Process state: ``_LAZY`` keeps, per results directory, the oracle frames that were fingerprinted instead of
 written (:func:`register`), so that the comparison can compute their rows for the buckets that differ; with
 ``OIJ_KEEP_RESULTS=1`` in the environment (:func:`keep_results`) every row is written as before.
 """
@@ -73,8 +73,6 @@ CELL_WIDTH = 5e-10
 MIN_TOLERANCE = 1e-9
 """Cells are used only when the comparison's relative tolerance is at least this."""
 
-Fingerprint = dict[int, tuple[int, ...]]
-"""Per bucket: (rows, six sums)."""
 
 
 
@@ -84,7 +82,7 @@ class Remembered:
     used value cells."""
 
     frame: Any
-    fingerprint: Fingerprint
+    fingerprint: dict[int, tuple[int, ...]]
     cells: bool = True
 
 
@@ -97,7 +95,8 @@ def keep_results() -> bool:
     return os.environ.get("OIJ_KEEP_RESULTS", "") not in ("", "0")
 
 
-def register(results_dir: str, engine: str, frame: Any, fp: Fingerprint, cells: bool = True) -> None:
+def register(results_dir: str, engine: str, frame: Any, fp: dict[int, tuple[int, ...]],
+             cells: bool = True) -> None:
     """Remember ``frame`` (lazy) and its fingerprint ``fp`` as ``engine``'s rows in ``results_dir``, in place of a
     written partition."""
     _LAZY.setdefault(os.path.abspath(results_dir), {})[engine] = Remembered(frame, fp, cells)
@@ -179,15 +178,15 @@ def fingerprint_frame(rows: Any, cells: bool = True) -> Any:
     return rows.groupBy(bucket_column().alias("bucket")).agg(F.count(F.lit(1)).alias("n"), *sums)
 
 
-def fingerprint(rows: Any, cells: bool = True) -> Fingerprint:
+def fingerprint(rows: Any, cells: bool = True) -> dict[int, tuple[int, ...]]:
     """:func:`fingerprint_frame` collected: bucket -> (n, s0, ..., s5); buckets without rows are absent."""
-    out: Fingerprint = {}
+    out: dict[int, tuple[int, ...]] = {}
     for r in fingerprint_frame(rows, cells).collect():
         out[int(r["bucket"])] = tuple(int(r[c] or 0) for c in ("n", *(f"s{i}" for i in range(2 * HASHES))))
     return out
 
 
-def differing(a: Fingerprint, b: Fingerprint) -> list[int]:
+def differing(a: dict[int, tuple[int, ...]], b: dict[int, tuple[int, ...]]) -> list[int]:
     """The buckets whose fingerprints differ (a bucket without rows on one side differs iff it has rows on the
     other), sorted."""
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
@@ -202,7 +201,6 @@ def in_buckets(rows: Any, buckets: list[int]) -> Any:
 
 __all__ = [
     "BUCKETS",
-    "Fingerprint",
     "Remembered",
     "bucket_column",
     "differing",

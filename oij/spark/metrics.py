@@ -42,6 +42,7 @@ _FIGURES = (
     ("shuffle_write_bytes", "shuffleWriteBytes"),
     ("output_rows", "outputRecords"),
     ("output_bytes", "outputBytes"),
+    ("result_bytes", "resultSize"),
 )
 
 
@@ -50,7 +51,8 @@ class StepMetrics:
     """One step's wall time (seconds, measured around its actions) and the sums of its stages' metrics.
 
     ``task_s``: executor run time of every task (seconds; above ``wall_s`` when tasks ran in parallel);
-    ``cpu_s``: their CPU time; ``spill_bytes``: memory plus disk bytes spilled; the rest as Spark counts them.
+    ``cpu_s``: their CPU time; ``spill_bytes``: memory plus disk bytes spilled; ``result_bytes``: the bytes the
+    tasks returned to the driver (what it collects, per partition); the rest as Spark counts them.
     """
 
     step: str
@@ -68,6 +70,7 @@ class StepMetrics:
     spill_bytes: int = 0
     output_rows: int = 0
     output_bytes: int = 0
+    result_bytes: int = 0
     metrics: str = "spark"
     stages: list[dict[str, Any]] = field(default_factory=list)
 
@@ -142,15 +145,33 @@ class StageLog:
         return [asdict(s) for s in self.steps if s.jobs or s.wall_s >= 0.05]
 
 
-def steps_table(rows: list[dict[str, Any]]) -> list[str]:
-    """Markdown lines of a step breakdown: wall, task time, rows read, shuffled and spilled per step."""
+def steps_table(rows: list[dict[str, Any]], tuples: int | None = None) -> list[str]:
+    """Markdown lines of a step breakdown: wall, task time, rows read, shuffled and spilled per step, and what the
+    driver received per task (its work per partition); a last row sums the steps.  With ``tuples`` (the
+    workload's), a line after the table gives the bytes shuffled per tuple."""
     mib = 1 << 20
     out = ["| step | wall s | task s | jobs | stages | tasks | rows in | shuffle write MiB | shuffle read MiB | "
-           "spill MiB | rows out |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "spill MiB | rows out | to driver KiB | to driver B/task |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def line(name: str, r: dict[str, Any], stages: int) -> str:
+        res = int(r.get("result_bytes", 0) or 0)
+        per_task = f"{res / r['tasks']:,.0f}" if r["tasks"] else "-"
+        return (f"| {name} | {r['wall_s']:.1f} | {r['task_s']:.1f} | {r['jobs']} | {stages} | "
+                f"{r['tasks']} | {r['input_rows']:,} | {r['shuffle_write_bytes'] / mib:.1f} | "
+                f"{r['shuffle_read_bytes'] / mib:.1f} | {r['spill_bytes'] / mib:.1f} | {r['output_rows']:,} | "
+                f"{res / 1024:,.1f} | {per_task} |")
+
+    keys = ("wall_s", "task_s", "jobs", "tasks", "input_rows", "shuffle_write_bytes", "shuffle_read_bytes",
+            "spill_bytes", "output_rows", "result_bytes")
+    total: dict[str, Any] = {k: sum((r.get(k, 0) or 0) for r in rows) for k in keys}
     for r in rows:
-        out.append(f"| {r['step']} | {r['wall_s']:.1f} | {r['task_s']:.1f} | {r['jobs']} | {len(r['stages'])} | "
-                   f"{r['tasks']} | {r['input_rows']:,} | {r['shuffle_write_bytes'] / mib:.1f} | "
-                   f"{r['shuffle_read_bytes'] / mib:.1f} | {r['spill_bytes'] / mib:.1f} | {r['output_rows']:,} |")
+        out.append(line(r["step"], r, len(r["stages"])))
+    out.append(line("**all steps**", total, sum(len(r["stages"]) for r in rows)))
+    if tuples:
+        out += ["", f"Shuffled per tuple: {total['shuffle_write_bytes'] / tuples:.1f} bytes written, "
+                    f"{total['shuffle_read_bytes'] / tuples:.1f} read ({tuples:,} tuples); to the driver: "
+                    f"{total['result_bytes'] / max(total['tasks'], 1):,.0f} bytes per task on average."]
     return out
 
 

@@ -293,3 +293,18 @@ def test_sums_count_duplicates_where_xor_would_cancel(spark: Any) -> None:
         return acc
 
     assert xor(base) == xor(twice)
+
+
+# ------------------------------------------------------------------------------------------------ the report
+def test_the_step_table_sums_the_steps_and_gives_bytes_per_tuple() -> None:
+    from oij.spark.metrics import steps_table
+
+    step = {"step": "x", "wall_s": 1.0, "task_s": 2.0, "jobs": 1, "tasks": 4, "input_rows": 10,
+            "shuffle_write_bytes": 3 << 20, "shuffle_read_bytes": 1 << 20, "spill_bytes": 0, "output_rows": 0,
+            "stages": [{}], "result_bytes": 8192}
+    old = {k: v for k, v in step.items() if k != "result_bytes"}  # a report from before the column
+    lines = steps_table([step, old], tuples=1 << 20)
+    assert lines[-3].startswith("| **all steps** | 2.0 | 4.0 | 2 | 2 | 8 | 20 | 6.0 | 2.0 |")
+    assert lines[-3].endswith("| 8.0 | 1,024 |") and lines[2].endswith("| 8.0 | 2,048 |")
+    assert lines[-1].startswith("Shuffled per tuple: 6.0 bytes written, 2.0 read")
+    assert steps_table([step])[-1].startswith("| **all steps**"), "control: no tuples, no line"
