@@ -29,6 +29,15 @@ route to teams of joiners."""
 TEAM_PATTERNS = ("key", "scale")
 """The patterns that route a key to a team of joiners (Key-OIJ, Scale-OIJ)."""
 
+COLLECTORS = ("standard", "round-robin", "naive")
+"""The replicas' collectors (:mod:`oij.parallel.runtime.collector`), one name each wherever they are named
+(``oij run --collector``, the replica's job, the model checker of ``proofs/model.py``): ``standard`` takes any
+channel's next batch, ``round-robin`` is PPOIJ's epoch collector (b0, p0, b1, p1, ... a channel's whole epoch in
+one turn), ``naive`` a seeded random order (a negative control)."""
+
+COLLECTOR_ALIASES = {"rr": "round-robin"}
+"""Older spellings that ``oij run --collector`` still accepts, and the name each stands for."""
+
 THETA = 1.05
 """Alg. 1's balance threshold (HP's hot-key split; the block engine's HP routing)."""
 

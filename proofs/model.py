@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
+from oij.parallel.config import COLLECTORS as ENGINE_COLLECTORS
 from oij.parallel.runtime.collector import (
     Collector,
     FixedRoundRobinCollector,
@@ -70,7 +71,9 @@ if TYPE_CHECKING:
     from oij.proofs.shared import SharedDesign
 
 T = TypeVar("T")
-COLLECTORS = ("standard", "round-robin", "fixed-round-robin")
+COLLECTORS = (*(c for c in ENGINE_COLLECTORS if c != "naive"), "fixed-round-robin")
+"""The collectors a design may name: the engines' (:data:`oij.parallel.config.COLLECTORS`, the naive negative
+control aside) and a fixed round-robin without epochs, which only the model has."""
 PATTERNS = ("kp", "dp", "hp")
 
 

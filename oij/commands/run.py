@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from oij.commands.common import add_query_flags, options
-from oij.parallel.config import DELTA, PARTITIONS, PATTERNS, THETA
+from oij.parallel.config import COLLECTOR_ALIASES, COLLECTORS, DELTA, PARTITIONS, PATTERNS, THETA
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +43,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--batch", type=int, default=None,
                    help="event engine: tuples per batch (1..4096; default 256: PPOIJ's b=32 pays numpy's per-call "
                    "cost per 32 tuples, see docs/results.rst); giving it selects the event engine")
-    p.add_argument("--collector", choices=["auto", "standard", "rr", "naive"], default="auto",
-                   help="collector policy (auto: standard for kp, round robin for dp/hp; naive = negative control)")
+    p.add_argument("--collector", choices=["auto", *COLLECTORS], default="auto",
+                   type=lambda s: COLLECTOR_ALIASES.get(s, s),
+                   help="collector policy (auto: standard for kp, round-robin for dp/hp; naive = negative control; "
+                   "rr is round-robin)")
     p.add_argument("--theta", type=float, default=THETA, help="HP: Alg. 1 balance threshold")
     p.add_argument("--max-split", type=int, default=None, help="HP: maximum splitting degree (default replicas)")
     p.add_argument("--calibration", type=int, default=4096, help="HP: tuples counted before Alg. 1 runs")

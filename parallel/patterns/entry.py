@@ -40,7 +40,7 @@ class PatternPlan(JobPlan):
     def __init__(self, q: Query, opt: JobOptions) -> None:
         collector = opt.collector
         if collector == "auto":
-            collector = "standard" if opt.pattern == "kp" else "rr"
+            collector = "standard" if opt.pattern == "kp" else "round-robin"
         super().__init__(q, opt, collector)
         self.calib_sent = False
         self.map_applied_at: int | None = None

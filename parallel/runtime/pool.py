@@ -61,7 +61,7 @@ class JobOptions(EngineConfig):
     """Everything that defines one run of the event engine (KP, DP, HP) besides the query and the input: the
     shared settings (:class:`~oij.parallel.config.EngineConfig`) and the event engine's own."""
 
-    collector: str = "auto"  # auto | standard | rr | naive
+    collector: str = "auto"  # auto or one of oij.parallel.config.COLLECTORS
     calibration: int = 4096  # HP: tuples observed before Alg. 1 runs
     sync_map: bool = False  # HP: wait for the map instead of applying it when it arrives
     trace: bool = False

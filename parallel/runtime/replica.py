@@ -69,7 +69,7 @@ class _Job:
         self.col: Collector
         if kind == "standard":
             self.col = StandardCollector(inputs)
-        elif kind == "rr":
+        elif kind == "round-robin":
             self.col = RoundRobinCollector(inputs, spec["order"])
         else:
             self.col = NaiveCollector(inputs, spec["seed"] * 7919 + me)

@@ -1,0 +1,30 @@
+"""One name per thing (issue 66): the collectors are named once, in :data:`oij.parallel.config.COLLECTORS`."""
+
+from __future__ import annotations
+
+import pytest
+from oij.cli import build_parser
+from oij.parallel.config import COLLECTOR_ALIASES, COLLECTORS
+from oij.proofs.model import COLLECTORS as MODEL_COLLECTORS
+
+
+def test_the_model_checker_names_the_engines_collectors_as_they_do() -> None:
+    """The model's collectors are the engines' (their naive negative control aside) plus its own fixed variant:
+    it once said ``round-robin`` where the runtime said ``rr``."""
+    assert set(MODEL_COLLECTORS) - {"fixed-round-robin"} == set(COLLECTORS) - {"naive"}
+    assert not set(COLLECTOR_ALIASES) & (set(COLLECTORS) | set(MODEL_COLLECTORS))
+
+
+@pytest.mark.parametrize(("given", "meant"), [("round-robin", "round-robin"), ("rr", "round-robin"),
+                                              ("standard", "standard"), ("auto", "auto")])
+def test_oij_run_takes_each_collector_name_and_the_old_spelling(given: str, meant: str) -> None:
+    args = build_parser("run").parse_args(["run", "w.jsonl", "--collector", given])
+    assert args.collector == meant
+
+
+def test_oij_run_refuses_an_unknown_collector(capsys: pytest.CaptureFixture[str]) -> None:
+    """Negative control: a name that is neither a collector nor an alias is refused, exit code 2."""
+    with pytest.raises(SystemExit) as e:
+        build_parser("run").parse_args(["run", "w.jsonl", "--collector", "round"])
+    assert e.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
