@@ -130,18 +130,23 @@ def tuple_columns_from_file(path: str) -> tuple[Query, TupleColumns, I64 | None]
         if f is not None:
             f.close()
     side = np.concatenate([p["side"] for p in parts]) if parts else np.empty(0, np.int8)
-    keys_all = np.concatenate([np.asarray(p["key"], dtype=object) for p in parts]) if parts else \
-        np.empty(0, object)
-    codes: dict[tuple[str, Any], int] = {}
-    key_list: list[Any] = []
-    kc = np.empty(len(keys_all), np.int64)
-    for i, k in enumerate(keys_all.tolist()):
-        t = (type(k).__name__, k)
-        code = codes.get(t)
-        if code is None:
-            code = codes[t] = len(key_list)
-            key_list.append(k)
-        kc[i] = code
+    if parts and all(np.asarray(p["key"]).dtype == np.int64 for p in parts):  # int keys: codes by numpy
+        uniq, inv = np.unique(np.concatenate([p["key"] for p in parts]), return_inverse=True)
+        key_list: list[Any] = [int(k) for k in uniq]
+        kc = inv.astype(np.int64)
+    else:
+        keys_all = np.concatenate([np.asarray(p["key"], dtype=object) for p in parts]) if parts else \
+            np.empty(0, object)
+        codes: dict[tuple[str, Any], int] = {}
+        key_list = []
+        kc = np.empty(len(keys_all), np.int64)
+        for i, k in enumerate(keys_all.tolist()):
+            t = (type(k).__name__, k)
+            code = codes.get(t)
+            if code is None:
+                code = codes[t] = len(key_list)
+                key_list.append(k)
+            kc[i] = code
     tc = TupleColumns(side == 0, np.concatenate([p["id"] for p in parts]) if parts else np.empty(0, np.int64),
                         np.concatenate([p["ts"] for p in parts]) if parts else np.empty(0, np.int64), kc, key_list,
                         np.concatenate([p["value"] for p in parts]) if parts else np.empty(0, np.float64))

@@ -194,3 +194,30 @@ def test_the_columnar_got_reader_declines_what_it_cannot_vouch_for(tmp_path: Pat
     p.write_text('{"type":"pair","base":1,"probe":null}\n{"type":"late","id":-3}\n')
     got = fast_output_columns(str(p))
     assert got is not None and got.pair_null.tolist() == [True] and got.late.tolist() == [-3]
+
+
+@pytest.mark.parametrize("params", [{"key_type": "str"}, {"watermark": "count", "base_channels": 2,
+                                                         "probe_channels": 2, "lateness": 0}])
+def test_the_columnar_event_reader_reads_what_the_spec_reads(tmp_path: Path, params: dict[str, Any]) -> None:
+    """String keys and watermark mode (several channels) through the file path: the same tuples, keys and the
+    spec's W at each arrival; the oracle's own output is admissible and a lost pair is not."""
+    from oij.reference.schedule import TupleColumns
+    from oij.spec.watermark import arrival_watermarks
+    from oij.testing._schedule import tuple_columns_from_file
+
+    w, q, evs = _workload(tmp_path, **params)
+    q2, cols, fw = tuple_columns_from_file(str(w))
+    tuples = [e for e in evs if isinstance(e, StreamTuple)]
+    ref = TupleColumns.of(tuples)
+    assert q2 == q
+    assert cols.ids.tolist() == ref.ids.tolist() and cols.ts.tolist() == ref.ts.tolist()
+    assert [cols.keys[k] for k in cols.key] == [t.key for t in tuples]
+    if q.lateness is None:
+        ws = [w for e, w in zip(evs, arrival_watermarks(evs, q), strict=False) if isinstance(e, StreamTuple)]
+        assert fw is not None and [max(int(x), -(2**62)) for x in fw] == [max(x, -(2**62)) for x in ws]
+        assert len(set(ws)) > 3
+    else:
+        assert fw is None
+    canonical = run_events(evs, q).canonical()
+    assert _check(tmp_path, w, canonical)[0] == 0
+    assert _check(tmp_path, w, plant("missing", canonical, tuples, q.lateness or 0, q.upper))[0] == 1
