@@ -203,6 +203,7 @@ def test_the_columnar_event_reader_reads_what_the_spec_reads(tmp_path: Path, par
     spec's W at each arrival; the oracle's own output is admissible and a lost pair is not."""
     from oij.reference.schedule import TupleColumns
     from oij.spec.watermark import arrival_watermarks
+
     from oij.testing._schedule import tuple_columns_from_file
 
     w, q, evs = _workload(tmp_path, **params)
