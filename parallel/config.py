@@ -47,6 +47,22 @@ PARTITIONS = 64
 DELTA = 0.01
 """Scale-OIJ: Alg. 3's rescheduling threshold."""
 
+REPLICAS = 2
+"""Replica processes (joiners) of a run: ``oij run --replicas``, the benchmarks' default."""
+
+BATCH = 32
+"""Tuples per batch of an engine configured directly (PPOIJ's b); ``oij run`` gives the event engine its own
+default (``oij.pipelines.run.EVENT_BATCH``)."""
+
+CALIBRATION = 4096
+"""HP: tuples counted before Alg. 1 runs."""
+
+DECAY = 0.5
+"""Scale-OIJ: Alg. 3's statistics decay (lambda)."""
+
+SCHEDULE_EVERY = 4096
+"""Scale-OIJ: tuples between two runs of Alg. 3 (0: never)."""
+
 
 @dataclass
 class EngineConfig:
@@ -61,9 +77,9 @@ class EngineConfig:
     """
 
     pattern: str = "kp"
-    replicas: int = 2
+    replicas: int = REPLICAS
     emitters: int = 1
-    batch: int = 32
+    batch: int = BATCH
     slots: int = 64
     result_width: int = 4096
     theta: float = THETA

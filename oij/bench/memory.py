@@ -20,7 +20,7 @@ from typing import Any
 from oij.bench.oracle import out_file
 from oij.errors import UsageError
 from oij.io.atomic import write_text
-from oij.parallel.config import PATTERNS
+from oij.parallel.config import PATTERNS, REPLICAS
 from oij.proctree import measure
 
 
@@ -33,7 +33,7 @@ class MemoryBenchOptions:
     commands: str = "join,kp,dp,hp,key,scale"
     mode: str = "default"
     formats: str = "parquet"
-    replicas: int = 2
+    replicas: int = REPLICAS
     skip: str = ""
     seed: int = 1
     out: str = "memory.json"

@@ -10,6 +10,7 @@ import os
 import sys
 
 from oij.commands.common import UsageError, options
+from oij.parallel.config import REPLICAS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "runs spilled beside it); streamed: oij join --order arrival -o /dev/null, oij run --no-output")
     m.add_argument("--formats", default="parquet",
                    help="comma-separated input formats, parquet and/or jsonl (oij-jsonl as oij generate writes it)")
-    m.add_argument("--replicas", type=int, default=2)
+    m.add_argument("--replicas", type=int, default=REPLICAS)
     m.add_argument("--skip", default="", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--out", default="memory.json", help="where the raw numbers go (default ./memory.json)")

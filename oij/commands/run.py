@@ -11,7 +11,18 @@ import argparse
 import sys
 
 from oij.commands.common import add_query_flags, options
-from oij.parallel.config import COLLECTOR_ALIASES, COLLECTORS, DELTA, PARTITIONS, PATTERNS, THETA
+from oij.parallel.config import (
+    CALIBRATION,
+    COLLECTOR_ALIASES,
+    COLLECTORS,
+    DECAY,
+    DELTA,
+    PARTITIONS,
+    PATTERNS,
+    REPLICAS,
+    SCHEDULE_EVERY,
+    THETA,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="override a preset parameter (repeatable)")
     p.add_argument("--pattern", choices=PATTERNS, default="kp",
                    help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
-    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--replicas", type=int, default=REPLICAS)
     p.add_argument("--emitters", type=int, default=1, help="emitters per stream (M)")
     p.add_argument("--engine", choices=["auto", "blocks", "events"], default="auto",
                    help="blocks: every replica decodes, routes and joins whole blocks (parallel/blocks); events: "
@@ -49,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "rr is round-robin)")
     p.add_argument("--theta", type=float, default=THETA, help="HP: Alg. 1 balance threshold")
     p.add_argument("--max-split", type=int, default=None, help="HP: maximum splitting degree (default replicas)")
-    p.add_argument("--calibration", type=int, default=4096, help="HP: tuples counted before Alg. 1 runs")
+    p.add_argument("--calibration", type=int, default=CALIBRATION, help="HP: tuples counted before Alg. 1 runs")
     p.add_argument("--epoch", type=int, default=None,
                    help="events per epoch (default max(8192, 4 x batch x replicas x M))")
     p.add_argument("--rate", type=float, default=None, help="pace the source at this many tuples/s (latency runs)")
@@ -59,8 +70,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = p.add_argument_group("Scale-OIJ (--pattern scale)")
     g.add_argument("--partitions", type=int, default=PARTITIONS, help="key partitions (hash ranges) of the team map")
     g.add_argument("--delta", type=float, default=DELTA, help="Alg. 3: minimum unbalancedness decrease (delta)")
-    g.add_argument("--decay", type=float, default=0.5, help="Alg. 3: statistics decay (lambda)")
-    g.add_argument("--schedule-every", type=int, default=4096, help="tuples between two runs of Alg. 3 (0: never)")
+    g.add_argument("--decay", type=float, default=DECAY, help="Alg. 3: statistics decay (lambda)")
+    g.add_argument("--schedule-every", type=int, default=SCHEDULE_EVERY,
+                   help="tuples between two runs of Alg. 3 (0: never)")
     g.add_argument("--rule", choices=["team", "self", "arrival"], default="team",
                    help="hazard rule (self, arrival: negative controls that lose pairs)")
     g.add_argument("--no-incremental", action="store_true", help="recompute every window (no subtract-on-evict)")

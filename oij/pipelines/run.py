@@ -24,9 +24,13 @@ from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
 from oij.parallel.config import (
+    CALIBRATION,
+    DECAY,
     DELTA,
     PARTITIONS,
+    REPLICAS,
     ROUTED_PATTERNS,
+    SCHEDULE_EVERY,
     TEAM_PATTERNS,
     THETA,
     EngineConfig,
@@ -48,7 +52,7 @@ class RunOptions(QueryFlags):
     seed: int = 1
     param: list[str] = field(default_factory=list)
     pattern: str = "kp"
-    replicas: int = 2
+    replicas: int = REPLICAS
     emitters: int = 1
     engine: str = "auto"
     barriers: str = "piece"
@@ -56,14 +60,14 @@ class RunOptions(QueryFlags):
     collector: str = "auto"
     theta: float = THETA
     max_split: int | None = None
-    calibration: int = 4096
+    calibration: int = CALIBRATION
     epoch: int | None = None
     rate: float | None = None
     cond_index: bool = False
     partitions: int = PARTITIONS
     delta: float = DELTA
-    decay: float = 0.5
-    schedule_every: int = 4096
+    decay: float = DECAY
+    schedule_every: int = SCHEDULE_EVERY
     rule: str = "team"
     no_incremental: bool = False
     arena_mb: int = 128

@@ -45,7 +45,7 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from oij.parallel.config import EngineConfig
+from oij.parallel.config import CALIBRATION, EngineConfig
 from oij.parallel.runtime.replica import replica_main
 from oij.parallel.runtime.ring import check_platform
 
@@ -62,7 +62,7 @@ class JobOptions(EngineConfig):
     shared settings (:class:`~oij.parallel.config.EngineConfig`) and the event engine's own."""
 
     collector: str = "auto"  # auto or one of oij.parallel.config.COLLECTORS
-    calibration: int = 4096  # HP: tuples observed before Alg. 1 runs
+    calibration: int = CALIBRATION  # HP: tuples observed before Alg. 1 runs
     sync_map: bool = False  # HP: wait for the map instead of applying it when it arrives
     trace: bool = False
     cond_index: bool = False  # with a cond: the SPO-Join style cond index (oij.parallel.runtime.store)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from oij.parallel.config import EngineConfig
+from oij.parallel.config import DECAY, SCHEDULE_EVERY, EngineConfig
 from oij.parallel.registry import EngineOptions, EngineRun, options_for
 from oij.parallel.runtime.emitter import Chunk, Routed, Router, key_hash
 from oij.parallel.runtime.execute import JobPlan, Pump, execute_job, run_registered
@@ -54,8 +54,8 @@ class TeamOptions(EngineConfig):
     ``key``)."""
 
     pattern: str = "scale"
-    decay: float = 0.5  # scale: Alg. 3 lambda
-    schedule_every: int = 4096  # scale: tuples between two runs of Alg. 3 (0: never)
+    decay: float = DECAY  # scale: Alg. 3 lambda
+    schedule_every: int = SCHEDULE_EVERY  # scale: tuples between two runs of Alg. 3 (0: never)
     rule: str = "team"  # scale: team | self | arrival (the last two are negative controls)
     incremental: bool = True  # scale: incremental aggregation (False: recompute every window)
     arena: int = 1 << 24  # scale: words per joiner index arena

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from oij.cli import build_parser
 from oij.parallel.config import COLLECTOR_ALIASES, COLLECTORS
 from oij.proofs.model import COLLECTORS as MODEL_COLLECTORS
+
+from oij.cli import build_parser
 
 
 def test_the_model_checker_names_the_engines_collectors_as_they_do() -> None:
