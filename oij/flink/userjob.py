@@ -50,6 +50,7 @@ from oij.io.jsonl import canonical_pair_order, result_lines, write_pairs
 from oij.io.userjob import read_workload
 from oij.spec.batch import Results
 from oij.spec.model import BASE
+from oij.spec.schedule import key_group
 
 JAVA_CLASS = "OijUserJob"
 """The Java program (oij/flink/java/OijUserJob.java)."""
@@ -73,35 +74,11 @@ def command() -> list[str]:
     return java_command(JAVA_CLASS, cache, lib)
 
 
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-
-def _murmur(code: int) -> int:
-    """Flink's ``MathUtils.murmurHash(int)`` (non-negative), on a 32-bit int given as any Python int."""
-    h = (code & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
-    h = _rotl(h, 15) * 0x1B873593 & 0xFFFFFFFF
-    h = _rotl(h, 13)
-    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h ^= 4
-    h ^= h >> 16
-    h = h * 0x85EBCA6B & 0xFFFFFFFF
-    h ^= h >> 13
-    h = h * 0xC2B2AE35 & 0xFFFFFFFF
-    h ^= h >> 16
-    signed = h - (1 << 32) if h >= 1 << 31 else h
-    if signed >= 0:
-        return signed
-    return -signed if signed != -(1 << 31) else 0
-
-
 def flink_key_instance(key: int, parallelism: int, max_parallelism: int = 128) -> int:
     """The join instance Flink sends a ``Long`` key to: ``KeyGroupRangeAssignment.assignKeyToParallelOperator``,
     i.e. key group ``murmurHash(Long.hashCode(key)) % max_parallelism``, then ``group * parallelism //
     max_parallelism``.  Pure Python; checked against Flink's own map by tests/flink/test_userjob.py."""
-    k = key & 0xFFFFFFFFFFFFFFFF
-    code = (k ^ (k >> 32)) & 0xFFFFFFFF  # Long.hashCode: (int)(value ^ (value >>> 32))
-    return (_murmur(code) % max_parallelism) * parallelism // max_parallelism
+    return key_group(key, max_parallelism) * parallelism // max_parallelism
 
 
 def run_flink_user_job(events_path: str, out_path: str, *, parallelism: int = 1, late_side_outputs: bool = True,

@@ -45,7 +45,8 @@ Choices, and what they mean for the watermark:
 Resources: :func:`run_spark_user_job` creates a temporary work directory (``oij-spark-userjob-*`` in the
 system's temp dir: the input files, the sink's files and, unless ``checkpoint_dir`` is given, the checkpoint)
 and removes it before returning, also on failure; a ``checkpoint_dir`` given is created if missing and kept (the
-judge reads ``offsets/N`` and ``commits/N`` there).  The streaming query is stopped in a ``finally``.  The
+judge reads ``offsets/N`` and ``commits/N`` there), and the input files are then written beside it and kept
+(``CKPT-inputs``: the checkpoint names them).  The streaming query is stopped in a ``finally``.  The
 SparkSession (one JVM per process) is the one already running in this process, else started with ``master`` and
 left running for the process's next Spark work (pyspark stops it at exit).
 """
@@ -131,6 +132,11 @@ def checkpoint_batches(ckpt: str) -> list[dict[str, Any]]:
     return out
 
 
+def inputs_beside(checkpoint_dir: str) -> str:
+    """Where the job keeps its input files when it keeps its checkpoint: ``CKPT-inputs`` beside ``CKPT``."""
+    return os.path.abspath(checkpoint_dir.rstrip(os.sep)) + "-inputs"
+
+
 def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, checkpoint_dir: str | None = None,
                        master: str = "local[2]") -> dict[str, Any]:
     """Run the ordinary Spark job (module docstring) on ``events_path``; write its pairs to ``out_path``.
@@ -145,7 +151,9 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
     dropped as late (its ``numRowsDroppedByWatermark``, summed) and each batch's progress report (:func:`_progress`).
 
     Requires: a lateness-mode workload (else UsageError); Java 17 for Spark.  ``checkpoint_dir``, if given,
-    must be empty or absent (Spark would otherwise resume an old query): UsageError if it holds anything.
+    must be empty or absent (Spark would otherwise resume an old query): UsageError if it holds anything; the
+    input files are then kept beside it (:func:`inputs_beside`), where the checkpoint's source logs name them,
+    so that ``oij check --schedule spark-checkpoint`` can read which tuples each batch held.
     Cost: one micro-batch per file (about 0.5 to 2 s each here) plus Spark's start.
     """
     from oij.spark.session import spark_session
@@ -154,13 +162,16 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
         raise UsageError(f"files must be at least 1, got {files}")
     if checkpoint_dir is not None and os.path.isdir(checkpoint_dir) and os.listdir(checkpoint_dir):
         raise UsageError(f"{checkpoint_dir}: the checkpoint directory is not empty (Spark would resume from it)")
+    kept_inputs = None if checkpoint_dir is None else inputs_beside(checkpoint_dir)
+    if kept_inputs is not None and os.path.exists(kept_inputs):
+        raise UsageError(f"{kept_inputs}: the input files beside the checkpoint already exist")
     begin = time.perf_counter()
     q, tuples = read_workload(events_path)
     string_keys = any(type(t.key) is not int for t in tuples)
     work = tempfile.mkdtemp(prefix="oij-spark-userjob-")
     query = None
     try:
-        inp = os.path.join(work, "in")
+        inp = os.path.join(work, "in") if kept_inputs is None else kept_inputs
         chunks = _write_inputs(inp, tuples, files)
         ckpt = checkpoint_dir if checkpoint_dir is not None else os.path.join(work, "ckpt")
         os.makedirs(ckpt, exist_ok=True)
@@ -231,4 +242,4 @@ def _read_sink(spark: Any, sink: str) -> tuple[Any, Any, Any]:
     return a, b, null
 
 
-__all__ = ["checkpoint_batches", "run_spark_user_job"]
+__all__ = ["checkpoint_batches", "inputs_beside", "run_spark_user_job"]

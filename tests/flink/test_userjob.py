@@ -42,6 +42,24 @@ def test_flink_user_job_output_is_explained_by_the_batch_join(tmp_path: Path, pa
                                                                 batch))
     if parallelism == 2:
         assert {k: 1 - flink_key_instance(k, 2) for k in info["key_instance"]} != info["key_instance"]
+    # judged up to schedule (flink-datastream: each input's order, or each instance's at parallelism 2): right;
+    # with one lost pair of two tuples that stay in other rows: rejected, with that pair as the witness
+    from oij.bench.schedule import plant
+    from oij.cli import main
+    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.userjob import read_workload
+
+    def judged(got: Path) -> int:
+        return main(["check", str(events), "--got", f"flink={got}", "--schedule", "any", "--profile",
+                     "flink-datastream", "--parallelism", str(parallelism), "--no-progress", "--out",
+                     str(tmp_path / "chk")])
+
+    assert judged(out) == 0
+    q, tuples = read_workload(str(events))
+    lost = tmp_path / "lost.jsonl"
+    lost.write_text("".join(result_lines(plant("missing", parse_result_lines(lines), tuples, q.lateness or 0,
+                                               q.upper))))
+    assert judged(lost) == 1
 
 
 def test_flink_user_job_from_the_command_line_without_side_outputs(tmp_path: Path) -> None:

@@ -65,3 +65,33 @@ def test_spark_user_job_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not empty"):
         run_spark_user_job(str(events), str(tmp_path / "o.jsonl"), checkpoint_dir=str(tmp_path / "ck"))
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_spark_user_job_judged_up_to_schedule_and_by_its_checkpoint(spark: Any, tmp_path: Path) -> None:
+    """The output of the job as its users run it is admissible up to schedule (spark-ss, one arrival order from
+    W 0) and exactly under the schedule its checkpoint records; the fixed-schedule check of the same output
+    differs.  Negative controls: one lost pair of two tuples in other rows is rejected both ways."""
+    from oij.bench.schedule import plant
+    from oij.cli import main
+    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.userjob import read_workload
+
+    events = small_workload(tmp_path, 1500)
+    out = tmp_path / "spark.jsonl"
+    ckpt = tmp_path / "ckpt"
+    run_spark_user_job(str(events), str(out), files=6, checkpoint_dir=str(ckpt))
+
+    def check(got: Path, *args: str) -> int:
+        return main(["check", str(events), "--got", f"spark={got}", "--no-progress", "--profile", "spark-ss",
+                     "--out", str(tmp_path / "chk"), *args])
+
+    assert check(out, "--schedule", "any") == 0
+    assert check(out, "--schedule", "spark-checkpoint", str(ckpt)) == 0
+    assert check(out, "--no-spark", "--attribute", "none") == 1
+    q, tuples = read_workload(str(events))
+    with open(out, encoding="utf-8") as f:
+        got = parse_result_lines(f)
+    lost = tmp_path / "lost.jsonl"
+    lost.write_text("".join(result_lines(plant("missing", got, tuples, q.lateness or 0, q.upper))))
+    assert check(lost, "--schedule", "any") == 1
+    assert check(lost, "--schedule", "spark-checkpoint", str(ckpt)) == 1
