@@ -377,7 +377,9 @@ def run_mutant(m: Mutant, target: Target, repo: Path, timeout: float, source: bo
     with mutant_dir(target, repo, code if source else None) as (lib, _, cmd):
         tmp = lib.parent
         env = dict(os.environ)
-        argv = [sys.executable, "-m", "oij.cli", "conform", "--features", target.features,
+        # -j 1: the vectors and small-scope cases one at a time too (two at a time by default), so that a
+        # recording (mutrun record numbers the cases as they come) holds them in the order the kit judges them
+        argv = [sys.executable, "-m", "oij.cli", "conform", "-j", "1", "--features", target.features,
                 "--replay-out", str(tmp / "fail.jsonl"), *extra, "--", *cmd]
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp, env=env,

@@ -36,10 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-examples", type=int, default=None,
                    help="cases to generate (default 200; 20 with --restarts)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
-    p.add_argument("--small-scope", type=int, default=None, metavar="K",
+    p.add_argument("--small-scope", default=None, metavar="K",
                    help="after the vectors, every case of up to K events over a small alphabet, deduplicated by "
-                   "symmetry (K=1: 80 cases, K=2: 1,408, K=3: 18,480); default 2 with --session (a few seconds), "
-                   "else 0 (one process per case: K=2 would take minutes)")
+                   "symmetry (K=1: 80 cases, K=2: 1,408, K=3: 18,480), or 'cover': a pairwise covering array of "
+                   "those of K=2 (about 160 cases); default 2 with --session, else cover (one process per case: "
+                   "all of K=2 would take minutes)")
     p.add_argument("--no-vectors", action="store_true",
                    help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
     p.add_argument("--timeout", type=float, default=None,
@@ -50,7 +51,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "it was given, or its output has rested this long (default 1; 30 with --adapter NAME)")
     p.add_argument("--no-shrink", action="store_true",
                    help="with --restarts: report the first failing case as found, unshrunk (slow engines)")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="run cases in this many processes")
+    p.add_argument("--shrink-budget", type=float, default=None, metavar="SECONDS",
+                   help="with --restarts: the first failure is printed as found, then shrunk for at most this long "
+                   "(default 60; the report says when the budget stopped the shrinking)")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="run cases in this many processes (default 1 for the generated cases; the vectors and "
+                   "small-scope cases, a fixed list judged in order, run two at a time on two cores or more: -j 1 "
+                   "runs everything one at a time)")
     p.add_argument("--session", action="store_true",
                    help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes "
                    "its result lines and the line {\"type\":\"end\"} and resets (the session protocol, for "
@@ -85,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     return conform(ConformOptions(
         cmd=tuple(args.cmd), adapter=args.adapter, features=args.features, profile=args.profile,
         max_examples=args.max_examples, seed=args.seed, small_scope=args.small_scope, no_vectors=args.no_vectors,
-        timeout=args.timeout, rest=args.rest, no_shrink=args.no_shrink, jobs=args.jobs, session=args.session,
+        timeout=args.timeout, rest=args.rest, no_shrink=args.no_shrink, shrink_budget=args.shrink_budget,
+        jobs=1 if args.jobs is None else args.jobs,
+        fixed_jobs=args.jobs, session=args.session,
         state_bound=args.state_bound, state_events=args.state_events, restarts=args.restarts,
         option=tuple(args.option), kill_plan=args.kill_plan, replay=args.replay, replay_out=args.replay_out),
         adapter=adapter)

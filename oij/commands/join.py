@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--profile",
         default="canonical",
-        help="compute the result under a semantic profile (docs/profiles.rst: spark-ss, flink-sql, ...); a "
+        help="compute the result under a semantic profile (docs/conformance.rst, 'Semantic profiles and the "
+        "fingerprint': spark-ss, flink-sql, ...); a "
         "non-canonical profile is simulated step by step, in memory, for small inputs",
     )
     p.add_argument("--state", nargs="?", const="", metavar="DIR",

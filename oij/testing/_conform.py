@@ -56,7 +56,11 @@ class ConformOptions:
 
     None means "the default for the mode" (:meth:`with_defaults`): ``timeout`` 10 s a case (300 with
     ``restarts`` through an ``adapter``), ``rest`` 1 s (30), ``max_examples`` 200 (20 with ``restarts``),
-    ``small_scope`` 2 with ``session`` else 0, ``profile`` canonical (an adapter's own under ``restarts``).
+    ``small_scope`` 2 with ``session`` else ``"cover"`` (the covering array of the cases of up to 2 events:
+    :func:`oij.testing._smallscope.small_scope_cover`), ``fixed_jobs`` (the vectors and small-scope cases of
+    a command run this many at a time when ``jobs`` is 1) 2 on a machine of two cores or more, ``profile``
+    canonical (an adapter's own under ``restarts``), ``shrink_budget`` 60 s
+    (:data:`oij.testing._restarts.SHRINK_BUDGET`; ``restarts`` only).
     """
 
     cmd: tuple[str, ...] = ()
@@ -65,12 +69,14 @@ class ConformOptions:
     profile: str | None = None
     max_examples: int | None = None
     seed: int = 0
-    small_scope: int | None = None
+    small_scope: int | str | None = None
     no_vectors: bool = False
     timeout: float | None = None
     rest: float | None = None
     no_shrink: bool = False
+    shrink_budget: float | None = None
     jobs: int = 1
+    fixed_jobs: int | None = None
     session: bool = False
     state_bound: bool = False
     state_events: int = 100_000
@@ -89,7 +95,9 @@ class ConformOptions:
             timeout=self.timeout if self.timeout is not None else (300.0 if slow else 10.0),
             rest=self.rest if self.rest is not None else (30.0 if slow else 1.0),
             max_examples=self.max_examples if self.max_examples is not None else (20 if self.restarts else 200),
-            small_scope=self.small_scope if self.small_scope is not None else (2 if self.session else 0),
+            small_scope=self.small_scope if self.small_scope is not None else (2 if self.session else "cover"),
+            fixed_jobs=self.fixed_jobs if self.fixed_jobs is not None else (
+                1 if self.adapter is not None or self.session else min(2, os.cpu_count() or 1)),
         )
 
 
@@ -125,8 +133,15 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
     if o.restarts:
         return _restarts(cmd, feats, profile, o, say, adapter)
     assert o.max_examples is not None and o.small_scope is not None and o.timeout is not None
-    if not 0 <= o.small_scope <= 3:
-        raise UsageError("--small-scope K: 0 (none) to 3 (18,480 cases)")
+    assert o.fixed_jobs is not None
+    cover = o.small_scope == "cover"
+    try:
+        k = 2 if cover else int(o.small_scope)
+    except ValueError:
+        k = -1
+    if not 0 <= k <= 3:
+        raise UsageError("--small-scope K: 0 (none) to 3 (18,480 cases), or cover (its covering array of up to 2 "
+                         "events)")
     if o.max_examples < (0 if o.state_bound else 1) or o.jobs < 1 or o.timeout <= 0:
         raise UsageError("--max-examples and --jobs must be >= 1 (--max-examples 0 only with --state-bound), "
                          "--timeout > 0")
@@ -154,10 +169,11 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
         if o.jobs > 1 or o.session:
             res = search_parallel(cmd, features=feats, profile=profile, max_examples=o.max_examples,
                                   seed=o.seed, timeout=o.timeout, jobs=o.jobs, vectors=not o.no_vectors,
-                                  session=o.session, small_scope=o.small_scope)
+                                  session=o.session, small_scope=k, small_cover=cover)
         else:
             res = search(impl, features=feats, profile=profile, max_examples=o.max_examples, seed=o.seed,
-                         timeout=o.timeout, vectors=not o.no_vectors, small_scope=o.small_scope)
+                         timeout=o.timeout, vectors=not o.no_vectors, small_scope=k, small_cover=cover,
+                         fixed_jobs=o.fixed_jobs)
         if res.failure is None:
             _print_pass(res, profile, feats, say)
             return _state_bound(cmd, feats, o, say) if o.state_bound else 0
@@ -205,7 +221,8 @@ def _state_bound(cmd: list[str], feats: frozenset[str], o: ConformOptions, say: 
 def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str], say: Say) -> None:
     from oij.testing._edges import EDGE_NEEDS, EDGES
 
-    scope = f", then {res.small_scope} small-scope cases" if res.small_scope else ""
+    scope = (f", then {res.small_scope} small-scope cases" + (" [covering array]" if res.small_scope_cover else "")
+             if res.small_scope else "")
     say(f"conforms: {res.examples} cases against the {profile.name} semantics, no difference "
           f"({res.vectors} test vectors{scope}, then {res.generated} generated cases)")
     say(f"features claimed: {', '.join(sorted(feats))}")
@@ -285,10 +302,30 @@ def _restarts(cmd: list[str], feats: frozenset[str], profile: Profile, o: Confor
     n = o.max_examples or 0
     if n < 1:
         raise UsageError("--max-examples must be >= 1")
+    from oij.testing._restarts import SHRINK_BUDGET
+
+    budget = SHRINK_BUDGET if o.shrink_budget is None else o.shrink_budget
+    if budget < 0:
+        raise UsageError("--shrink-budget SECONDS must be >= 0")
     report = restart_conformance(cmd, features=feats, profile=profile, max_examples=n, restarts=o.restarts,
                                  seed=o.seed, timeout=o.timeout, replay_out=o.replay_out,
-                                 quiet=o.rest, shrinking=not o.no_shrink)
+                                 quiet=o.rest, shrinking=not o.no_shrink, shrink_budget=budget,
+                                 say_first=say, progress=_progress() if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
     say(report.text())
     return 0 if report.ok else 1
+
+
+def _progress() -> Callable[[int, int, int], None]:
+    """A one-line progress report on a terminal (stderr), rewritten in place: the case and the runs so far."""
+    import time
+
+    t0 = time.monotonic()
+
+    def show(case: int, cases: int, runs: int) -> None:
+        print(f"\r\033[Koij conform --restarts: case {case}/{cases}, {runs} runs, {time.monotonic() - t0:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show
 
 __all__ = ["ConformAdapter", "ConformOptions", "conform"]

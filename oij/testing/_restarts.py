@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -58,8 +58,8 @@ class KillPoint:
     n: int
 
     def __str__(self) -> str:
-        return {"fed": f"after event {self.n} (output at rest)", "checkpoint": f"on its checkpoint line #{self.n}",
-                "row": f"on its result row #{self.n}"}[self.kind]
+        return {"fed": f"after event {self.n} (once it checkpoints at {self.n} or later, or its output rests)",
+                "checkpoint": f"on its checkpoint line #{self.n}", "row": f"on its result row #{self.n}"}[self.kind]
 
 
 @dataclass
@@ -70,6 +70,8 @@ class Incarnation:
     fed: int
     output: list[Line] = field(default_factory=list)
     killed: KillPoint | None = None
+    kill_note: str = ""
+    """How the kill came, as the report says it: for a ``fed`` kill, whether on a checkpoint line or at rest."""
     exit_code: int | None = None
     stderr: str = ""
     problem: str | None = None
@@ -95,7 +97,7 @@ class RestartRun:
         for i, inc in enumerate(self.incarnations):
             marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
             rows = sum(1 for x in inc.output if not isinstance(x, Checkpoint))
-            end = f"killed {inc.killed}" if inc.killed else f"exit {inc.exit_code}"
+            end = f"killed {inc.kill_note or inc.killed}" if inc.killed else f"exit {inc.exit_code}"
             given = f"given events {inc.start + 1}..{inc.fed}" if inc.fed > inc.start else "given no event"
             out.append(f"  incarnation {i}: restored at event {inc.start}, {given}, {rows} row(s), "
                        f"checkpoints at {marks or 'none'}; {end}")
@@ -193,6 +195,8 @@ def run_incarnation(argv: Sequence[str], lines: Sequence[str], start: int, state
                     break
                 if kill is not None and kill.kind == "fed":  # its output rests: kill it between events
                     inc.killed, killed = kill, True
+                    inc.kill_note = (f"after event {kill.n} (no checkpoint at event {kill.n} or later; its output "
+                                     f"at rest for {quiet:g} s)")
                     _kill(p)
                 continue
             if raw is None:
@@ -216,6 +220,9 @@ def run_incarnation(argv: Sequence[str], lines: Sequence[str], start: int, state
                     or (kill.kind == "row" and not isinstance(x, Checkpoint) and rows == kill.n)
                     or (kill.kind == "fed" and isinstance(x, Checkpoint) and x.events >= kill.n)):
                 inc.killed, killed = kill, True
+                inc.kill_note = (f"after event {kill.n}, on its checkpoint line at event {x.events}"
+                                 if isinstance(x, Checkpoint) and kill.kind == "fed" else
+                                 f"{kill} (at event {x.events})" if isinstance(x, Checkpoint) else str(kill))
                 _kill(p)  # the rest of what it wrote before dying is still read
     except ProtocolError as e:
         inc.problem = f"protocol error: {e}"
@@ -485,27 +492,58 @@ def check_restarts(argv: Sequence[str], case: Case, restarts: int = 1, profile: 
     return n, None
 
 
-def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANONICAL,
-           timeout: float = 10.0, quiet: float = 1.0) -> RestartFailure:
-    """Delete events (one at a time, then the kill plan's kill points) while the case still fails under the
-    same plan; a smaller failing case (delta debugging, 1-minimal for the events it tried)."""
+SHRINK_BUDGET = 60.0
+"""Seconds a restart search spends shrinking its first failure by default (``oij conform --shrink-budget``): each
+try is a run of the case under its kill plan, a second or more when a kill waits for the output to rest, so an
+unbounded shrink of a long case can take many minutes after the failure is known."""
+
+
+@dataclass
+class Shrunk:
+    """What :func:`shrink_within` did: the smallest failure it reached, its tries, its time, and whether the
+    budget stopped it before the case was 1-minimal."""
+
+    failure: RestartFailure
+    runs: int = 0
+    seconds: float = 0.0
+    cut: bool = False
+
+
+def shrink_within(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANONICAL,
+                  timeout: float = 10.0, quiet: float = 1.0, budget: float | None = None) -> Shrunk:
+    """Delete events one at a time while the case still fails under the same plan (``fed`` kill points moved
+    inside the shorter case); a smaller failing case, 1-minimal for the events it tried.  ``budget``: stop
+    starting tries after that many seconds (``cut`` then says the case may not be minimal); None: no bound."""
     from oij.spec.model import End
 
-    best = failure
+    out = Shrunk(failure)
+    t0 = time.monotonic()
     changed = True
     while changed:
         changed = False
-        events = [e for e in best.run.case.events if not isinstance(e, End)]
+        events = [e for e in out.failure.run.case.events if not isinstance(e, End)]
         for i in range(len(events)):
-            cand = Case(best.run.case.query, (*events[:i], *events[i + 1:], End()), "shrunk",
-                        best.run.case.encoding)
+            if budget is not None and time.monotonic() - t0 >= budget:
+                out.cut = True
+                out.seconds = time.monotonic() - t0
+                return out
+            cand = Case(out.failure.run.case.query, (*events[:i], *events[i + 1:], End()), "shrunk",
+                        out.failure.run.case.encoding)
             plan = tuple(KillPoint(k.kind, min(k.n, max(1, len(cand)))) if k.kind == "fed" else k
-                         for k in best.run.plan)
+                         for k in out.failure.run.plan)
             run = run_plan(argv, cand, plan, profile, timeout, quiet)
+            out.runs += 1
             if not run.ok and run.problem is None:
-                best, changed = RestartFailure(run), True
+                out.failure, changed = RestartFailure(run), True
                 break
-    return best
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+def shrink(argv: Sequence[str], failure: RestartFailure, profile: Profile = CANONICAL,
+           timeout: float = 10.0, quiet: float = 1.0) -> RestartFailure:
+    """:func:`shrink_within` without a budget: the 1-minimal failing case."""
+    return shrink_within(argv, failure, profile, timeout, quiet).failure
 
 
 def plan_json(plan: Sequence[KillPoint]) -> bytes:
@@ -514,17 +552,19 @@ def plan_json(plan: Sequence[KillPoint]) -> bytes:
 
 
 def read_plan(text: str) -> tuple[KillPoint, ...]:
-    """A kill plan written by :func:`plan_json`; raises ValueError naming the bad entry."""
-    data = orjson.loads(text)
-    if not isinstance(data, list):
-        raise ValueError("a kill plan is a JSON list of [kind, n]")
-    out = []
-    for i, item in enumerate(data):
-        if (not isinstance(item, list) or len(item) != 2 or item[0] not in KILL_KINDS
-                or not isinstance(item[1], int) or item[1] < 1):
-            raise ValueError(f"kill plan entry {i}: [kind, n] with kind one of {', '.join(KILL_KINDS)} and n >= 1")
-        out.append(KillPoint(item[0], item[1]))
-    return tuple(out)
+    """A kill plan written by :func:`plan_json`, valid under ``oij/schemas/killplan.schema.json`` (the schema is
+    what is checked); raises ValueError naming the bad entry (``plan[1][0]: must be one of ...``)."""
+    from oij.testing._schema import KILL_PLAN, errors, schema
+
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e})") from None
+    errs = errors(data, schema(KILL_PLAN), "plan")
+    if errs:
+        raise ValueError(f"{errs[0]} (a kill plan is a JSON list of [kind, n] with kind one of "
+                         f"{', '.join(KILL_KINDS)} and n >= 1: oij/schemas/killplan.schema.json)")
+    return tuple(KillPoint(kind, n) for kind, n in data)
 
 
 @dataclass
@@ -535,28 +575,43 @@ class RestartSearchResult:
     plans: int = 0
     failure: RestartFailure | None = None
     seconds: float = 0.0
+    first: RestartFailure | None = None
+    """The failure as found, before shrinking."""
+    shrunk: Shrunk | None = None
+    """What shrinking did (None: it did not run)."""
+    shrink_budget: float | None = None
 
 
 def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = None, profile: Profile = CANONICAL,
                    max_examples: int = 20, restarts: int = 1, seed: int = 0, timeout: float = 10.0,
-                   quiet: float = 1.0, shrinking: bool = True) -> RestartSearchResult:
+                   quiet: float = 1.0, shrinking: bool = True, shrink_budget: float | None = SHRINK_BUDGET,
+                   on_first: Callable[[RestartFailure, int], None] | None = None,
+                   progress: Callable[[int, int, int], None] | None = None) -> RestartSearchResult:
     """Run up to ``max_examples`` generated cases, each under every kill plan of :func:`plans` with
     ``restarts`` kills in a row; stop at the first case whose committed rows are not exactly the result and
-    shrink it."""
+    shrink it within ``shrink_budget`` seconds (None: unbounded).  ``on_first(failure, cases)`` is called with
+    the failure as found, before any shrinking (the verdict is known then: ``oij conform`` prints it at once);
+    ``progress(case, cases, runs)`` before each case."""
     from oij.testing._cases import DEFAULT_FEATURES
 
     feats = DEFAULT_FEATURES if features is None else features
-    out = RestartSearchResult()
+    out = RestartSearchResult(shrink_budget=shrink_budget)
     t0 = time.monotonic()
-    for case in restart_cases(feats, max_examples, seed):
+    chosen = restart_cases(feats, max_examples, seed)
+    for case in chosen:
+        if progress is not None:
+            progress(out.cases + 1, len(chosen), out.plans)
         out.cases += 1
         n, f = check_restarts(argv, case, restarts, profile, timeout, quiet)
         out.plans += n
         if f is not None:
-            out.failure = f
+            out.failure = out.first = f
             break
-    if shrinking and out.failure is not None and out.failure.run.problem is None:
-        out.failure = shrink(argv, out.failure, profile, timeout, quiet)
+    if out.first is not None and on_first is not None:
+        on_first(out.first, out.cases)
+    if shrinking and out.first is not None and out.first.run.problem is None:
+        out.shrunk = shrink_within(argv, out.first, profile, timeout, quiet, shrink_budget)
+        out.failure = out.shrunk.failure
     out.seconds = time.monotonic() - t0
     return out
 
@@ -584,32 +639,73 @@ class RestartReport:
                     f"{self.profile.name} result ({s.seconds:.0f} s)")
         run = s.failure.run
         kind = run.verdict.kind if run.verdict is not None and run.problem is None else "error"
-        head = (f"oij conform --restarts: {cmd} is NOT exactly once ({kind}; minimal case of {len(run.case)} "
+        sh = s.shrunk
+        size = ("minimal case" if sh is not None and not sh.cut else "case")
+        head = (f"oij conform --restarts: {cmd} is NOT exactly once ({kind}; {size} of {len(run.case)} "
                 f"events, found in {s.cases} cases)")
-        out = [head, "", s.failure.report(self.profile)]
+        out = [head, self.shrink_text(), "", s.failure.report(self.profile)]
         if self.replay and self.plan_file:
             prof = "" if self.profile is CANONICAL else f"--profile {self.profile.name} "
             out += ["", f"replay: oij conform --replay {self.replay} --kill-plan {self.plan_file} "
                     f"--restarts {len(run.plan) or self.restarts} {prof}-- {cmd}"]
         return "\n".join(out)
 
+    def shrink_text(self) -> str:
+        """One line on the shrinking: how far it went, and whether its budget stopped it."""
+        s = self.search
+        sh, first = s.shrunk, s.first
+        if first is None or first.run.problem is not None:
+            return "not shrunk (the run stopped on a problem, not a verdict)"
+        if sh is None:
+            return f"not shrunk (--no-shrink): the case as found, {len(first.run.case)} events"
+        went = (f"shrunk from {len(first.run.case)} to {len(sh.failure.run.case)} events in {sh.runs} runs "
+                f"({sh.seconds:.1f} s)")
+        if sh.cut:
+            return (f"{went}; shrinking stopped by its budget of {s.shrink_budget:g} s: the case may not be minimal "
+                    f"(--shrink-budget SECONDS to give it more)")
+        return went + ", 1-minimal"
+
+    def first_text(self, failure: RestartFailure, cases: int) -> str:
+        """The failure as found, before shrinking: what ``oij conform --restarts`` prints the moment it knows."""
+        run = failure.run
+        kind = run.verdict.kind if run.verdict is not None and run.problem is None else "error"
+        then = ("" if run.problem is not None else
+                "\nshrinking it next " + (f"(within {self.search.shrink_budget:g} s, --shrink-budget)"
+                                          if self.search.shrink_budget is not None else "(no budget)") + "...")
+        files = (f"; written to {self.replay} and {self.plan_file}" if self.replay and self.plan_file else "")
+        return (f"oij conform --restarts: first failure ({kind}), in case {cases}, as found ({len(run.case)} "
+                f"events, unshrunk){files}\n\n{failure.report(self.profile)}{then}\n")
+
 
 def restart_conformance(argv: Sequence[str], *, features: frozenset[str] | None = None,
                         profile: Profile = CANONICAL, max_examples: int = 20, restarts: int = 1, seed: int = 0,
                         timeout: float = 10.0, replay_out: str = "oij-conform-failure.jsonl", quiet: float = 1.0,
-                        shrinking: bool = True) -> RestartReport:
-    """``oij conform --restarts N -- CMD``: :func:`restart_search`; on a failure the minimal case is written to
-    ``replay_out`` and its kill plan beside it (``.plan.json``), both atomically."""
+                        shrinking: bool = True, shrink_budget: float | None = SHRINK_BUDGET,
+                        say_first: Callable[[str], None] | None = None,
+                        progress: Callable[[int, int, int], None] | None = None) -> RestartReport:
+    """``oij conform --restarts N -- CMD``: :func:`restart_search`; on a failure the case is written to
+    ``replay_out`` and its kill plan beside it (``.plan.json``), both atomically: as found, the moment it is
+    found (and ``say_first`` is given the report of it, before shrinking starts), then again once shrunk."""
     from oij.io.atomic import write_text
 
-    res = restart_search(argv, features=features, profile=profile, max_examples=max_examples, restarts=restarts,
-                         seed=seed, timeout=timeout, quiet=quiet, shrinking=shrinking)
-    rep = RestartReport(list(argv), restarts, profile, res)
-    if res.failure is not None:
-        plan_file = os.path.splitext(replay_out)[0] + ".plan.json"
-        write_text(replay_out, res.failure.run.case.to_jsonl())
-        write_text(plan_file, plan_json(res.failure.run.plan).decode() + "\n")
+    plan_file = os.path.splitext(replay_out)[0] + ".plan.json"
+    rep = RestartReport(list(argv), restarts, profile, RestartSearchResult(shrink_budget=shrink_budget))
+
+    def write(f: RestartFailure) -> None:
+        write_text(replay_out, f.run.case.to_jsonl())
+        write_text(plan_file, plan_json(f.run.plan).decode() + "\n")
         rep.replay, rep.plan_file = replay_out, plan_file
+
+    def first(f: RestartFailure, cases: int) -> None:
+        write(f)
+        if say_first is not None:
+            say_first(rep.first_text(f, cases))
+
+    rep.search = restart_search(argv, features=features, profile=profile, max_examples=max_examples,
+                                restarts=restarts, seed=seed, timeout=timeout, quiet=quiet, shrinking=shrinking,
+                                shrink_budget=shrink_budget, on_first=first, progress=progress)
+    if rep.search.failure is not None:
+        write(rep.search.failure)
     return rep
 
 

@@ -65,6 +65,7 @@ class SearchResult:
     generated: int = 0  # generated cases that ran (the search, not the vectors or shrinking)
     found_by: str = ""  # "vector FEATURE/NAME", "small scope, case N" or "search, case N" when failure is set
     small_scope: int = 0  # small-scope cases that ran (oij.testing._smallscope)
+    small_scope_cover: bool = False  # they were its covering array (the per-case default), not every case
 
 
 def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
@@ -274,15 +275,9 @@ def run_vectors(impl: Impl | Session, features: frozenset[str], profile: Profile
     ``jobs`` vectors run at once; they are judged in the same order, so the failure reported is the same."""
     from oij.testing._vectors import interleaved
 
-    todo = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding)
+    todo = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding, raw=v.case.raw)
             for v in interleaved() if case_features(v.case) <= features]
-    if jobs > 1 and not isinstance(impl, Session):
-        command = impl
-        pool = ThreadPoolExecutor(max_workers=jobs)
-        outcomes: Iterator[Outcome] = pool.map(lambda c: run_impl(command, c, timeout), todo)
-    else:
-        pool = None
-        outcomes = (run_impl(impl, c, timeout) for c in todo)
+    pool, outcomes = _outcomes(impl, todo, timeout, jobs)
     try:
         first = _first_vector_failure(todo, outcomes, features, profile, result)
     finally:
@@ -305,37 +300,61 @@ def _first_vector_failure(todo: list[Case], outcomes: Iterator[Outcome], feature
 
 
 def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Profile, timeout: float,
-                    result: SearchResult, k: int) -> Failure | None:
+                    result: SearchResult, k: int, cover: bool = False, jobs: int = 1) -> Failure | None:
     """Run every small-scope case of up to ``k`` events (:mod:`oij.testing._smallscope`) whose features ``impl``
-    claims; the first failure, shrunk, or None."""
-    from oij.testing._smallscope import small_scope_cases
+    claims, or with ``cover`` only its pairwise covering array (:func:`~oij.testing._smallscope.small_scope_cover`:
+    the per-case default); the first failure, shrunk, or None.  With ``jobs > 1`` (a command, not a session) up
+    to ``jobs`` cases run at once, judged in order, so the failure reported is the same."""
+    from oij.testing._smallscope import small_scope_cases, small_scope_cover
 
-    for n, case in enumerate(small_scope_cases(features, k), 1):
-        outcome = run_impl(impl, case, timeout)
-        result.examples += 1
-        result.small_scope += 1
-        result.observations.append((case, outcome.got))
-        f = judge(case, outcome, profile, features)
-        if f is not None:
-            result.found_by = f"small scope, case {n}"
-            return minimize(impl, f, profile, features, timeout, result)
-    return None
+    todo = small_scope_cover(features, k) if cover else small_scope_cases(features, k)
+    result.small_scope_cover = cover
+    pool, outcomes = _outcomes(impl, todo, timeout, jobs)
+    try:
+        for n, (case, outcome) in enumerate(zip(todo, outcomes, strict=False), 1):
+            result.examples += 1
+            result.small_scope += 1
+            result.observations.append((case, outcome.got))
+            f = judge(case, outcome, profile, features)
+            if f is not None:
+                result.found_by = f"small scope{' (covering array)' if cover else ''}, case {n}"
+                break
+        else:
+            return None
+    finally:
+        if pool is not None:  # the cases after a failure are not run (those running are waited for)
+            pool.shutdown(wait=True, cancel_futures=True)
+    return minimize(impl, f, profile, features, timeout, result)
+
+
+def _outcomes(impl: Impl | Session, todo: list[Case], timeout: float,
+              jobs: int) -> tuple[ThreadPoolExecutor | None, Iterator[Outcome]]:
+    """The outcomes of ``todo`` in order, up to ``jobs`` at a time for a command (one at a time otherwise), and
+    the pool to shut down once they are no longer wanted."""
+    if jobs > 1 and not isinstance(impl, Session) and not callable(impl):
+        command = impl
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        return pool, pool.map(lambda c: run_impl(command, c, timeout), todo)
+    return None, (run_impl(impl, c, timeout) for c in todo)
 
 
 def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
            max_examples: int = 200, seed: int = 0, timeout: float = 10.0, vectors: bool = True,
-           small_scope: int = 0) -> SearchResult:
+           small_scope: int = 0, small_cover: bool = False, fixed_jobs: int = 1) -> SearchResult:
     """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on every small-scope
-    case of up to ``small_scope`` events, then on up to ``max_examples`` generated cases; on a failure, shrink it
-    to a minimal case."""
+    case of up to ``small_scope`` events (with ``small_cover``, their covering array), then on up to
+    ``max_examples`` generated cases; on a failure, shrink it to a minimal case.  ``fixed_jobs``: the vectors and
+    the small-scope cases (fixed lists, judged in order) run that many at a time; the generated cases, which
+    depend on the answers before them, one at a time."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     result = SearchResult()
     if vectors:
-        result.failure = run_vectors(impl, feats, profile, timeout, result)
+        result.failure = run_vectors(impl, feats, profile, timeout, result, jobs=fixed_jobs)
         if result.failure is not None:
             return result
     if small_scope > 0:
-        result.failure = run_small_scope(impl, feats, profile, timeout, result, small_scope)
+        result.failure = run_small_scope(impl, feats, profile, timeout, result, small_scope, small_cover,
+                                         jobs=fixed_jobs)
         if result.failure is not None:
             return result
     failures: list[Failure] = []
@@ -436,7 +455,8 @@ def _shard(args: tuple[Sequence[str], frozenset[str], Profile, int, int, float, 
 
 def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = None, profile: Profile = CANONICAL,
                     max_examples: int = 200, seed: int = 0, timeout: float = 10.0, jobs: int = 1,
-                    vectors: bool = True, session: bool = False, small_scope: int = 0) -> SearchResult:
+                    vectors: bool = True, session: bool = False, small_scope: int = 0,
+                    small_cover: bool = False) -> SearchResult:
     """:func:`search` split over ``jobs`` processes (seeds seed, seed+1, ...); the smallest failure wins.
     ``session``: each process runs the command as one :class:`Session` (the vectors too, in this process)."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
@@ -444,9 +464,9 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
         if session:
             with Session(impl) as s:
                 return search(s, features=feats, profile=profile, max_examples=max_examples, seed=seed,
-                              timeout=timeout, vectors=vectors, small_scope=small_scope)
+                              timeout=timeout, vectors=vectors, small_scope=small_scope, small_cover=small_cover)
         return search(impl, features=feats, profile=profile, max_examples=max_examples, seed=seed, timeout=timeout,
-                      vectors=vectors, small_scope=small_scope)
+                      vectors=vectors, small_scope=small_scope, small_cover=small_cover)
     out = SearchResult()
     if vectors:  # the fixed corpus first, in this process
         if session:
@@ -457,9 +477,9 @@ def search_parallel(impl: Sequence[str], *, features: Iterable[str] | None = Non
     if out.failure is None and small_scope > 0:  # the small-scope stage, in this process
         if session:
             with Session(impl) as s:
-                out.failure = run_small_scope(s, feats, profile, timeout, out, small_scope)
+                out.failure = run_small_scope(s, feats, profile, timeout, out, small_scope, small_cover)
         else:
-            out.failure = run_small_scope(impl, feats, profile, timeout, out, small_scope)
+            out.failure = run_small_scope(impl, feats, profile, timeout, out, small_scope, small_cover, jobs=jobs)
     if out.failure is not None:
         return out
     shares = [max_examples // jobs + (1 if i < max_examples % jobs else 0) for i in range(jobs)]

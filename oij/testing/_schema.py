@@ -1,8 +1,9 @@
 """The JSON Schemas of oij-jsonl v1 (shipped in ``oij/schemas``) and a validator for the subset they use.
 
 The subset: ``type`` (a name or a list of names), ``const``, ``enum``,
-``minimum``/``maximum``, ``anyOf``, and for objects ``properties``,
-``required`` and ``additionalProperties: false``.  JSON booleans are not
+``minimum``/``maximum``, ``anyOf``, for objects ``properties``,
+``required`` and ``additionalProperties: false``, and for arrays ``items``,
+``prefixItems``, ``minItems`` and ``maxItems`` (the kill plan's schema).  JSON booleans are not
 integers or numbers here, as in JSON Schema.
 """
 
@@ -17,11 +18,14 @@ LINE_TYPES = ("query", "tuple", "watermark", "end", "pair", "aggregate", "late")
 OUTPUT_TYPES = ("pair", "aggregate", "late")
 RESTART_TYPES = ("checkpoint",)
 """The line an implementation adds to its output under the restart protocol (``oij conform --restarts``)."""
+KILL_PLAN = "killplan"
+"""The schema of a kill plan file (``oij conform --replay F --kill-plan P --restarts N``): not a line type."""
 
 
 @cache
 def schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of line type ``name`` (one of :data:`LINE_TYPES`)."""
+    """The JSON Schema of line type ``name`` (one of :data:`LINE_TYPES`, ``checkpoint``), or of the kill plan file
+    (:data:`KILL_PLAN`)."""
     text = resources.files("oij").joinpath("schemas", f"{name}.schema.json").read_text(encoding="utf-8")
     out: dict[str, Any] = json.loads(text)
     return out
@@ -80,9 +84,16 @@ def errors(x: Any, s: dict[str, Any], path: str = "") -> list[str]:
         for k, sub in props.items():
             if k in x:
                 out += errors(x[k], sub, k)
-    if type(x) is list and "items" in s:
+    if type(x) is list:
+        if "minItems" in s and len(x) < s["minItems"]:
+            return [f"{where}: must have at least {s['minItems']} items, got {len(x)}"]
+        if "maxItems" in s and len(x) > s["maxItems"]:
+            return [f"{where}: must have at most {s['maxItems']} items, got {len(x)}"]
+        prefix: list[dict[str, Any]] = s.get("prefixItems", [])
         for i, item in enumerate(x):
-            out += errors(item, s["items"], f"{where}[{i}]")
+            sub = prefix[i] if i < len(prefix) else s.get("items")
+            if sub is not None:
+                out += errors(item, sub, f"{where}[{i}]")
     return out
 
 

@@ -68,3 +68,76 @@ def small_scope_sizes(features: Iterable[str], k: int) -> list[tuple[int, int]]:
         raw = [c for c in small_cases(n) if len(c) == n and case_features(c) <= feats]
         out.append((len(raw), len({(d.query, d.events) for d in map(canonical, raw)})))
     return out
+
+
+COVER_FACTORS = (("query", "value"), ("query", "outcome"), ("window", "sequence"), ("kind", "sequence"),
+                 ("mode", "sequence"), ("window", "offset"), ("kind", "offset"), ("mode", "offset"),
+                 ("window", "keys"), ("kind", "keys"), ("sequence", "offset"), ("sequence", "keys"),
+                 ("offset", "keys"), ("kind", "text"), ("value", "text"), ("outcome", "text"))
+"""The pairs of factors whose every combination :func:`small_scope_cover` covers (a pairwise covering array, with
+the query as one factor beside the result's values and its shape).  The factors of a case: ``query`` (window,
+join or aggregate, mode: the 32 queries of the alphabet), ``window``, ``kind`` (pairs inner or left, count,
+min), ``mode`` (watermarks or lateness), ``sequence`` (the kinds of its events in order: base, probe,
+watermark), ``offset`` (the probe's time minus the base's, or where the watermark falls), ``keys`` (same key or
+not), ``value`` (the classes of its result's values: a null, a count of 0 or more, a negative, zero or positive
+value, an unmatched base, a pair, a late tuple), ``outcome`` (how many rows of each kind) and ``text`` (values
+written as JSON integers or as floats)."""
+
+
+def _factors(case: Case) -> dict[str, object]:
+    from oij.spec.model import StreamTuple, Watermark
+    from oij.spec.profiles import CANONICAL
+    from oij.testing._protocol import expected_output
+
+    q = case.query
+    kind = q.aggregate or f"pairs-{q.join}"
+    mode = "watermarks" if q.lateness is None else "lateness"
+    ev = [e for e in case.events if isinstance(e, (StreamTuple, Watermark))]
+    seq = tuple("w" if isinstance(e, Watermark) else e.side[0] for e in ev)
+    tuples = [e for e in ev if isinstance(e, StreamTuple)]
+    first = next((i for i, e in enumerate(ev) if isinstance(e, StreamTuple) and e.side == "base"), None)
+    offset: object = "-"
+    if first is not None and len(ev) > 1:
+        offset = ev[1 - first if first < 2 else 0].ts - ev[first].ts
+    keys = "-" if len(tuples) < 2 else ("same" if tuples[0].key == tuples[1].key else "other")
+    res = expected_output(case, CANONICAL)
+    values: set[str] = set()
+    for _, probe in res.pairs:
+        values.add("null-row" if probe is None else "pair")
+    for _, count, value in res.aggregates:
+        if value is None:
+            values.add("null")
+        elif q.aggregate == "count":
+            values.add("count-0" if count == 0 else "count")
+        else:
+            values.add("neg" if value < 0 else "zero" if value == 0 else "pos")
+    if res.late:
+        values.add("late")
+    outcome = (sum(p is not None for _, p in res.pairs), sum(p is None for _, p in res.pairs), len(res.aggregates),
+               len(res.late))
+    return {"query": q, "window": (q.lower, q.upper), "kind": kind, "mode": mode, "sequence": seq, "offset": offset,
+            "keys": keys, "value": tuple(sorted(values)), "outcome": outcome,
+            "text": "int" if case.encoding.endswith("|int") else "float"}
+
+
+def small_scope_cover(features: Iterable[str], k: int = 2) -> list[Case]:
+    """The small-scope cases of up to ``k`` events (:func:`small_scope_cases`), each written with its values as
+    JSON integers and as floats, thinned to a pairwise covering array over :data:`COVER_FACTORS`: greedily, each
+    next case the one that covers the most combinations not yet covered (the earlier on a tie), until every
+    combination some case has is covered.  Deterministic.  Up to 2 events under every feature of ``all``: 1,408
+    cases (2,816 written both ways) give about 190, cheap enough for one process per case (the default of ``oij
+    conform`` without ``--session``, which runs every case)."""
+    from dataclasses import replace
+
+    pool = [c for case in small_scope_cases(features, k) for c in (case, replace(case, encoding="full"))]
+    items = []
+    for c in pool:
+        f = _factors(c)
+        items.append({(a, b, f[a], f[b]) for a, b in COVER_FACTORS})
+    left: set[tuple[str, str, object, object]] = set().union(*items) if items else set()
+    chosen: list[int] = []
+    while left:
+        best = max(range(len(pool)), key=lambda i: (len(items[i] & left), -i))
+        chosen.append(best)
+        left -= items[best]
+    return [pool[i] for i in sorted(chosen)]

@@ -330,6 +330,7 @@ def vectors() -> Iterator[Vector]:
                  _case(Query(-2, 0), _t("p", 1, 1010), _t("p", 2, 9), _t("b", 3, 10), _t("p", 4, -1000),
                        _t("b", 5, 1010)))
     yield from found_by_mutants()
+    yield from question_vectors()
     yield Vector("empty", "empty", "no tuple at all", _case(Query(-1, 1)))
     yield Vector("empty", "base-only", "bases only", _case(Query(-1, 1, join="left"), _t("b", 1, 3)))
     yield Vector("empty", "probe-only", "probes only", _case(Query(-1, 1), _t("p", 1, 3)))
@@ -528,6 +529,51 @@ def _reordered(case: Case) -> Case:
         if all(next(iter(x)) != "type" for x in lines[:-1]) and "\r" in c.to_jsonl() and "\t" in c.to_jsonl():
             return c
     raise ValueError("no order puts type away from the front")
+
+
+MAX_DOUBLE = 1.7976931348623157e308
+"""The largest finite double, :math:`(2^{53} - 1) \\cdot 2^{971}`; half an ulp above it is
+:math:`2^{1024} - 2^{970}`."""
+
+
+def question_vectors() -> Iterator[Vector]:
+    """The answers of docs/format.rst's "Questions implementers ask" that a case can pin (issue 65): an inner
+    join's aggregate row for a base whose window is empty, a sum at the edge of the double range, and integer
+    values beyond :math:`2^{53}` (read as the nearest double: the limit is on fields only)."""
+    q_sum = Query(-3, 0, aggregate="sum")
+    kind: AggregateKind
+    for kind, value in (("count", "0"), ("sum", "0.0"), ("avg", "null"), ("min", "null")):
+        yield Vector("questions", f"inner-{kind}-empty-window", f"an inner join's {kind}: a base whose window holds "
+                     f"no probe (the only probe is of another key) still gets its row, count 0, value {value}",
+                     _case(Query(-3, 0, aggregate=kind), _t("p", 1, 9, key=2, value=5.0), _t("b", 2, 10)))
+    half = 2.0 ** 970  # half an ulp of the largest double
+    for name, extra, sign, why in (
+            ("half-ulp", half, 1.0, "exactly half an ulp above the largest double: the tie rounds to even, "
+             "2^1024, so \"inf\""),
+            ("half-ulp-neg", half, -1.0, "the same below the smallest double: \"-inf\""),
+            ("below-half-ulp", half - 2.0 ** 918, 1.0, "just under half an ulp above the largest double: it "
+             "rounds to the largest double, finite"),
+            ("quarter-ulp", 2.0 ** 969, 1.0, "a quarter ulp above the largest double: the largest double"),
+            ("one-ulp", 2.0 ** 971, 1.0, "one ulp above the largest double: \"inf\"")):
+        yield Vector("questions", f"sum-max-double-plus-{name}", f"sum of {sign * MAX_DOUBLE!r} and {sign * extra!r}: "
+                     f"the exact sum rounded once to the nearest double; {why}",
+                     _case(q_sum, _t("p", 1, 9, value=sign * MAX_DOUBLE), _t("p", 2, 10, value=sign * extra),
+                           _t("b", 3, 10)))
+    yield Vector("questions", "avg-max-double-plus-half-ulp", f"avg of {MAX_DOUBLE!r} and {half!r}: the exact "
+                 "mean rounded once, finite (the exact sum would round to \"inf\", the mean does not)",
+                 _case(Query(-3, 0, aggregate="avg"), _t("p", 1, 9, value=MAX_DOUBLE), _t("p", 2, 10, value=half),
+                       _t("b", 3, 10)))
+    e53 = float(1 << 53)
+    for kind, other, why in (("sum", -e53, "0.0 (an implementation that keeps the integer gets 1)"),
+                             ("max", 1.0, "9007199254740992.0")):
+        case = replace(_case(Query(-3, 0, aggregate=kind), _t("p", 1, 9, value=e53), _t("p", 2, 10, value=other),
+                             _t("b", 3, 10)), encoding="full|int")
+        text = case.to_jsonl()
+        assert text.count('"value":9007199254740992,') == 1
+        yield Vector("questions", f"int-value-above-2^53-{kind}", f"{kind} of a value written as the JSON integer "
+                     "9007199254740993 (2^53 + 1) and one of " + f"{other:g}: a value is a double, read as the nearest "
+                     f"one (2^53), so the {kind} is {why}; the 2^53 limit is on fields, not values",
+                     replace(case, raw=text.replace('"value":9007199254740992,', '"value":9007199254740993,')))
 
 
 def found_by_mutants() -> Iterator[Vector]:

@@ -63,7 +63,7 @@ def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
         bug: str, vectors: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     if (bug, vectors) not in AS_A_PROCESS:
         monkeypatch.setattr("oij.testing._runner.run_command", in_process)
-    extra = ["--no-vectors"] if vectors == "search-only" else []
+    extra = ["--no-vectors", "--small-scope", "0"] if vectors == "search-only" else []
     rc, out = conform(capsys, *extra, "--", sys.executable, str(IMPLS / "accum_bugs.py"), bug)
     assert rc == 1, out
     m = re.search(r"minimal case of (\d+) events", out)
@@ -120,7 +120,8 @@ def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 def test_the_recording_holds_every_case_and_the_lines_run(accum_recording: Recording) -> None:
     out = accum_recording.report
-    assert out.startswith("conforms: ") and re.search(r"\(0 test vectors, then 200 generated cases\)", out), out
+    assert out.startswith("conforms: ") and re.search(
+        r"\(0 test vectors, then \d+ small-scope cases \[covering array\], then 200 generated cases\)", out), out
     assert "warning" not in out, out
     assert len(list(accum_recording.dir.glob("*.in"))) == int(out.split()[1]), out  # every case was recorded
     source = (REPO / "tests" / "impls" / "accum_oij.py").read_text().splitlines()
@@ -138,7 +139,8 @@ def test_the_independent_implementation_conforms(capsys: pytest.CaptureFixture[s
     monkeypatch.setattr("oij.testing._runner.run_command", in_process)
     rc, out = conform(capsys, "--", *ACCUM)
     assert rc == 0, out
-    assert out.startswith("conforms: ") and re.search(r"\(\d+ test vectors, then 200 generated cases\)", out), out
+    assert out.startswith("conforms: ") and re.search(
+        r"\(\d+ test vectors, then \d+ small-scope cases \[covering array\], then 200 generated cases\)", out), out
     assert "warning" not in out, out
 
 

@@ -47,7 +47,7 @@ class Acc:
 
     def add(self, pid: int, value: float) -> None:
         self.probes.append(pid)
-        self.total += Fraction(value)
+        self.total += Fraction(float(value))  # a value is a double: a JSON integer above 2^53 too
         self.low = value if self.low is None else min(self.low, value)
         self.high = value if self.high is None else max(self.high, value)
 

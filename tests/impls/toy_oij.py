@@ -119,7 +119,7 @@ def main(bug: str) -> None:
                 out.append(json.dumps({"type": "late", "id": e["id"]}))
                 if bug != "late-joined":
                     continue
-            e.setdefault("value", 0.0)
+            e["value"] = float(e.get("value", 0.0))  # a value is a double (an integer above 2^53 too)
             stored = state.setdefault(key_of(e), [])
             if e["side"] == "base":
                 met[e["id"]] = []

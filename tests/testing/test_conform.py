@@ -83,7 +83,8 @@ def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str], monkeypatc
     monkeypatch.setattr("oij.testing._runner.run_command", _toy_in_process)
     rc, out = conform(capsys, "--", *toy())
     assert rc == 0, out
-    assert re.search(r"conforms: \d+ cases .*\((\d+) test vectors, then 200 generated cases\)", out), out
+    assert re.search(r"conforms: \d+ cases .*\((\d+) test vectors, then \d+ small-scope cases \[covering array\], "
+                     r"then 200 generated cases\)", out), out
     for tag in ("tuple exactly on a bound", "late tuple", "left join", "aggregate over an empty window"):
         assert tag in out
     # every rule edge was hit by some generated case, so no warning
@@ -92,7 +93,7 @@ def test_the_correct_toy_conforms(capsys: pytest.CaptureFixture[str], monkeypatc
 
 def test_an_edge_no_case_hit_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
     """Negative control for the coverage report: a run too short to reach every edge says so, naming the edge."""
-    rc, out = conform(capsys, "--no-vectors", "--max-examples", "2", "--", *toy())
+    rc, out = conform(capsys, "--no-vectors", "--small-scope", "0", "--max-examples", "2", "--", *toy())
     assert rc == 0, out
     assert re.search(r"^warning: no generated case hit the edge '[^']+'", out, re.M), out
 
@@ -104,7 +105,8 @@ def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys:
     # KP/DP/HP add aggregate sums in float64 (parallel/runtime/store.py): not exact, see the next test
     feats = "all" if engine[0] == "join" else "all,-aggregates"
     # the vectors are verified against oij join in test_vectors_are_deterministic_and_verify; here the search
-    rc, out = conform(capsys, "--no-vectors", "--features", feats, "--max-examples", n, "--", *OIJ, *engine)
+    rc, out = conform(capsys, "--no-vectors", "--small-scope", "0", "--features", feats, "--max-examples", n, "--",
+                      *OIJ, *engine)
     assert rc == 0, out
 
 
@@ -132,8 +134,8 @@ def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     """``all`` leaves the format-1.1 cond out (a 1.0 implementation still conforms); ``all,cond`` tests it: oij's
     own join passes, and the toy, which knows no cond, is caught (the negative control)."""
     assert "cond" not in parse_features("all") and "cond" in parse_features("all,cond")
-    rc, out = conform(capsys, "--no-vectors", "--features", "all,cond", "--max-examples", "25", "--", *OIJ, "join",
-                      "-")
+    rc, out = conform(capsys, "--no-vectors", "--small-scope", "0", "--features", "all,cond", "--max-examples", "25",
+                      "--", *OIJ, "join", "-")
     assert rc == 0 and "joining condition" in out, out
     rc, out = conform(capsys, "--features", "all,cond", "--max-examples", "60", "--", *toy())
     assert rc == 1, out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +36,11 @@ def test_conform_passes_a_correct_implementation_and_fails_a_planted_bug(tmp_pat
 
 def test_the_defaults_depend_on_the_mode() -> None:
     plain = ConformOptions(cmd=("x",)).with_defaults()
-    assert (plain.timeout, plain.rest, plain.max_examples, plain.small_scope) == (10.0, 1.0, 200, 0)
-    assert ConformOptions(cmd=("x",), session=True).with_defaults().small_scope == 2
+    assert (plain.timeout, plain.rest, plain.max_examples, plain.small_scope) == (10.0, 1.0, 200, "cover")
+    assert plain.fixed_jobs == min(2, os.cpu_count() or 1) and plain.shrink_budget is None  # (60 s: restarts)
+    session = ConformOptions(cmd=("x",), session=True).with_defaults()
+    assert (session.small_scope, session.fixed_jobs) == (2, 1)
+    assert ConformOptions(cmd=("x",), jobs=1, fixed_jobs=1).with_defaults().fixed_jobs == 1  # -j 1: one at a time
     assert ConformOptions(cmd=("x",), restarts=2).with_defaults().max_examples == 20
     slow = ConformOptions(adapter="flink-ds", restarts=2).with_defaults()
     assert (slow.timeout, slow.rest) == (300.0, 30.0)

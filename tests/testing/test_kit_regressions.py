@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -26,25 +27,31 @@ from oij.testing import Case
 from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, SearchResult, search
-from tests.impls.accum_bugs import BUGS, TEXT_BUGS
+from tests.impls.accum_bugs import BUGS, SMALL_SCOPE_BUGS, TEXT_BUGS
 from tests.impls.accum_oij import Join, main
 
 SHAPES = sorted(BUGS)
+
+
+IN_PROCESS = threading.Lock()
+"""One in-process run at a time: the kit runs the vectors and the small-scope cases of a command two at a time
+(threads), and a run here swaps the process's ``sys.stdin`` and ``sys.stdout``."""
 
 
 def outcome_in_process(run_main: Callable[[], None], stdin: str) -> Outcome:
     """What :func:`oij.testing._runner.run_command` returns for an implementation whose ``main`` runs in this
     process: ``stdin`` as its standard input, its standard output parsed; a raise is its crash."""
     out = io.StringIO()
-    old = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        with contextlib.redirect_stdout(out):
-            run_main()
-    except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
-        return Outcome(None, f"crash: {type(e).__name__}: {e}")
-    finally:
-        sys.stdin = old
+    with IN_PROCESS:
+        old = sys.stdin
+        sys.stdin = io.StringIO(stdin)
+        try:
+            with contextlib.redirect_stdout(out):
+                run_main()
+        except (Exception, SystemExit) as e:  # the implementation's fault, as a crash of the command would be
+            return Outcome(None, f"crash: {type(e).__name__}: {e}")
+        finally:
+            sys.stdin = old
     try:
         return Outcome(parse_output(out.getvalue().encode()))
     except ProtocolError as e:
@@ -54,15 +61,19 @@ def outcome_in_process(run_main: Callable[[], None], stdin: str) -> Outcome:
 def in_process(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
     """:func:`oij.testing._runner.run_command` for ``python accum_bugs.py BUG``, run in this process."""
     del timeout
-    make: type[Join] = {**BUGS, **TEXT_BUGS}.get(argv[-1], Join)
+    make: type[Join] = {**BUGS, **TEXT_BUGS, **SMALL_SCOPE_BUGS}.get(argv[-1], Join)
     return outcome_in_process(lambda: main(make), stdin)
 
 
-def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES) -> SearchResult:
-    """``oij conform [--no-vectors] -- python accum_bugs.py BUG`` at its defaults, the command in this process."""
+def default_run(bug: str, vectors: bool, features: frozenset[str] = DEFAULT_FEATURES, small_scope: int = 0,
+                small_cover: bool = False, max_examples: int = 200) -> SearchResult:
+    """``oij conform [--no-vectors] -- python accum_bugs.py BUG`` at its defaults, the command in this process;
+    without a small-scope stage unless given (``small_scope=2, small_cover=True`` is the per-case default since
+    issue 65, ``small_scope=2`` the default with ``--session``)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("oij.testing._runner.run_command", in_process)
-        return search(["python", "accum_bugs.py", bug], features=features, vectors=vectors)
+        return search(["python", "accum_bugs.py", bug], features=features, vectors=vectors, small_scope=small_scope,
+                      small_cover=small_cover, max_examples=max_examples)
 
 
 @pytest.mark.parametrize("bug", SHAPES)
@@ -142,3 +153,58 @@ def test_small_scope_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture
     assert cli(["conform", "--small-scope", "4", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--small-scope" in err, err
+
+
+def test_the_per_case_default_runs_the_small_scope_covering_array() -> None:
+    from oij.testing._conform import ConformOptions
+
+    o = ConformOptions(cmd=("x",)).with_defaults()
+    assert o.small_scope == "cover"
+    assert ConformOptions(cmd=("x",), session=True).with_defaults().small_scope == 2
+
+
+@pytest.mark.parametrize("bug", sorted(SMALL_SCOPE_BUGS))
+def test_shapes_only_the_small_scope_met_are_caught_by_the_per_case_default(bug: str) -> None:
+    """Issue 65: these shapes passed the per-case default of before (the vectors, then 200 generated cases: the
+    negative control, kept as a fact about the generator) and were caught only by ``--session``'s small scope;
+    the per-case default's covering array catches them too, with the same small case."""
+    before = default_run(bug, True)
+    assert before.failure is None, f"{bug}: now met by the vectors or the generated cases ({before.found_by})"
+    session = default_run(bug, True, small_scope=2)
+    assert session.failure is not None and session.found_by.startswith("small scope, case "), session.found_by
+    per_case = default_run(bug, True, small_scope=2, small_cover=True)
+    assert per_case.failure is not None, f"{bug}: missed by the per-case default's covering array"
+    assert per_case.found_by.startswith("small scope (covering array), case "), per_case.found_by
+    assert len(per_case.failure.case) <= 2, per_case.failure.report
+
+
+def test_the_covering_array_catches_the_small_scope_shapes_alone() -> None:
+    """The shapes the whole small scope of up to 2 events catches alone, its covering array (about 160 cases of
+    1,408) catches alone too; the correct implementation passes every case of it."""
+    for bug in [*SMALL_SCOPE_CATCHES, *SMALL_SCOPE_BUGS]:
+        res = default_run(bug, False, small_scope=2, small_cover=True, max_examples=1)
+        assert res.failure is not None and res.found_by.startswith("small scope (covering array)"), (bug,
+                                                                                                     res.found_by)
+    ok = default_run("correct", False, small_scope=2, small_cover=True, max_examples=1)
+    assert ok.failure is None and 100 <= ok.small_scope <= 250 and ok.small_scope_cover
+
+
+def test_the_covering_array_covers_every_pair_of_factor_values() -> None:
+    from oij.testing._smallscope import COVER_FACTORS, _factors, small_scope_cases, small_scope_cover
+
+    cover = small_scope_cover(DEFAULT_FEATURES)
+    full = small_scope_cases(DEFAULT_FEATURES, 2)
+    assert len(cover) < len(full) / 5
+
+    def pairs(cases: list[Case]) -> set[tuple[object, ...]]:
+        out: set[tuple[object, ...]] = set()
+        for c in cases:
+            f = _factors(c)
+            out |= {(a, b, f[a], f[b]) for a, b in COVER_FACTORS}
+        return out
+
+    from dataclasses import replace
+
+    want = pairs([c for case in full for c in (case, replace(case, encoding="full"))])
+    assert pairs(cover) == want
+    assert pairs(cover[: len(cover) // 2]) != want  # the control: half of it leaves combinations uncovered

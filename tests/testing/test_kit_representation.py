@@ -188,7 +188,8 @@ def test_a_session_that_keeps_state_between_cases_is_caught_and_named(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rc, out = conform(capsys, tmp_path, "--session", "--max-examples", "30", "--", *BUGS, "leaky-session")
     assert rc == 1 and "does not reset its state between cases" in out, out
-    rc, out = conform(capsys, tmp_path, "--max-examples", "30", "--no-vectors", "--", *BUGS, "leaky-session")
+    rc, out = conform(capsys, tmp_path, "--max-examples", "30", "--no-vectors", "--small-scope", "0", "--", *BUGS,
+                      "leaky-session")
     assert rc == 0, out  # per case it is correct: only the session exposes it (the same generated cases)
 
 

@@ -113,7 +113,7 @@ def test_a_checkpoint_ahead_of_the_input_is_a_protocol_error() -> None:
 def test_kill_plan_round_trip_and_errors() -> None:
     plan = (KillPoint("fed", 3), KillPoint("checkpoint", 1))
     assert read_plan(plan_json(plan).decode()) == plan
-    with pytest.raises(ValueError, match="entry 0"):
+    with pytest.raises(ValueError, match=r"plan\[0\]\[0\]: must be one of"):
         read_plan('[["bogus", 1]]')
 
 
@@ -223,3 +223,70 @@ def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path
         mp.setattr(restartpower, "list_mutants", lambda repo: [RestartMutant("correct", RESTART_BUGS)])
         assert restart_power(ROOT, 1, 300.0, str(tmp_path / "r2.json"), None, extra=("--max-examples", "1")) == 1
         assert json.loads((tmp_path / "r2.json").read_text())["counts"]["survived"] == 1
+
+
+# ------------------------------------------------------------------------- a verdict in bounded time (issue 65)
+
+SHRINK_STARTS = "<shrinking starts>"
+
+
+def printed_before_shrinking(log: list[str]) -> bool:
+    """In ``log`` (what was printed, and :data:`SHRINK_STARTS` where shrinking began), a failure report with its
+    kill plan and rows comes before shrinking starts."""
+    printed = next((i for i, x in enumerate(log) if "kill plan:" in x and "verdict:" in x), None)
+    starts = log.index(SHRINK_STARTS) if SHRINK_STARTS in log else len(log)
+    return printed is not None and printed < starts
+
+
+def test_a_failing_restart_run_prints_its_first_failure_before_shrinking(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import oij.testing._restarts as restarts
+
+    log: list[str] = []
+    real = restarts.shrink_within
+
+    def spy(*args: object, **kwargs: object) -> restarts.Shrunk:
+        log.append(SHRINK_STARTS)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(restarts, "shrink_within", spy)
+    replay = tmp_path / "f.jsonl"
+    written: list[bool] = []
+
+    def say_first(text: str) -> None:
+        written.append(replay.exists() and (tmp_path / "f.plan.json").exists())
+        log.append(text)
+
+    rep = restarts.restart_conformance(_cmd("no-restore"), max_examples=10, replay_out=str(replay),
+                                       say_first=say_first)
+    assert printed_before_shrinking(log), log
+    first = log[0]
+    assert "first failure (lossy)" in first and "unshrunk" in first and "lost (" in first, first
+    assert written == [True]  # the case as found is on disk the moment it is printed
+    sh = rep.search.shrunk
+    assert sh is not None and not sh.cut and sh.runs >= 1
+    assert "1-minimal" in rep.text() and "minimal case of" in rep.text()
+    # the negative control: the report printed once the search is over (before issue 65) comes after shrinking
+    log.clear()
+    late = restarts.restart_conformance(_cmd("no-restore"), max_examples=10, replay_out=str(replay),
+                                        shrink_budget=0.0)
+    log.append(late.text())
+    assert not printed_before_shrinking(log), log
+    # a budget of 0 s stops the shrinking before its first try, and the report says so
+    assert late.search.shrunk is not None and late.search.shrunk.cut and late.search.shrunk.runs == 0
+    assert "stopped by its budget of 0 s" in late.text() and "minimal case" not in late.text()
+    assert late.search.failure is late.search.first
+
+
+def test_conform_restarts_cli_takes_a_shrink_budget(tmp_path: Path) -> None:
+    import subprocess
+
+    p = subprocess.run(["oij", "conform", "--restarts", "1", "--max-examples", "10", "--shrink-budget", "0",
+                        "--replay-out", str(tmp_path / "f.jsonl"), "--", *_cmd("no-restore")],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stdout + p.stderr
+    first, verdict = p.stdout.index("first failure (lossy)"), p.stdout.index("is NOT exactly once")
+    assert first < verdict and "stopped by its budget of 0 s" in p.stdout[verdict:], p.stdout
+    bad = subprocess.run(["oij", "conform", "--restarts", "1", "--shrink-budget", "-1", "--", *_cmd("correct")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--shrink-budget" in bad.stderr
