@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from oij.commands import results
 
     results.register(bsub)
+    from oij.commands import schedulebench
+
+    schedulebench.register(bsub)
     from oij.bench.experiment import experiments
 
     ls = bsub.add_parser("list", help="every experiment, with the figure it reproduces")

@@ -10,6 +10,7 @@ conforms, with the number of cases and the situations exercised.
 from __future__ import annotations
 
 import argparse
+import os
 
 from oij.spec.profiles import PROFILES
 from oij.testing._features import FEATURES, OPT_IN
@@ -70,6 +71,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--adapter", metavar="NAME",
                    help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all "
                    "cases, instead of a command; the features default to the adapter's")
+    p.add_argument("--as-run", action="store_true",
+                   help="with --adapter spark-ss or flink-ds: run the engine's ordinary job as its users run it "
+                   "(Spark: micro-batches of many rows, default trigger; Flink: periodic watermarks, parallelism 1 "
+                   "and 2) on --runs seeded workloads and judge each output up to schedule "
+                   "(docs/howto-schedule.rst) instead of driving it one tuple per step")
+    p.add_argument("--runs", type=int, default=3, help="with --as-run: workloads to run (default 3)")
+    p.add_argument("--run-events", type=int, default=3000, help="with --as-run: tuples per workload (default 3000)")
     p.add_argument("--restarts", type=int, default=0, metavar="N",
                    help="the restart protocol (docs/recovery.rst): run each case under kill plans that SIGKILL CMD "
                    "N times (before, at and after its checkpoints, mid-output) and restart it on the same "
@@ -88,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     from oij.adapters import conform_adapter
     from oij.testing import ConformOptions, conform
 
+    if args.as_run:
+        return run_as_run(args)
+
     adapter = conform_adapter(args.adapter) if args.adapter is not None else None
     return conform(ConformOptions(
         cmd=tuple(args.cmd), adapter=args.adapter, features=args.features, profile=args.profile,
@@ -98,3 +109,22 @@ def run(args: argparse.Namespace) -> int:
         state_bound=args.state_bound, state_events=args.state_events, restarts=args.restarts,
         option=tuple(args.option), kill_plan=args.kill_plan, replay=args.replay, replay_out=args.replay_out),
         adapter=adapter)
+
+
+def run_as_run(args: argparse.Namespace) -> int:
+    """``--as-run``: :func:`oij.testing._asrun.conform_as_run`, its lines printed; exit 0 iff every run is
+    admissible."""
+    import sys
+
+    from oij.errors import UsageError
+    from oij.testing._asrun import conform_as_run
+
+    if args.adapter is None or args.cmd:
+        raise UsageError("--as-run runs a real engine's ordinary job: give --adapter spark-ss or flink-ds, no CMD")
+    if args.runs < 1 or args.run_events < 1:
+        raise UsageError("--runs and --run-events must be >= 1")
+    rep = conform_as_run(args.adapter, runs=args.runs, events=args.run_events, seed=args.seed or 0,
+                         out=os.path.dirname(os.path.abspath(args.replay_out)),
+                         say=lambda x: print(x, file=sys.stderr, flush=True))
+    print("\n".join(rep.lines()))
+    return 0 if rep.admissible else 1

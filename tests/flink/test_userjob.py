@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,35 @@ def test_flink_user_job_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="inner join"):
         run_flink_user_job(str(events), str(tmp_path / "o.jsonl"))
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``oij conform --adapter flink-ds --as-run``: two seeded workloads (parallelism 1, then 2) through the
+    ordinary job, each admissible up to schedule.  Negative control: a job whose output loses one pair of two
+    tuples that stay in other rows fails the run with a replay case."""
+    from oij.bench.schedule import plant
+    from oij.cli import main
+    from oij.flink import userjob
+    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.userjob import read_workload
+
+    args = ["conform", "--adapter", "flink-ds", "--as-run", "--runs", "2", "--run-events", "1500",
+            "--replay-out", str(tmp_path / "fail.jsonl")]
+    assert main(args) == 0
+    assert "2 of 2 runs admissible" in capsys.readouterr().out
+    real = userjob.run_flink_user_job
+
+    def lossy(events_path: str, out_path: str, **kw: Any) -> dict[str, Any]:
+        info = real(events_path, out_path, **kw)
+        q, tuples = read_workload(events_path)
+        with open(out_path, encoding="utf-8") as f:
+            got = parse_result_lines(f)
+        Path(out_path).write_text("".join(result_lines(plant("missing", got, tuples, q.lateness or 0, q.upper))))
+        return info
+
+    monkeypatch.setattr(userjob, "run_flink_user_job", lossy)
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "REJECTED" in out and "witness (missing)" in out
+    assert list((tmp_path / "replays").glob("flink-ds-as-run-*.jsonl"))
