@@ -130,7 +130,7 @@ def _timed(cmd: list[str]) -> tuple[float, float, int]:
 def run_schedule_bench(out: str, events: int = 30_000, big: int = 1_000_000, repeat: int = 3, seed: int = 1,
                        engines: tuple[str, ...] = ("spark", "flink-p1", "flink-p2")) -> dict[str, Any]:
     """Run the experiment (module docstring) and write its raw numbers to ``out``; returns them."""
-    from oij.bench.results import provenance
+    from oij.bench.results import capture
     from oij.io.atomic import write_text
     from oij.io.userjob import read_workload
     from oij.reference.oracle import run_events
@@ -187,7 +187,7 @@ def run_schedule_bench(out: str, events: int = 30_000, big: int = 1_000_000, rep
                     "median_cpu_s": round(statistics.median(x[1] for x in ts), 3)} for m, ts in times.items()}}
             cost["ratio_wall"] = round(cost["schedule"]["median_wall_s"] / cost["fixed"]["median_wall_s"], 3)
             cost["ratio_cpu"] = round(cost["schedule"]["median_cpu_s"] / cost["fixed"]["median_cpu_s"], 3)
-        result = {**provenance(sys.argv), "workload": {"tuples": events, "seed": seed, "params": ISSUE_PARAMS,
+        result = {"provenance": capture(), "workload": {"tuples": events, "seed": seed, "params": ISSUE_PARAMS,
                                                        "canonical_pairs": len(canonical.pairs),
                                                        "canonical_late": len(canonical.late)},
                   "runs": runs, "rows": rows, "cost": cost}
