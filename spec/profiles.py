@@ -63,6 +63,17 @@ below), and event j (1-based) the current one:
 
 A base's aggregate and its (a, null) row are emitted when it is dropped
 (final), over the probes it met while stored or on arrival.
+
+A profile fixes the *rules*; the *schedule* (when W moves) is the input's.  An
+engine run as its users run it picks its own schedule, and
+:mod:`oij.spec.schedule` judges its output up to schedule under a profile's
+rules.  For ``spark-ss`` so run: many rows per micro-batch, every row of batch
+b judged against one W (the ``batchWatermarkMs`` of batch b - 1, computed at
+the end of batch b - 2; batch b's own evicts its state), W starting at 0 (a
+row with :math:`ts \le 0` ms is dropped from the first batch on), one delay
+per input and the minimum across inputs, no-data micro-batches on by default
+(they move W after the data ends), and eviction at :math:`ts \le W` for an
+event-time equi-join key but :math:`ts \le W - 1` ms for a range condition.
 """
 
 from __future__ import annotations
