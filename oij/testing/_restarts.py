@@ -584,12 +584,13 @@ class RestartSearchResult:
 
 def restart_search(argv: Sequence[str], *, features: frozenset[str] | None = None, profile: Profile = CANONICAL,
                    max_examples: int = 20, restarts: int = 1, seed: int = 0, timeout: float = 10.0,
-                   quiet: float = 1.0, shrinking: bool = True, shrink_budget: float | None = SHRINK_BUDGET,
+                   quiet: float = 1.0, shrinking: bool = True, shrink_budget: float | None = None,
                    on_first: Callable[[RestartFailure, int], None] | None = None,
                    progress: Callable[[int, int, int], None] | None = None) -> RestartSearchResult:
     """Run up to ``max_examples`` generated cases, each under every kill plan of :func:`plans` with
     ``restarts`` kills in a row; stop at the first case whose committed rows are not exactly the result and
-    shrink it within ``shrink_budget`` seconds (None: unbounded).  ``on_first(failure, cases)`` is called with
+    shrink it within ``shrink_budget`` seconds (None, the default here: unbounded, as ``oij bench recovery``
+    wants; ``oij conform --restarts`` gives :data:`SHRINK_BUDGET`).  ``on_first(failure, cases)`` is called with
     the failure as found, before any shrinking (the verdict is known then: ``oij conform`` prints it at once);
     ``progress(case, cases, runs)`` before each case."""
     from oij.testing._cases import DEFAULT_FEATURES
