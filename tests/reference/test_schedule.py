@@ -174,8 +174,8 @@ def test_each_mutant_of_the_judge_disagrees_with_the_brute_force(monkeypatch: py
                                                                   aggregate: bool) -> None:
     _mutant(monkeypatch, mutant)
     bad: Callable[[Case], bool] = lambda c: fast(c) != brute(c)  # noqa: E731
-    found = find(cases(aggregate=aggregate), bad, settings=settings(max_examples=3000, deadline=None,
-                                                                    suppress_health_check=list(HealthCheck)))
+    found = find(cases(aggregate=aggregate), bad, settings=settings(
+        max_examples=5000, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)))
     assert bad(found)
 
 
