@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,8 +84,96 @@ def jvm_class_archive(request: pytest.FixtureRequest) -> None:
     jvm_archive.use_when_ready(str(request.node.path))
 
 
+ENGINE_MARKS = ("spark", "spark_session", "flink", "flink_gateway", "pathway")
+"""The marks of the tests that run a real engine (a JVM, Pathway): each is also ``slow``."""
+
+SLOW: dict[str, str] = {
+    "tests/spark/": "a real Spark: the session's JVM, local clusters, streaming queries killed and restarted",
+    "tests/flink/": "a real Flink: PyFlink's gateway JVM, DataStream jobs, restarts from checkpoints",
+    "tests/pathway/": "a real Pathway: its engine per case, persistent storage, restarts",
+    "tests/commands/test_bare_install.py": "a fresh virtual environment and `pip install .` (one to two minutes)",
+    "tests/project/test_docs_offline.py": "a Sphinx build of the docs (half a minute)",
+    "tests/project/test_architecture.py::test_the_suite_collects_without_xdist": "a second pytest collecting",
+    "tests/bench/test_bench_experiments.py": "every experiment's quick run, the engines' and Spark's",
+    "tests/bench/test_peers.py": "oij bench peers --quick: oij and the peer systems (a Flink JVM) on a workload",
+    "tests/bench/test_kit_power.py": "kit-power: oij conform run on each of a sample of mutants, and its recording",
+    "tests/proofs/test_model.py": "explicit-state model checking: every interleaving, of mutated engines too",
+    "tests/testing/test_restarts.py": "implementations killed with SIGKILL and restarted, case after case",
+    "tests/testing/test_kit_representation.py": "the generator driven to every representation edge; state-bound "
+                                                "runs of long streams",
+    "tests/testing/test_kit_regressions.py": "a default oij conform run per known bug shape",
+    "tests/io/test_nothing_lost.py": "fuzzed files through every command; writers under signals and a full disk",
+    # the differential tests with the most examples or the largest workloads (each 30 s or more of CPU on the
+    # shared two-core machine under load, measured with --durations): the fast loop keeps the smaller ones
+    "tests/reference/test_block_oracle.py::test_join_bytes_equal_the_event_path": "presets of 10^4-10^5 events",
+    "tests/reference/test_block_oracle.py::test_vectors_verify_a_subset": "the kit's vectors through a command",
+    "tests/reference/test_block_oracle.py::test_every_block_prefix_equals_the_oracle": "every prefix, every block",
+    "tests/reference/test_block_oracle.py::test_fuzzed_files_give_the_event_paths_bytes_and_errors": "fuzzed files",
+    "tests/reference/test_block_oracle.py::test_conformance_cases_equal_the_oracle": "the kit's generated cases",
+    "tests/reference/test_block_oracle.py::test_conform_passes_the_command": "oij conform on a command",
+    "tests/reference/test_oracle.py::test_negative_control_is_caught": "a mutant oracle per Hypothesis search",
+    "tests/reference/test_oracle.py::test_oracle_equals_spec_after_every_event": "the spec rerun after every event",
+    "tests/reference/test_oracle.py::test_purge_enabled_equals_purge_disabled": "Hypothesis, two oracles per case",
+    "tests/reference/test_oracle.py::test_enough_lateness_means_nothing_late_and_batch_result": "Hypothesis",
+    "tests/reference/test_oracle.py::test_incremental_aggregates_equal_recomputation": "Hypothesis",
+    "tests/reference/test_oracle.py::test_complete_output_is_batch_over_on_time_tuples": "Hypothesis",
+    "tests/reference/test_cond.py::test_the_cond_index_answers_exactly_what_filtering_answers": "Hypothesis",
+    "tests/reference/test_cond.py::test_bad_fields_exit_2_with_one_line": "a command per bad field",
+    "tests/reference/test_cond.py::test_every_engine_equals_the_oracle_with_a_cond": "every engine",
+    "tests/reference/test_exact.py::test_the_block_path_switches_from_int64_to_python_integers": "Hypothesis",
+    "tests/reference/test_stateful.py": "a state machine driving the spec, the oracle and every engine",
+    "tests/testing/test_conform.py::test_the_projects_own_engines_conform_as_commands": "oij conform per engine",
+    "tests/testing/test_conform.py::test_vectors_are_deterministic_and_verify": "every vector through a command",
+    "tests/testing/test_conform.py::test_every_wrong_implementation_is_caught_with_a_small_case": "oij conform on "
+                                                                                                 "each wrong one",
+    "tests/testing/test_conform.py::test_the_fingerprint_names_the_profile_an_implementation_follows": "per profile",
+    "tests/testing/test_conform.py::test_the_canonical_profile_equals_the_oracle": "Hypothesis",
+    "tests/parallel/test_blocks_engine.py::test_files_read_in_pieces_give_the_oracles_bytes": "every piece size",
+    "tests/parallel/test_scale.py::test_engines_equal_the_oracle": "Key-OIJ and Scale-OIJ on processes",
+    "tests/io/test_blocks.py::test_the_template_reads_what_the_line_reader_reads": "Hypothesis, both readers",
+    "tests/io/test_blocks.py::test_block_reader_reads_what_the_line_reader_reads": "Hypothesis, both readers",
+    "tests/commands/test_restart_cli.py::test_misuse_is_one_line_and_exit_2": "a command per misuse",
+    "tests/bench/test_results_status.py::test_this_repository_has_no_stale_result": "git diff and a syntax tree "
+                                                                                   "per result's code",
+    "tests/testing/test_conform_api.py::test_conform_passes_a_correct_implementation_and_fails_a_planted_bug":
+        "two whole oij conform runs",
+    "tests/testing/test_conform.py::test_cond_is_claimed_by_name": "oij conform with and without the cond feature",
+    "tests/parallel/test_scale_swmr.py": "stress tests of the SWMR index under heavy writing",
+    "tests/reference/test_schedule.py::test_each_mutant_of_the_judge_disagrees_with_the_brute_force":
+        "a brute-force search per mutant of the judge",
+}
+"""The tests left out of the fast loop (``-m "not slow"``, tests/README.md), by path prefix (a folder, a file, or
+a file and a test name), each with why it is slow."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast loop (``-m "not slow"`` exactly) does not even collect the folders and files :data:`SLOW` leaves
+    out whole (Spark's, Flink's and Pathway's tests import their engines): every test there is slow, so the same
+    tests run, and each worker spends less on collecting."""
+    if config.getoption("markexpr", "") != "not slow":
+        return None
+    rel = collection_path.relative_to(config.rootpath).as_posix() if collection_path.is_relative_to(
+        config.rootpath) else ""
+    whole = [p.rstrip("/") for p in SLOW if "::" not in p]
+    return True if rel and any(rel == p or rel.startswith(p + "/") for p in whole) else None
+
+
+def is_slow(item: pytest.Item, root: str) -> bool:
+    """Whether ``item`` is left out of the fast loop: it runs a real engine (:data:`ENGINE_MARKS`) or its path
+    (relative to ``root``) starts with an entry of :data:`SLOW`."""
+    if any(item.get_closest_marker(m) is not None for m in ENGINE_MARKS):
+        return True
+    rel = os.path.relpath(str(item.path), root).replace(os.sep, "/")
+    node = rel + "::" + item.name
+    return any(node.startswith(prefix) for prefix in SLOW)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (it appends the group to each node id)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = str(config.rootpath)
+    for item in items:  # before -m reads the marks (the mark plugin's hook runs after this one)
+        if is_slow(item, root):
+            item.add_marker(pytest.mark.slow)
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: no groups, and no xdist_group mark to know
         return
     for item in items:
