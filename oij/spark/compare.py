@@ -128,20 +128,21 @@ def _others(results_dir: str, engine: str) -> bool:
     return any(n.startswith("engine=") and n != f"engine={engine}" for n in os.listdir(results_dir))
 
 
-def write_frame(frame: Any, results_dir: str, engine: str) -> str:
+def write_frame(frame: Any, results_dir: str, engine: str, keep: bool | None = None) -> str:
     """Store a result frame (Spark; the reference) as the ``engine`` partition of the dataset.
 
-    When the dataset already holds other engines' outputs (they are compared with this one) and
-    :func:`oij.spark.fingerprint.keep_results` is off, no row is written: the frame's fingerprints are computed
-    (one pass, the rows aggregated where they are produced) and the frame is remembered, so that
-    :func:`compare_frames` writes the rows of the buckets that differ only.  Otherwise every row is written.
+    When the dataset already holds other engines' outputs (they are compared with this one) and ``keep`` is
+    false (None: :func:`oij.spark.fingerprint.keep_results`, the environment), no row is written: the frame's
+    fingerprints are computed (one pass, the rows aggregated where they are produced) and the frame is
+    remembered, so that :func:`compare_frames` writes the rows of the buckets that differ only.  Otherwise
+    every row is written.
     Returns the partition's directory.
     """
     from oij.spark import fingerprint as fp
 
     d = engine_dir(results_dir, engine)
     fp.unregister(results_dir, engine)
-    if fp.keep_results() or not _others(results_dir, engine):
+    if (fp.keep_results() if keep is None else keep) or not _others(results_dir, engine):
         return write_rows(frame, results_dir, engine)
     rows = frame.select(*_typed())
     fp.register(results_dir, engine, rows, fp.fingerprint(rows, cells=True))

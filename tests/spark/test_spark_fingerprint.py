@@ -308,3 +308,15 @@ def test_the_step_table_sums_the_steps_and_gives_bytes_per_tuple() -> None:
     assert lines[-3].endswith("| 8.0 | 1,024 |") and lines[2].endswith("| 8.0 | 2,048 |")
     assert lines[-1].startswith("Shuffled per tuple: 6.0 bytes written, 2.0 read")
     assert steps_table([step])[-1].startswith("| **all steps**"), "control: no tuples, no line"
+
+
+def test_write_frame_keeps_every_row_when_asked(spark: Any, tmp_path: Path) -> None:
+    ref = Results(pairs=[(1, 2), (3, None)], aggregates=[], late=[9])
+    d = str(tmp_path / "results")
+    write_results(d, "other", ref)
+    write_frame(_frame(spark, ref), d, "ref", keep=True)
+    assert fp.registered(d, "ref") is None
+    assert ds.dataset(engine_dir(d, "ref"), format="parquet").to_table().num_rows == 3
+    write_frame(_frame(spark, ref), d, "ref2", keep=False)  # control: fingerprinted, nothing written
+    assert fp.registered(d, "ref2") is not None and not os.path.exists(engine_dir(d, "ref2"))
+    fp.unregister(d, "ref2")
