@@ -2,7 +2,7 @@
 
 * :mod:`oij.bench.experiment`: the papers' experiments (:class:`~oij.bench.experiment.Experiment`, cells per size,
   :func:`~oij.bench.experiment.run_experiment`, :func:`~oij.bench.experiment.plot_dir`); the experiments
-  themselves in :mod:`oij.bench.papers` and :mod:`oij.bench.tools`;
+  themselves in ``oij.bench.papers`` and ``oij.bench.tools``;
 * :mod:`oij.bench.host`: the machine a result was measured on;
 * :mod:`oij.bench.results`: where every measured number comes from (provenance, the manifest, staleness, the
   generated tables);
