@@ -233,7 +233,7 @@ def initial_profile_state(q: Query) -> ProfileState:
     return ProfileState([NO_WATERMARK] * q.channels, {BASE: NO_WATERMARK, PROBE: NO_WATERMARK})
 
 
-def watermark_after(s: ProfileState, k: int) -> int:
+def history_watermark(s: ProfileState, k: int) -> int:
     r""":math:`W_k`, W after the first k events; :math:`-\infty` for :math:`k \le 0` (the ``lag`` reaches back
     before the stream)."""
     return s.history[k] if k > 0 else NO_WATERMARK
@@ -243,7 +243,7 @@ def watermark_before(s: ProfileState, side: str, j: int, q: Query, p: Profile) -
     r"""The W that judges a tuple of input ``side`` arriving as event j: :math:`W_{j-1-lag}`, or under
     ``side_combine="own"`` in lateness mode its own input's :math:`\max_{x \in X} x.ts - l - shift`."""
     if p.side_combine != "own" or q.lateness is None:
-        return watermark_after(s, j - 1 - p.lag)
+        return history_watermark(s, j - 1 - p.lag)
     m = s.side_max[side]
     return NO_WATERMARK if m == NO_WATERMARK else m - q.lateness - p.lateness_shift
 
@@ -275,7 +275,7 @@ def is_stored_under(e: StreamTuple, late: bool, s: ProfileState, j: int, q: Quer
     r"""Whether tuple ``e`` (event j, ``late`` or not) is stored: every tuple under ``"revise"``; under
     ``"ignore"`` iff it can still meet a later tuple, :math:`W_{j-1-lag} <` :func:`state_edge`; else iff on time."""
     if p.late_tuples == "ignore":
-        return watermark_after(s, j - 1 - p.lag) < state_edge(e, q)
+        return history_watermark(s, j - 1 - p.lag) < state_edge(e, q)
     return p.late_tuples == "revise" or not late
 
 
@@ -310,7 +310,7 @@ def evict_after(s: ProfileState, j: int, q: Query, p: Profile) -> None:
     dropped base's final row.  Nothing is dropped by W under ``"revise"`` or ``"lazy-own"``."""
     if p.late_tuples == "revise" or p.purge == "lazy-own":
         return
-    w_evict = watermark_after(s, j - p.lag)
+    w_evict = history_watermark(s, j - p.lag)
     keep: list[StreamTuple] = []
     for x in s.stored:
         if is_droppable(x, w_evict, q, p):
@@ -369,6 +369,7 @@ __all__ = [
     "emit_final_row",
     "evict_after",
     "get_profile",
+    "history_watermark",
     "initial_profile_state",
     "is_droppable",
     "is_late_under",
@@ -377,6 +378,5 @@ __all__ = [
     "on_profile_tuple",
     "probe_stored",
     "state_edge",
-    "watermark_after",
     "watermark_before",
 ]
