@@ -76,6 +76,7 @@ class CheckOptions(QueryFlags):
     attribute: str = "auto"
     sim_limit: int = 200_000
     no_progress: bool = False
+    keep_results: bool = False
     schedule: list[str] = field(default_factory=list)
     family: str = "auto"
     parallelism: int = 1
@@ -511,7 +512,7 @@ def _in_spark(args: CheckOptions, w: _Workload, results_dir: str, rows: list[Row
         else:
             res_sp = spark_oracle(spark, w.q, frame, sp_opts, validate=validate)
     with log.step("range join, aggregation and writing results"):
-        write_frame(res_sp.frame(), results_dir, SPARK_ORACLE)
+        write_frame(res_sp.frame(), results_dir, SPARK_ORACLE, keep=args.keep_results or None)
     res_sp.release()
     plan: dict[str, Any] = res_sp.plan
     r = Row(SPARK_ORACLE, wall_s=time.perf_counter() - t, agrees=True)
@@ -865,7 +866,8 @@ def markdown(report: dict[str, Any], rows: list[Row]) -> str:
         lines += ["", "## Where Spark's time went", "",
                   f"Starting the session: {report['spark_start_s']:.1f} s. Per step, from Spark's task metrics "
                   "(task s: the executors' run time, summed over parallel tasks):", "",
-                  *steps_table(report["spark_steps"])]
+                  *steps_table(report["spark_steps"],
+                               report["workload"].get("tuples") or report["workload"]["events"])]
     return "\n".join(lines) + "\n"
 
 

@@ -67,6 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="events up to which profiles are simulated: for --profile, and to attribute each --got "
                    "output's differences to the profiles that explain them (default 200000; about 0.35 ms per "
                    "event per profile)")
+    p.add_argument("--keep-results", action="store_true",
+                   help="on Spark: write every row of the Spark oracle to OUT/results (by default only the "
+                   "buckets whose fingerprints differ from an output's are written; docs/spark.rst)")
     p.add_argument("--schedule", nargs="+", metavar="MODE", default=[],
                    help="judge each --got output up to schedule: 'any' accepts it when some admissible watermark "
                    "schedule (--family) explains it, as a real engine that picks its own watermark timing "
