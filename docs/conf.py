@@ -20,7 +20,7 @@ autodoc_default_options = {"members": True, "undoc-members": False}
 nitpicky = True
 # No network at build time (no intersphinx): types of other packages in signatures are not linked.
 nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|pyarrow|collections|typing|"
-                         r"multiprocessing|shared_memory|np|bisect|concurrent|argparse|pathlib|io|os|queue|threading|fractions|decimal|"
+                         r"multiprocessing|shared_memory|np|bisect|concurrent|argparse|pathlib|io|os|queue|threading|fractions|decimal|random|"
                          r"contextlib|AbstractContextManager|"
                          r"pa)"  # pyarrow as the readers import it (for type checking only, where it is lazy)
                          r"(\..*)?"),

@@ -32,7 +32,7 @@ outputs are not set and late tuples vanish silently.
 Resources: :func:`run_flink_user_job` creates a temporary directory (``oij-flink-userjob-*`` in the system's
 temp dir: the two input files and the JVM's output) and removes it before returning, also on failure; the JVM is
 a child process (``subprocess.run``), waited for, and killed if it runs past ``timeout``.  The jar is built once
-in oij's cache directory (:func:`oij.flink.datastream.cache_dir`) and kept.
+in oij's cache directory (``oij.flink.datastream.cache_dir``) and kept.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ Choices, and what they mean for the watermark:
   and 0 dropped, in one batch or in four, a pair at 5 joined).  oij generate's workloads start at ``ts >= 0``, so
   there only a tuple at exactly ``ts = 0`` is affected.
 * Every other streaming setting is Spark's default.  The SparkSession is oij's
-  (:func:`oij.spark.session.spark_session`: UI off, quiet logs, ``spark.sql.shuffle.partitions`` 4 per core for
+  (``oij.spark.session.spark_session``: UI off, quiet logs, ``spark.sql.shuffle.partitions`` 4 per core for
   a local master), which changes the number of state-store partitions, not which rows are late or joined.
 * Keys: ints stay longs; any string key makes every key a tagged string (``i:1``, ``s:1``: distinct).
 * ``join: left`` is Spark's left outer join: the ``(a, null)`` row appears when ``a`` is evicted.
@@ -148,7 +148,7 @@ def run_spark_user_job(events_path: str, out_path: str, *, files: int = 20, chec
     each committed batch's ``batchWatermarkMs`` (every batch's offsets and commits are retained in the checkpoint:
     ``spark.sql.streaming.minBatchesToRetain`` is raised above the batch count for the query, as is
     ``numRecentProgressUpdates``; Spark's default 100 would delete the older ones), the rows Spark's join
-    dropped as late (its ``numRowsDroppedByWatermark``, summed) and each batch's progress report (:func:`_progress`).
+    dropped as late (its ``numRowsDroppedByWatermark``, summed) and each batch's progress report (``_progress``).
 
     Requires: a lateness-mode workload (else UsageError); Java 17 for Spark.  ``checkpoint_dir``, if given,
     must be empty or absent (Spark would otherwise resume an old query): UsageError if it holds anything; the

@@ -46,8 +46,17 @@ if TYPE_CHECKING:
     from oij.spec.model import Event, Query
     from oij.testing._schedule import ScheduleVerdict
 
-__all__ = ["FEATURES", "PROFILES", "Case", "ConformAdapter", "ConformOptions", "assert_conforms", "cases", "conform",
-           "expected_output", "judge_up_to_schedule"]
+__all__ = ["FEATURES", "PROFILES", "Case", "ConformAdapter", "ConformOptions", "ScheduleVerdict", "assert_conforms",
+           "cases", "conform", "expected_output", "judge_up_to_schedule"]
+
+
+def __getattr__(name: str) -> object:
+    """``ScheduleVerdict`` on first use (its module imports numpy: ``oij explain`` starts without it)."""
+    if name == "ScheduleVerdict":
+        from oij.testing._schedule import ScheduleVerdict
+
+        return ScheduleVerdict
+    raise AttributeError(f"module 'oij.testing' has no attribute {name!r}")
 
 
 def expected_output(case: Case, profile: str = "canonical") -> Results:
