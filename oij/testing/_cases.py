@@ -12,6 +12,7 @@ a window's edge.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -113,7 +114,8 @@ def draw_query(draw: st.DrawFn, f: frozenset[str]) -> Query:
     excl = "exclusive" in f
     agg: AggregateKind | None = draw(st.sampled_from([None, *KINDS])) if "aggregates" in f else None
     join: JoinKind = draw(st.sampled_from(["inner", "left"])) if "left" in f else "inner"
-    channels = draw(st.integers(1, 3)) if "channels" in f and mode == "watermarks" else 1
+    # the most frequent draw is two channels (issue 65: one case in 30 had several before): same draws, mapped
+    channels = draw(st.integers(1, 3).map(lambda c: c % 3 + 1)) if "channels" in f and mode == "watermarks" else 1
     return Query(
         lower=lower,
         upper=upper,
@@ -347,3 +349,32 @@ def exercised(case: Case, expected: Any) -> set[str]:
         elif isinstance(e, StreamTuple) and e.ts in marks:
             tags.add("tuple at a watermark's ts")
     return tags
+
+
+SHARE_FLOOR = 0.10
+"""The least share of a default run's generated cases each situation the claimed features allow must have
+(:func:`shares`; issue 65: one case in 200 had several channels in the flink-ds default run)."""
+
+SHARES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("several channels", "several channels", frozenset({"channels", "watermarks"})),
+    ("left join", "left join", frozenset({"left"})),
+    ("aggregate", "aggregate ", frozenset({"aggregates"})),
+    ("late tuple", "late tuple", frozenset({"late-report"})),
+)
+"""The situations whose share a run reports: (name, the tag of :func:`exercised` it counts, or the prefix of the
+tags, and the features that allow it)."""
+
+
+def shares(tags: Counter[str], generated: int, features: frozenset[str]) -> list[tuple[str, int, float, bool]]:
+    """For each situation of :data:`SHARES` the claimed ``features`` allow: its name, how many of the ``generated``
+    cases had it (``tags``: the counts of :func:`exercised` over them), its share, and whether that share is below
+    :data:`SHARE_FLOOR`."""
+    out = []
+    for name, tag, needs in SHARES:
+        if not needs <= features:
+            continue
+        n = (tags[tag] if not tag.endswith(" ") else
+             sum(v for k, v in tags.items() if k.startswith(tag) and k != "aggregate over an empty window"))
+        share = n / generated if generated else 0.0
+        out.append((name, n, share, share < SHARE_FLOOR))
+    return out

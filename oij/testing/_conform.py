@@ -57,7 +57,7 @@ class ConformOptions:
     None means "the default for the mode" (:meth:`with_defaults`): ``timeout`` 10 s a case (300 with
     ``restarts`` through an ``adapter``), ``rest`` 1 s (30), ``max_examples`` 200 (20 with ``restarts``),
     ``small_scope`` 2 with ``session`` else ``"cover"`` (the covering array of the cases of up to 2 events:
-    :func:`oij.testing._smallscope.small_scope_cover`), ``fixed_jobs`` (the vectors and small-scope cases of
+    ``oij.testing._smallscope.small_scope_cover``), ``fixed_jobs`` (the vectors and small-scope cases of
     a command run this many at a time when ``jobs`` is 1) 2 on a machine of two cores or more, ``profile``
     canonical (an adapter's own under ``restarts``), ``shrink_budget`` 60 s
     (:data:`oij.testing._restarts.SHRINK_BUDGET`; ``restarts`` only).
@@ -229,6 +229,11 @@ def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str], say:
     say("situations exercised (generated cases):")
     for tag, n in sorted(res.tags.items(), key=lambda kv: (-kv[1], kv[0])):
         say(f"  {n:>5}  {tag}")
+    from oij.testing._cases import SHARE_FLOOR, shares
+
+    say(f"shares of the generated cases (each situation the features allow, floor {SHARE_FLOOR:.0%}):")
+    for name, n, share, below in shares(res.tags, res.generated, feats):
+        say(f"  {share:>5.0%}  {n:>5}  {name}" + ("  (below the floor)" if below else ""))
     say("rule edges hit (generated cases):")
     edges = [e for e in EDGES if EDGE_NEEDS.get(e, frozenset()) <= feats]  # only those the claims allow
     for edge in edges:

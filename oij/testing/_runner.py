@@ -302,7 +302,7 @@ def _first_vector_failure(todo: list[Case], outcomes: Iterator[Outcome], feature
 def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Profile, timeout: float,
                     result: SearchResult, k: int, cover: bool = False, jobs: int = 1) -> Failure | None:
     """Run every small-scope case of up to ``k`` events (:mod:`oij.testing._smallscope`) whose features ``impl``
-    claims, or with ``cover`` only its pairwise covering array (:func:`~oij.testing._smallscope.small_scope_cover`:
+    claims, or with ``cover`` only its pairwise covering array (``small_scope_cover`` of ``oij.testing._smallscope``:
     the per-case default); the first failure, shrunk, or None.  With ``jobs > 1`` (a command, not a session) up
     to ``jobs`` cases run at once, judged in order, so the failure reported is the same."""
     from oij.testing._smallscope import small_scope_cases, small_scope_cover
