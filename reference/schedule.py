@@ -447,6 +447,29 @@ def judge(c: TupleColumns, q: Query, p: Profile, f: Family, got: Results | Outpu
     return res
 
 
+def judge_under(c: TupleColumns, q: Query, p: Profile, ws: I64, got: Results | OutputColumns,
+                first: int = 10) -> Judgement:
+    """Whether the one schedule ``ws`` (a recorded one: W at each tuple, NEG for -inf) gives ``got``: the family
+    of that schedule alone, every W both the upper and the lower bound.  A row whose tuple ``ws`` makes late, a
+    late id it keeps on time (when ``got`` lists late ids), a missing pair: each a witness."""
+    g = got if isinstance(got, OutputColumns) else OutputColumns.of(got)
+    j = _Judge(c, q, p, Family("arrival"), g, None, first)
+    j.e = ws.astype(np.int64)
+    on, pb, pp = j.rows()
+    if j.witnesses:
+        return Judgement(False, witnesses=j.witnesses, eager=j.e)
+    late = is_late_at(c, j.e, p)
+    wit = [Witness("order", [int(x)], f"tuple {int(c.ids[x])} (ts {int(c.ts[x])}) is in a row, but the recorded W "
+                   f"{_w(j.e[x])} makes it late", {"kind": "pair"}) for x in np.flatnonzero(late & on)[:first]]
+    if j.judge_late:
+        wit += [Witness("late", [int(x)], f"tuple {int(c.ids[x])}: {'late' if late[x] else 'on time'} under the "
+                        f"recorded W {_w(j.e[x])}, but the output says otherwise", {"kind": "late"})
+                for x in np.flatnonzero(late != j.listed_late)[:first]]
+    if wit:
+        return Judgement(False, witnesses=wit[:first], eager=j.e)
+    return _explain_rows(j, late, pb, pp, j.e, j.e)
+
+
 def _pair_codes(n: int, b: I64, r: I64) -> I64:
     return b * (n + 1) + r + 1
 
@@ -494,7 +517,7 @@ def _explain_rows(j: _Judge, late: Bools, pb: I64, pp: I64, w_max: I64, w_min: I
         bad = j.aggregates_match(on_time)
         stats_extra = {"rows_checked": len(g.agg_base)}
         if bad:
-            found = _search_aggregates(j, w_max, w_min, late)
+            found = search_aggregates(j, w_max, w_min, late)
             if found is None or isinstance(found, int):
                 text = (f"aggregate row of base {int(c.ids[bad[0]])}: no admissible schedule gives the output's "
                         "rows" if found is None else
@@ -527,7 +550,7 @@ def _missing_witness(j: _Judge, b: int, r: int, w_max: I64) -> Witness:
     return Witness("missing", [b, r], text, {"kind": "pair", "base": int(c.ids[b]), "probe": int(c.ids[r])})
 
 
-def _search_aggregates(j: _Judge, w_max: I64, w_min: I64, late: Bools) -> tuple[I64, Bools] | int | None:
+def search_aggregates(j: _Judge, w_max: I64, w_min: I64, late: Bools) -> tuple[I64, Bools] | int | None:
     """A schedule that gives the output's aggregate rows: the highest one under extra upper bounds that keep a
     subset S of the *flexible* probes on time (late under W*, on time under W^min); every admissible schedule's
     treatment is one such subset's (the highest schedule keeping exactly its on-time flexible probes on time
@@ -606,6 +629,8 @@ __all__ = [
     "eager_bounds",
     "is_late_at",
     "judge",
+    "judge_under",
     "lag_floors",
     "late_threshold",
+    "search_aggregates",
 ]

@@ -32,10 +32,9 @@ from oij.reference.schedule import (
     Judgement,
     OutputColumns,
     TupleColumns,
-    Witness,
     as_spec_schedule,
-    is_late_at,
     judge,
+    judge_under,
 )
 from oij.spec.batch import Results
 from oij.spec.model import NO_WATERMARK, Event, Query, StreamTuple
@@ -356,37 +355,15 @@ def judge_columns(name: str, c: TupleColumns, q: Query, got: OutputColumns | Res
 
 def judge_fixed(name: str, c: TupleColumns, q: Query, got: OutputColumns, ws: Sequence[int],
                 profile: str = "spark-ss", first: int = 10) -> ScheduleVerdict:
-    """Judge ``got`` under one recorded schedule (``ws[j]`` the W of tuple j): the family of that schedule alone
-    (every W both an upper and a lower bound)."""
+    """Judge ``got`` under one recorded schedule (``ws[j]`` the W of tuple j):
+    :func:`oij.reference.schedule.judge_under`."""
     import time
 
     p = get_profile(profile)
     w = np.array([max(x, int(NEG)) for x in ws], np.int64)
-    fixed = Family("arrival")
     t = time.perf_counter()
-    # the family {ws}: judged by the same code, with the eager bound replaced by ws and the lag floor at ws
-    from oij.reference import schedule as rs
-
-    j0 = rs._Judge(c, q, p, fixed, got, None, first)
-    j0.e = w
-    on, pb, pp = j0.rows()
-    if j0.witnesses:
-        return ScheduleVerdict(name, p.name, fixed, Judgement(False, witnesses=j0.witnesses), time.perf_counter() - t,
-                               {"schedule": "spark-checkpoint"})
-    late = is_late_at(c, w, p)
-    bad_on = np.flatnonzero(late & on)
-    wit: list[Witness] = [Witness("order", [int(x)], f"tuple {int(c.ids[x])} (ts {int(c.ts[x])}) is in a row, but "
-                                  f"the recorded W {int(w[x])} makes it late", {"kind": "pair"})
-                          for x in bad_on[:first]]
-    if j0.judge_late:
-        for x in np.flatnonzero(late != j0.listed_late)[:first]:
-            wit.append(Witness("late", [int(x)], f"tuple {int(c.ids[x])}: {'late' if late[x] else 'on time'} under "
-                               f"the recorded W {int(w[x])}, but the output says otherwise", {"kind": "late"}))
-    if not wit:
-        res = rs._explain_rows(j0, late, pb, pp, w, w)
-        return ScheduleVerdict(name, p.name, fixed, res, time.perf_counter() - t, {"schedule": "spark-checkpoint"})
-    return ScheduleVerdict(name, p.name, fixed, Judgement(False, witnesses=wit), time.perf_counter() - t,
-                           {"schedule": "spark-checkpoint"})
+    j = judge_under(c, q, p, w, got, first)
+    return ScheduleVerdict(name, p.name, Family("arrival"), j, time.perf_counter() - t, {"schedule": "recorded"})
 
 
 def judge_up_to_schedule(events: Iterable[Event], q: Query, got: Results, *, profile: str = "canonical",

@@ -165,7 +165,7 @@ def _mutant(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     elif name == "lt-rule-only":
         monkeypatch.setattr(rs, "late_threshold", lambda c, p: c.ts + 1)
     elif name == "no-aggregate-search":
-        monkeypatch.setattr(rs, "_search_aggregates", lambda *a: None)
+        monkeypatch.setattr(rs, "search_aggregates", lambda *a: None)
 
 
 @pytest.mark.parametrize("mutant,aggregate", [("no-propagation", False), ("inclusive-eager-bound", False),
