@@ -315,11 +315,22 @@ def _restarts(cmd: list[str], feats: frozenset[str], profile: Profile, o: Confor
     report = restart_conformance(cmd, features=feats, profile=profile, max_examples=n, restarts=o.restarts,
                                  seed=o.seed, timeout=o.timeout, replay_out=o.replay_out,
                                  quiet=o.rest, shrinking=not o.no_shrink, shrink_budget=budget,
-                                 say_first=say, progress=_progress() if sys.stderr.isatty() else None)
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
+                                 say_first=functools.partial(_say_cleared, say),
+                                 progress=_progress() if sys.stderr.isatty() else None)
+    _clear_progress()
     say(report.text())
     return 0 if report.ok else 1
+
+
+def _say_cleared(say: Say, text: str) -> None:
+    _clear_progress()
+    say(text)
+
+
+def _clear_progress() -> None:
+    """Erase the progress line of :func:`_progress` (on a terminal only), before a report is printed."""
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def _progress() -> Callable[[int, int, int], None]:
