@@ -432,8 +432,9 @@ def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[
 def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
                results_dir: str, rows: list[Row], mem: dict[str, Results], prog: Progress,
                log: Any = None) -> None:
-    """The outputs of other systems (``--got``), validated as they are read into the results dataset: by Spark
-    when it runs (:func:`oij.spark.got.read_got_spark`), else (or when Spark declines a row) by
+    """The outputs of other systems (``--got``), validated as they are read into the results dataset: oij-jsonl
+    result lines column-wise in this process (:func:`_columnar_got`, up to :data:`COLUMNAR_GOT_LIMIT` bytes),
+    else by Spark when it runs (:func:`oij.spark.got.read_got_spark`), else (or when either declines a row) by
     :func:`oij.testing._got.read_got`, which names the first bad row."""
     from oij.spark.compare import engine_dir
     from oij.testing._got import read_got, read_got_results
@@ -444,7 +445,17 @@ def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dic
         n_rows: int | None = None
         how = "python"
         with log.step(f"loading --got {name}") if log is not None else nullcontext():
-            if log is not None:
+            table = _columnar_got(path) if not got_columns[name] else None
+            if table is not None:
+                import pyarrow.parquet as pq
+
+                from oij.spark.compare import RESULT_SCHEMA
+
+                os.makedirs(engine_dir(results_dir, name), exist_ok=True)
+                pq.write_table(table.cast(RESULT_SCHEMA), os.path.join(engine_dir(results_dir, name),
+                                                                       "part-00000.parquet"))
+                n_rows, how = table.num_rows, "pyarrow"
+            elif log is not None:
                 from oij.spark.got import read_got_spark
 
                 n_rows = read_got_spark(log.spark, path, got_columns[name], results_dir, name)
@@ -459,6 +470,20 @@ def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dic
         if not args.spark:
             mem[name] = read_got_results(engine_dir(results_dir, name))
         prog.say(f"{name}: {n_rows} rows")
+
+
+COLUMNAR_GOT_LIMIT = 1 << 30
+"""oij-jsonl --got files up to this many bytes are read column-wise in this process
+(:func:`oij.testing._schedule.fast_got_table`, which declines to the row readers on any doubt); larger ones by
+Spark's executors (:func:`oij.spark.got.read_got_spark`), so the driver's memory stays small."""
+
+
+def _columnar_got(path: str) -> Any:
+    from oij.testing._schedule import fast_got_table
+
+    if os.path.isfile(path) and os.path.getsize(path) <= COLUMNAR_GOT_LIMIT:
+        return fast_got_table(path)
+    return None
 
 
 @dataclass

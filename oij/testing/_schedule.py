@@ -156,12 +156,13 @@ GOT_FIELDS = {"type", "base", "probe", "count", "value", "id"}
 """The fields of oij-jsonl result lines that :func:`fast_output_columns` reads."""
 
 
-def fast_output_columns(path: str) -> OutputColumns | None:
-    """The rows of an oij-jsonl result file as columns, read column-wise by pyarrow; None when this path cannot
-    vouch that :func:`oij.testing._got.read_got` would read the same rows (a blank or CR line, a field other than
-    those of the protocol, a kind spelled otherwise, a number that is not an int64 where an id is, a missing
-    field, a row count that differs from the line count): the caller then reads the file with ``read_got``,
-    which also names the first bad row."""
+def fast_got_table(path: str) -> Any:
+    """The rows of an oij-jsonl result file as one Arrow table of the results layout (kind, base, probe, count,
+    value, id), read column-wise by pyarrow; None when this path cannot vouch that
+    :func:`oij.testing._got.read_got` would read the same rows: a blank or CR line, a field other than those of
+    the protocol, a kind spelled otherwise, a number that is not an int64 where an id is, a value that is not
+    finite, a missing field, a row count that differs from the line count.  The caller then reads the file with
+    ``read_got``, which also names the first bad row."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -186,29 +187,32 @@ def fast_output_columns(path: str) -> OutputColumns | None:
     if not (pair | agg | late).all():
         return None
 
-    def col(name: str, fill: int) -> tuple[I64, npt.NDArray[np.bool_]]:
-        c = tb.column(name)
-        return np.asarray(c.fill_null(fill).to_numpy(), np.int64), np.asarray(c.is_null().to_numpy(
-            zero_copy_only=False), np.bool_)
+    def null(name: str) -> npt.NDArray[np.bool_]:
+        return np.asarray(tb.column(name).is_null().to_numpy(zero_copy_only=False), np.bool_)
 
-    base, base_null = col("base", 0)
-    probe, probe_null = col("probe", -1)
-    count, count_null = col("count", 0)
-    ids, id_null = col("id", 0)
-    if (base_null & (pair | agg)).any() or (count_null & agg).any() or (count < 0)[agg].any() or \
-            (id_null & late).any():
+    count = np.asarray(tb.column("count").fill_null(0).to_numpy(), np.int64)
+    values = np.asarray(tb.column("value").fill_null(0.0).to_numpy(), np.float64)
+    if (null("base") & (pair | agg)).any() or (null("count") & agg).any() or (count < 0)[agg].any() or \
+            (null("id") & late).any() or not np.isfinite(values).all():
         return None
-    values = tb.column("value").to_numpy(zero_copy_only=False)
-    idx = np.flatnonzero(agg)
-    return OutputColumns(base[pair], probe[pair], probe_null[pair], base[agg], count[agg],
-                         [None if np.isnan(values[i]) else float(values[i]) for i in idx], ids[late])
+
+    def kept(name: str, where: npt.NDArray[np.bool_]) -> Any:  # the field where the kind reads it, else null
+        c = tb.column(name).combine_chunks()
+        return pa.array(c.to_numpy(zero_copy_only=False), type=c.type, mask=~where | null(name))
+
+    return pa.table([pa.array(kind.tolist(), pa.string()), kept("base", pair | agg), kept("probe", pair),
+                     kept("count", agg), kept("value", agg), kept("id", late)],
+                    names=["kind", "base", "probe", "count", "value", "id"])
 
 
-def output_columns(results_dir: str) -> OutputColumns:
-    """The rows :func:`oij.testing._got.read_got` wrote into ``results_dir`` (Parquet parts), as columns."""
-    import pyarrow.dataset as ds
+def fast_output_columns(path: str) -> OutputColumns | None:
+    """:func:`fast_got_table`'s rows as columns (None when it declines)."""
+    tb = fast_got_table(path)
+    return None if tb is None else table_columns(tb)
 
-    tb = ds.dataset(results_dir, format="parquet").to_table()
+
+def table_columns(tb: Any) -> OutputColumns:
+    """A table of the results layout as output columns."""
     kind = np.asarray(tb.column("kind").to_numpy(zero_copy_only=False), dtype=object)
     pair, agg, late = kind == "pair", kind == "aggregate", kind == "late"
 
@@ -220,6 +224,13 @@ def output_columns(results_dir: str) -> OutputColumns:
     values = tb.column("value").to_pylist()
     return OutputColumns(base[pair], probe[pair], pnull[pair], base[agg], count[agg],
                          [values[i] for i in np.flatnonzero(agg)], ids[late])
+
+
+def output_columns(results_dir: str) -> OutputColumns:
+    """The rows :func:`oij.testing._got.read_got` wrote into ``results_dir`` (Parquet parts), as columns."""
+    import pyarrow.dataset as ds
+
+    return table_columns(ds.dataset(results_dir, format="parquet").to_table())
 
 
 # ------------------------------------------------------------------------------------------- Spark's checkpoint

@@ -178,6 +178,13 @@ def test_the_columnar_got_reader_reads_what_read_got_reads(tmp_path: Path, rows:
                  late=[int(x) for x in o.late]).canonical()
 
     assert as_results(fast) == as_results(slow)
+    import pyarrow.dataset as ds
+
+    from oij.testing._schedule import fast_got_table
+
+    table = fast_got_table(str(path))
+    parts = ds.dataset(str(tmp_path / "parts"), format="parquet").to_table()
+    assert table.to_pylist() == parts.to_pylist()  # the very rows read_got writes, in order
 
 
 def test_the_columnar_got_reader_declines_what_it_cannot_vouch_for(tmp_path: Path) -> None:
@@ -187,7 +194,8 @@ def test_the_columnar_got_reader_declines_what_it_cannot_vouch_for(tmp_path: Pat
     for text in ('{"type":"pair","base":1.5,"probe":2}\n', '{"type":"pair","base":"1","probe":2}\n',
                  '{"type":"pair","probe":2}\n', '{"type":"odd","base":1}\n', '{"type":"pair","base":1}\r\n',
                  '{"type":"pair","base":1,"note":2}\n', '{"type":"late","id":1}\n\n{"type":"late","id":2}\n',
-                 '{"type":"aggregate","base":1,"count":-1,"value":0.0}\n', '{"kind":"late","id":1}\n'):
+                 '{"type":"aggregate","base":1,"count":-1,"value":0.0}\n', '{"kind":"late","id":1}\n',
+                 '{"type":"aggregate","base":1,"count":1,"value":1e400}\n'):
         p = tmp_path / "g.jsonl"
         p.write_text(text)
         assert fast_output_columns(str(p)) is None, text
