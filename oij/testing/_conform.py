@@ -175,7 +175,7 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
                          timeout=o.timeout, vectors=not o.no_vectors, small_scope=k, small_cover=cover,
                          fixed_jobs=o.fixed_jobs)
         if res.failure is None:
-            _print_pass(res, profile, feats, say)
+            print_pass(res, profile, feats, say)
             return _state_bound(cmd, feats, o, say) if o.state_bound else 0
         f = res.failure
         say(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
@@ -218,7 +218,7 @@ def _state_bound(cmd: list[str], feats: frozenset[str], o: ConformOptions, say: 
     return 0 if report.ok else 1
 
 
-def _print_pass(res: SearchResult, profile: Profile, feats: frozenset[str], say: Say) -> None:
+def print_pass(res: SearchResult, profile: Profile, feats: frozenset[str], say: Say) -> None:
     from oij.testing._edges import EDGE_NEEDS, EDGES
 
     scope = (f", then {res.small_scope} small-scope cases" + (" [covering array]" if res.small_scope_cover else "")

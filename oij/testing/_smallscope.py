@@ -84,7 +84,7 @@ value, an unmatched base, a pair, a late tuple), ``outcome`` (how many rows of e
 written as JSON integers or as floats)."""
 
 
-def _factors(case: Case) -> dict[str, object]:
+def case_factors(case: Case) -> dict[str, object]:
     from oij.spec.model import StreamTuple, Watermark
     from oij.spec.profiles import CANONICAL
     from oij.testing._protocol import expected_output
@@ -132,7 +132,7 @@ def small_scope_cover(features: Iterable[str], k: int = 2) -> list[Case]:
     pool = [c for case in small_scope_cases(features, k) for c in (case, replace(case, encoding="full"))]
     items = []
     for c in pool:
-        f = _factors(c)
+        f = case_factors(c)
         items.append({(a, b, f[a], f[b]) for a, b in COVER_FACTORS})
     left: set[tuple[str, str, object, object]] = set().union(*items) if items else set()
     chosen: list[int] = []

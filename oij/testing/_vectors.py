@@ -737,7 +737,7 @@ def interleaved() -> list[Vector]:
     return out
 
 
-def _out(case: Case, profile_name: str) -> str:
+def expected_lines(case: Case, profile_name: str) -> str:
     return "".join(result_lines(expected_output(case, PROFILES[profile_name])))
 
 
@@ -752,7 +752,7 @@ def export(directory: str) -> int:
         profiles = list(PROFILES) if v.feature == "profiles" else [CANONICAL.name]
         for p in profiles:
             suffix = "out" if p == CANONICAL.name else f"{p}.out"
-            write_text(os.path.join(d, f"{v.name}.{suffix}.jsonl"), _out(v.case, p))
+            write_text(os.path.join(d, f"{v.name}.{suffix}.jsonl"), expected_lines(v.case, p))
             manifest.append(orjson.dumps({"case": f"{v.feature}/{v.name}", "feature": v.feature, "profile": p,
                                           "expected": f"{v.feature}/{v.name}.{suffix}.jsonl",
                                           "features": sorted(case_features(v.case)),

@@ -190,7 +190,7 @@ def test_the_covering_array_catches_the_small_scope_shapes_alone() -> None:
 
 
 def test_the_covering_array_covers_every_pair_of_factor_values() -> None:
-    from oij.testing._smallscope import COVER_FACTORS, _factors, small_scope_cases, small_scope_cover
+    from oij.testing._smallscope import COVER_FACTORS, case_factors, small_scope_cases, small_scope_cover
 
     cover = small_scope_cover(DEFAULT_FEATURES)
     full = small_scope_cases(DEFAULT_FEATURES, 2)
@@ -199,7 +199,7 @@ def test_the_covering_array_covers_every_pair_of_factor_values() -> None:
     def pairs(cases: list[Case]) -> set[tuple[object, ...]]:
         out: set[tuple[object, ...]] = set()
         for c in cases:
-            f = _factors(c)
+            f = case_factors(c)
             out |= {(a, b, f[a], f[b]) for a, b in COVER_FACTORS}
         return out
 

@@ -67,11 +67,11 @@ def test_the_floor_check_can_fail() -> None:
 def test_the_report_prints_the_shares() -> None:
     from oij.spec.profiles import CANONICAL
 
-    from oij.testing._conform import _print_pass
+    from oij.testing._conform import print_pass
 
     res = generated(DEFAULT_FEATURES, "canonical")
     out = io.StringIO()
-    _print_pass(res, CANONICAL, DEFAULT_FEATURES, lambda *a: print(*a, file=out))
+    print_pass(res, CANONICAL, DEFAULT_FEATURES, lambda *a: print(*a, file=out))
     text = out.getvalue()
     assert "shares of the generated cases (each situation the features allow, floor 10%):" in text, text
     for name in ("several channels", "left join", "aggregate", "late tuple"):

@@ -22,7 +22,7 @@ from oij.io.jsonl import read_jsonl
 from oij.testing._case import Case
 from oij.testing._protocol import parse_output
 from oij.testing._restarts import KillPoint, plan_json, read_plan, run_plan
-from oij.testing._vectors import MAX_DOUBLE, _out, question_vectors
+from oij.testing._vectors import MAX_DOUBLE, expected_lines, question_vectors
 
 ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
@@ -45,7 +45,7 @@ ANSWERS = {
 
 
 def test_each_question_vector_gives_the_documented_answer() -> None:
-    got = {v.name: _out(v.case, "canonical").strip() for v in question_vectors()}
+    got = {v.name: expected_lines(v.case, "canonical").strip() for v in question_vectors()}
     assert got == ANSWERS
     # negative controls: the other reading of each edge is a different line, which the kit tells apart
     assert parse_output(ANSWERS["sum-max-double-plus-half-ulp"]) != parse_output(
