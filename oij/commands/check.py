@@ -42,8 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--driver-memory", default="4g", help="Spark driver memory (default 4g)")
     p.add_argument("--method", choices=["salted", "bucketed", "plain"], default="salted",
                    help="Spark range join: bucketed + hot-key salting (default), bucketed, or plain")
-    p.add_argument("--theta", type=float, default=CheckOptions.theta,
-                   help="balance threshold of PPOIJ Alg. 1 for salting")
+    p.add_argument("--salt-theta", dest="theta", type=float, default=CheckOptions.theta,
+                   help="Spark range join: balance threshold of PPOIJ Alg. 1 for salting hot keys")
+    # the older spelling, kept for one release: in `oij run` --theta is HP's split threshold (issue 66)
+    p.add_argument("--theta", dest="theta", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--seq-limit", type=int, default=2_000_000,
                    help="run the sequential oracle and keep events in memory up to this many events (default 2e6)")
     p.add_argument("--first", type=int, default=10, help="differences listed per engine (default 10)")

@@ -29,3 +29,22 @@ def test_oij_run_refuses_an_unknown_collector(capsys: pytest.CaptureFixture[str]
         build_parser("run").parse_args(["run", "w.jsonl", "--collector", "round"])
     assert e.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_check_salting_threshold_has_its_own_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--theta`` is HP's split threshold in ``oij run``; in ``oij check`` Spark's salting threshold is
+    ``--salt-theta``, the old spelling still parsed but not shown.  Negative control: ``oij run`` keeps
+    ``--theta``."""
+    from oij.cli import build_parser
+
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["check", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--salt-theta" in help_text and "--theta" not in help_text.replace("--salt-theta", "")
+    assert parser.parse_args(["check", "--theta", "1.5"]).theta == 1.5
+    assert parser.parse_args(["check", "--salt-theta", "1.7"]).theta == 1.7
+    assert parser.parse_args(["check"]).theta == 1.2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--help"])
+    assert "--theta" in capsys.readouterr().out
