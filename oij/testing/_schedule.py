@@ -197,8 +197,10 @@ def fast_got_table(path: str) -> Any:
         return None
 
     def kept(name: str, where: npt.NDArray[np.bool_]) -> Any:  # the field where the kind reads it, else null
-        c = tb.column(name).combine_chunks()
-        return pa.array(c.to_numpy(zero_copy_only=False), type=c.type, mask=~where | null(name))
+        import pyarrow.compute as pc
+
+        c = tb.column(name).combine_chunks()  # kept in Arrow: a column with nulls as numpy would be float64
+        return pc.if_else(pa.array(where), c, pa.scalar(None, c.type))
 
     return pa.table([pa.array(kind.tolist(), pa.string()), kept("base", pair | agg), kept("probe", pair),
                      kept("count", agg), kept("value", agg), kept("id", late)],

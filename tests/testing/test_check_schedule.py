@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oij.reference.batchjoin import compute_pair_columns
 from oij.reference.oracle import run_events
@@ -141,6 +141,8 @@ ROWS = st.lists(st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ROWS, st.sampled_from(["plain", "spaces", "extra-field", "float-id", "string-id", "blank", "kind"]))
+@example([{"type": "late", "id": 0}, {"type": "pair", "base": 9_007_199_254_740_993, "probe": None}], "plain")
+@example([{"type": "late", "id": 0}, {"type": "pair", "base": 2**63 - 512, "probe": None}], "plain")
 def test_the_columnar_got_reader_reads_what_read_got_reads(tmp_path: Path, rows: list[dict[str, Any]],
                                                            shape: str) -> None:
     """fast_output_columns gives read_got's rows exactly, or declines (None); it never reads other values."""
