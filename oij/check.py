@@ -432,10 +432,10 @@ def _run_engines(args: CheckOptions, w: _Workload, names: list[str], rows: list[
 def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
                results_dir: str, rows: list[Row], mem: dict[str, Results], prog: Progress,
                log: Any = None) -> None:
-    """The outputs of other systems (``--got``), validated as they are read into the results dataset: oij-jsonl
-    result lines column-wise in this process (:func:`_columnar_got`, up to :data:`COLUMNAR_GOT_LIMIT` bytes),
-    else by Spark when it runs (:func:`oij.spark.got.read_got_spark`), else (or when either declines a row) by
-    :func:`oij.testing._got.read_got`, which names the first bad row."""
+    """The outputs of other systems (``--got``), validated as they are read into the results dataset: by Spark
+    when it runs (:func:`oij.spark.got.read_got_spark`, on the executors); without Spark, oij-jsonl result lines
+    column-wise in this process (:func:`_columnar_got`, up to :data:`COLUMNAR_GOT_LIMIT` bytes); else (or when
+    either declines a row) by :func:`oij.testing._got.read_got`, which names the first bad row."""
     from oij.spark.compare import engine_dir
     from oij.testing._got import read_got, read_got_results
 
@@ -445,7 +445,7 @@ def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dic
         n_rows: int | None = None
         how = "python"
         with log.step(f"loading --got {name}") if log is not None else nullcontext():
-            table = _columnar_got(path) if not got_columns[name] else None
+            table = _columnar_got(path) if not got_columns[name] and log is None else None
             if table is not None:
                 import pyarrow.parquet as pq
 
@@ -473,9 +473,9 @@ def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dic
 
 
 COLUMNAR_GOT_LIMIT = 1 << 30
-"""oij-jsonl --got files up to this many bytes are read column-wise in this process
-(:func:`oij.testing._schedule.fast_got_table`, which declines to the row readers on any doubt); larger ones by
-Spark's executors (:func:`oij.spark.got.read_got_spark`), so the driver's memory stays small."""
+"""Without Spark, oij-jsonl --got files up to this many bytes are read column-wise in this process
+(:func:`oij.testing._schedule.fast_got_table`, which declines to ``read_got`` on any doubt); larger ones row by
+row, so the process's memory stays small."""
 
 
 def _columnar_got(path: str) -> Any:

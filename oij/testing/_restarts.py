@@ -321,8 +321,10 @@ def state_moments(case: Case) -> dict[str, list[int]]:
     return out
 
 
-POOL = 400
-"""Generated cases a restart search chooses its cases from (:func:`restart_cases`)."""
+POOL = 800
+"""Generated cases a restart search chooses its cases from (:func:`restart_cases`).  800 since the generator draws
+several channels and left joins more often (issue 65): the first 400 cases no longer held one where a matched
+tuple turns late after W moved (``matched-then-w-moved-then-late``)."""
 
 
 def restart_tags(case: Case) -> frozenset[str]:

@@ -79,14 +79,16 @@ def test_correct_recovery_is_exactly_once_under_every_plan() -> None:
     assert n >= 5  # kills at a checkpoint, mid-output and between events
 
 
-@pytest.mark.parametrize(("mode", "kind"), [("checkpoint-before-emit", "lossy"), ("reemit-after-restore",
-                                                                                   "at-least-once"),
-                                            ("no-restore", "lossy")])
-def test_negative_controls_found_with_a_short_replay(mode: str, kind: str) -> None:
+@pytest.mark.parametrize(("mode", "kinds"), [("checkpoint-before-emit", {"lossy"}), ("reemit-after-restore",
+                                                                                      {"at-least-once"}),
+                                             ("no-restore", {"lossy", "wrong"})])
+def test_negative_controls_found_with_a_short_replay(mode: str, kinds: set[str]) -> None:
+    """A restart that forgets its state loses rows (lossy) or, with an aggregate, emits a base's row over too few
+    probes (wrong): which one the first failing case shows depends on the generator's cases."""
     r = restart_search(_cmd(mode), max_examples=15)
     assert r.failure is not None, f"{mode} passed the restart mode"
     run = r.failure.run
-    assert run.verdict is not None and run.verdict.kind == kind
+    assert run.verdict is not None and run.verdict.kind in kinds
     assert len(run.case) <= 4, r.failure.report()
     assert "kill plan" in r.failure.report()
 
