@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 from oij.reference.batchjoin import compute_pair_columns
 from oij.spec.match import lower_offset, upper_offset
@@ -33,7 +34,7 @@ def batch_pairs(events: Path) -> set[tuple[int, int]]:
     ignored)."""
     q, tuples = read_workload(str(events))
 
-    def cols(side_is_base: bool, field: str) -> np.ndarray:  # type: ignore[type-arg]
+    def cols(side_is_base: bool, field: str) -> npt.NDArray[np.int64]:
         return np.array([getattr(t, field) for t in tuples if (t.side == BASE) == side_is_base], np.int64)
 
     a, b = compute_pair_columns(cols(True, "id"), cols(True, "key"), cols(True, "ts"), cols(False, "id"),

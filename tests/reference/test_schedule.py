@@ -5,7 +5,6 @@ late rule read as Flink's, the aggregate search cut off) each disagree with the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -173,7 +172,10 @@ def _mutant(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 def test_each_mutant_of_the_judge_disagrees_with_the_brute_force(monkeypatch: pytest.MonkeyPatch, mutant: str,
                                                                   aggregate: bool) -> None:
     _mutant(monkeypatch, mutant)
-    bad: Callable[[Case], bool] = lambda c: fast(c) != brute(c)  # noqa: E731
+
+    def bad(c: Case) -> bool:
+        return fast(c) != brute(c)
+
     found = find(cases(aggregate=aggregate), bad, settings=settings(
         max_examples=5000, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)))
     assert bad(found)
