@@ -25,6 +25,7 @@ nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|p
                          r"pa)"  # pyarrow as the readers import it (for type checking only, where it is lazy)
                          r"(\..*)?"),
                         (r"py:class", r"oij\.io\.extsort\._\w+"),  # private helpers named in public annotations
+                        (r"py:class", r"oij\.reference\.schedule\._Judge"),  # the judge's working state
                         (r"py:.*", r"oij\.proofs\.verdicts\.S"),
                         (r"py:class", r"oij\.pipelines\.files\.T"),  # the type variable of progress()
                         (r"py:class", r"Outcome"),  # oij.testing._runner's, imported for type checking only
