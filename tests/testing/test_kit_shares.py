@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
+from oij.spec.batch import Results
+from oij.spec.model import Event, Query
 
 from oij.testing._case import Case
 from oij.testing._cases import SHARE_FLOOR, shares
@@ -38,8 +41,8 @@ def generated(features: frozenset[str], profile: str) -> SearchResult:
 
     p = get_profile(profile)
 
-    def oracle(q: object, events: object) -> object:
-        return expected_output(Case(q, tuple(events)), p)  # type: ignore[arg-type]
+    def oracle(q: Query, events: Sequence[Event]) -> Results:
+        return expected_output(Case(q, tuple(events)), p)
 
     return search(oracle, features=features, profile=p, vectors=False)
 

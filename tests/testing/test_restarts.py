@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -249,9 +250,9 @@ def test_a_failing_restart_run_prints_its_first_failure_before_shrinking(tmp_pat
     log: list[str] = []
     real = restarts.shrink_within
 
-    def spy(*args: object, **kwargs: object) -> restarts.Shrunk:
+    def spy(*args: Any, **kwargs: Any) -> restarts.Shrunk:
         log.append(SHRINK_STARTS)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(restarts, "shrink_within", spy)
     replay = tmp_path / "f.jsonl"
