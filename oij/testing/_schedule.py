@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +39,7 @@ from oij.reference.schedule import (
 from oij.spec.batch import Results
 from oij.spec.model import NO_WATERMARK, Event, Query, StreamTuple
 from oij.spec.profiles import Profile, get_profile
-from oij.spec.schedule import ORDERS, Family, flink_instance
+from oij.spec.schedule import ORDERS, Family, Order, flink_instance
 
 FAMILY_NAMES = ("auto", *ORDERS)
 """What ``--family`` accepts: ``auto`` (the strictest family sound for the profile) or an order."""
@@ -75,8 +75,8 @@ def make_family(profile: Profile, family: str = "auto", parallelism: int = 1, ma
         raise UsageError("--parallelism must be >= 1")
     f = default_family(profile, parallelism)
     if family != "auto":
-        f = Family(family, instances=flink_instance(parallelism) if family == "instance" else None,  # type: ignore[arg-type]
-                   floor=f.floor)
+        order = cast(Order, family)  # one of ORDERS: checked against FAMILY_NAMES above
+        f = Family(order, instances=flink_instance(parallelism) if order == "instance" else None, floor=f.floor)
     lag_time, lag_tuples = parse_max_lag(max_lag)
     return Family(f.order, f.instances, f.floor, lag_time, lag_tuples)
 
