@@ -507,6 +507,14 @@ def _explain_rows(j: _Judge, late: Bools, pb: I64, pp: I64, w_max: I64, w_min: I
         forced[xp[one_late & late[xp]]] = True
         if j.q.join == "left":  # a late base of a left join: late because its rows are absent
             forced |= late & c.is_base & ~np.isin(np.arange(n), pb)
+        # an absent pair both of whose tuples W* makes late needs one of them late: when the forced tuples leave
+        # both on time, the later-arriving one is forced (it raises the fewest W along its chain)
+        both = absent & late[xb] & late[xp]
+        if both.any():
+            w_t = chain_cummax(np.maximum(lag_floors(j.e, j.f), np.where(forced, j.thr, NEG)), j.chain)
+            late_t = is_late_at(c, w_t, j.p)
+            open_ = both & ~late_t[xb] & ~late_t[xp]
+            forced[np.maximum(xb[open_], xp[open_])] = True
         if missing_w:
             return Judgement(False, witnesses=missing_w, eager=j.e, w_max=w_max)
         stats_extra: dict[str, Any] = {"rows_checked": len(g.pair_base), "pairs_under_w_max": len(want)}

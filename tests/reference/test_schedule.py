@@ -137,6 +137,21 @@ def test_an_accepted_output_comes_with_schedules_that_explain_it(c: Case) -> Non
         assert explains(c.got, c.tuples, rs.as_spec_schedule(j.w_max), c.q, c.p)
 
 
+def test_the_tightest_schedule_makes_one_tuple_of_an_absent_pair_late() -> None:
+    """An absent pair both of whose tuples the loosest schedule makes late, and no late ids listed: the tightest
+    schedule must still make one of them late (found by Hypothesis in CI; the judge once forced neither)."""
+    c = Case([StreamTuple(BASE, 1, 2, 1, 0.0), StreamTuple(PROBE, 2, 2, 1, 0.0)], Query(lower=0, upper=0, lateness=0),
+             PROFILES["late-le"], Family("input"), Results(pairs=[], aggregates=[], late=[]))
+    j = rs.judge(rs.TupleColumns.of(c.tuples), c.q, c.p, c.f, c.got)
+    assert j.admissible and j.w_tight is not None
+    from oij.spec.schedule import explains
+
+    assert explains(c.got, c.tuples, rs.as_spec_schedule(j.w_tight), c.q, c.p)
+    assert is_admissible_schedule(rs.as_spec_schedule(j.w_tight), c.tuples, c.q, c.p, c.f)
+    # only the later-arriving tuple is forced late: the base stays on time
+    assert rs.is_late_at(rs.TupleColumns.of(c.tuples), j.w_tight, c.p).tolist() == [False, True]
+
+
 def test_the_fast_eager_bounds_are_the_spec_s() -> None:
     @settings(max_examples=200, deadline=None)
     @given(cases(max_tuples=6))
