@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from oij.bench.kitpower import TARGETS, KitPowerOptions, kit_power
+from oij.bench.kitpower.measure import KitPowerOptions, kit_power
+from oij.bench.kitpower.mutants import TARGETS
 
 
 def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

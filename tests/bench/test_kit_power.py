@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from oij.spec.model import Event, Query
 
-from oij.bench.kitpower import Recording
+from oij.bench.kitpower.runner import Recording
 from oij.cli import main
 from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
@@ -109,11 +109,12 @@ replay agrees survives the replay and goes on to the manifest and ``--state-boun
 
 @pytest.fixture(scope="session")
 def accum_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
-    """kit-power's recording of the unmutated independent implementation (:func:`oij.bench.kitpower.record`:
+    """kit-power's recording of the unmutated independent implementation (:func:`oij.bench.kitpower.runner.record`:
     ``oij conform`` as a process, each case through the recorder script, which passes every answer through,
     then replayed once with line tracing), on :data:`SMALL_RECORDING`.  A run that does not conform raises.
     Session-scoped: kept by a worker that runs other modules between its two users."""
-    from oij.bench.kitpower import TARGETS, record
+    from oij.bench.kitpower.mutants import TARGETS
+    from oij.bench.kitpower.runner import record
 
     return record(TARGETS["accum"], REPO, tmp_path_factory.mktemp("kit-power"), 600.0, extra=SMALL_RECORDING)
 
@@ -156,22 +157,23 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     """Six mutants spread evenly over the list (not picked) are killed or equivalent, with replays of at most 6
     events; the first equivalent of the manifest on a line the recording reaches rides along in the same run
     (one recording of the correct run serves both) and is excused by the replay.  The recording is the
-    fixture's (kit-power's own :func:`~oij.bench.kitpower.record`, on fewer cases).  Negative control: that
+    fixture's (kit-power's own :func:`~oij.bench.kitpower.runner.record`, on fewer cases).  Negative control: that
     mutant, run again with an empty manifest, survives (its replay gives every recorded answer) and kit-power
     exits 1.  (A survivor judged by a full real oij conform run is the fixture's verdict on the unmutated
     implementation: the same ``run_mutant`` path; a second one here cost 30 CPU-seconds.)"""
-    from oij.bench import kitpower
-    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest, pick_evenly
+    from oij.bench.kitpower import measure, runner
+    from oij.bench.kitpower.evidence import load_manifest
+    from oij.bench.kitpower.mutants import TARGETS, Target, enumerate_mutants, pick_evenly
 
-    real_record = kitpower.record
+    real_record = runner.record
 
-    def recorded(t: kitpower.Target, repo: Path, into: Path, timeout: float,
+    def recorded(t: Target, repo: Path, into: Path, timeout: float,
                  extra: tuple[str, ...] = ()) -> Recording:
         if (t, repo.resolve(), extra) == (TARGETS["accum"], REPO.resolve(), ()):
             return accum_recording  # the benchmark's call, answered with the small recording
         return real_record(t, repo, into, timeout, extra)
 
-    monkeypatch.setattr(kitpower, "record", recorded)
+    monkeypatch.setattr(measure, "record", recorded)
     target = TARGETS["accum"]
     every = enumerate_mutants(target, (REPO / target.path).read_text())
     sample = pick_evenly(every, 6)
@@ -187,7 +189,7 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 20,000 events and an
     # 8 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
     # 20,000 events it needs about a minute, a correct target well under a second per case)
-    monkeypatch.setattr(kitpower, "STATE_TIMEOUT", 8.0)
+    monkeypatch.setattr(measure, "STATE_TIMEOUT", 8.0)
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound",
                          "--state-events", "20000")
     mutants = {f"{m['target']}:{m['operator']}:{m['occurrence']}": m for m in res["mutants"]}
@@ -256,7 +258,8 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
     byte but is no kill (the negative control: a byte comparison alone would call it one)."""
     import subprocess
 
-    from oij.bench.kitpower import Mutant, judge_replay
+    from oij.bench.kitpower.mutants import Mutant
+    from oij.bench.kitpower.runner import judge_replay
 
     rec = _record_vectors(tmp_path, rows=2)
     rev = tmp_path / "reversed.py"
@@ -281,7 +284,8 @@ def test_coverage_sees_the_statement_of_a_line() -> None:
 
 
 def test_the_manifest_names_real_mutants() -> None:
-    from oij.bench.kitpower import TARGETS, enumerate_mutants, load_manifest
+    from oij.bench.kitpower.evidence import load_manifest
+    from oij.bench.kitpower.mutants import TARGETS, enumerate_mutants
 
     manifest = load_manifest(IMPLS / "mutants.toml")
     assert manifest, "the manifest lists no equivalent mutant"

@@ -283,7 +283,8 @@ def test_state_bound_fails_a_wrong_answer_and_the_command_reports_it(
 def test_the_audits_two_mutants_are_told_apart_by_a_vector(mutant: str) -> None:
     import subprocess
 
-    from oij.bench.kitpower import TARGETS, enumerate_mutants, mutant_dir, mutant_source
+    from oij.bench.kitpower.mutants import TARGETS, enumerate_mutants, mutant_source
+    from oij.bench.kitpower.runner import mutant_dir
     from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output
 
     t = TARGETS["oracle"]
@@ -356,7 +357,7 @@ def test_spec_stats_can_fail() -> None:
 # -- equivalent means equivalent ---------------------------------------------------------------------------------
 
 def test_every_equivalent_entry_carries_its_evidence_and_one_without_is_flagged() -> None:
-    from oij.bench.kitpower import EVIDENCE_KINDS, load_manifest, missing_evidence
+    from oij.bench.kitpower.evidence import EVIDENCE_KINDS, load_manifest, missing_evidence
 
     manifest = load_manifest(IMPLS / "mutants.toml")
     assert manifest and missing_evidence(manifest) == []
