@@ -20,7 +20,8 @@ from oij.errors import UsageError
 from oij.io import open_blocks, open_events
 from oij.io.atomic import atomic_text, check_writable, is_special
 from oij.io.errors import InputError
-from oij.spec.model import Event, Query, SpecError, check_query
+from oij.options import option
+from oij.spec.model import AGGREGATES, JOINS, Event, Query, SpecError, check_query
 
 if TYPE_CHECKING:
     from oij.io.columnar import EventBlock
@@ -28,18 +29,22 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+QUERY_GROUP = "query (for Parquet input without a stored query, or to override it)"
+
+
 @dataclass
 class QueryFlags:
     """The query flags of a command (``--lower``, ``--upper``, ...): None or False where not given."""
 
-    lower: int | None = None
-    upper: int | None = None
-    lower_exclusive: bool = False
-    upper_exclusive: bool = False
-    aggregate: str | None = None
-    join: str | None = None
-    channels: int | None = None
-    lateness: int | None = None
+    lower: int | None = option(None, help="lower bound of the window, relative to the base tuple's ts",
+                               group=QUERY_GROUP)
+    upper: int | None = option(None, help="upper bound of the window", group=QUERY_GROUP)
+    lower_exclusive: bool = option(False, help="exclude the lower bound", group=QUERY_GROUP)
+    upper_exclusive: bool = option(False, help="exclude the upper bound", group=QUERY_GROUP)
+    aggregate: str | None = option(None, choices=["none", *AGGREGATES], help="per-base aggregate", group=QUERY_GROUP)
+    join: str | None = option(None, choices=list(JOINS), help="join kind (default inner)", group=QUERY_GROUP)
+    channels: int | None = option(None, help="number of upstream channels (default 1)", group=QUERY_GROUP)
+    lateness: int | None = option(None, help="lateness mode: W = max ts - LATENESS", group=QUERY_GROUP)
 
 
 def flags_given(args: QueryFlags) -> bool:

@@ -16,18 +16,23 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
+from oij.options import option
 from oij.parallel.config import (
+    BATCH,
     CALIBRATION,
+    COLLECTOR_ALIASES,
+    COLLECTORS,
     DECAY,
     DELTA,
     PARTITIONS,
+    PATTERNS,
     REPLICAS,
     ROUTED_PATTERNS,
     SCHEDULE_EVERY,
@@ -41,43 +46,75 @@ from oij.pipelines.files import FilePlan, QueryFlags, plan_files
 from oij.spec.batch import Results
 from oij.spec.model import Query
 
+SCALE_GROUP = "Scale-OIJ (--pattern scale)"
+
+EVENT_BATCH = 256
+"""The event engine's tuples per batch when ``--batch`` is not given (PPOIJ's b=32 pays numpy's per-call cost per
+32 tuples: docs/results.rst)."""
+
 
 @dataclass
 class RunOptions(QueryFlags):
-    """The options of ``oij run`` (its ``--help`` says what each does), with its defaults."""
+    """The options of ``oij run``, each with its flag, help and default (:mod:`oij.options`)."""
 
-    file: str | None = None
-    preset: str | None = None
-    events: int | None = None
-    seed: int = 1
-    param: list[str] = field(default_factory=list)
-    pattern: str = "kp"
-    replicas: int = REPLICAS
-    emitters: int = 1
-    engine: str = "auto"
-    barriers: str = "piece"
-    batch: int | None = None
-    collector: str = "auto"
-    theta: float = THETA
-    max_split: int | None = None
-    calibration: int = CALIBRATION
-    epoch: int | None = None
-    rate: float | None = None
-    cond_index: bool = False
-    partitions: int = PARTITIONS
-    delta: float = DELTA
-    decay: float = DECAY
-    schedule_every: int = SCHEDULE_EVERY
-    rule: str = "team"
-    no_incremental: bool = False
-    arena_mb: int = 128
-    start_method: str = "spawn"
-    output: str | None = None
-    metrics: str | None = None
-    cdf: str | None = None
-    no_output: bool = False
-    order: str = "canonical"
-    tmp_dir: str | None = None
+    file: str | None = option(None, positional=True, nargs="?", help="input: oij-jsonl, .parquet, or - for stdin")
+    preset: str | None = option(None, help="generate this workload preset in-process instead of reading a file")
+    events: int | None = option(None, help="tuples to generate (with --preset; default: preset's)")
+    seed: int = option(1, help="generator seed (with --preset)")
+    param: list[str] = option(factory=list, action="append", metavar="NAME=VALUE",
+                              help="override a preset parameter (repeatable)")
+    pattern: str = option("kp", choices=PATTERNS,
+                          help="kp/dp/hp: PPOIJ patterns; key: Key-OIJ; scale: Scale-OIJ (docs/scaleoij.rst)")
+    replicas: int = option(REPLICAS)
+    emitters: int = option(1, help="emitters per stream (M)")
+    engine: str = option(
+        "auto", choices=["auto", "blocks", "events"],
+        help="blocks: every replica decodes, routes and joins whole blocks (parallel/blocks); events: tuples in "
+        "batches through rings and collectors, one at a time in each replica (latency experiments, cond, --order "
+        "arrival). auto: blocks unless an option only the event engine has is given")
+    barriers: str = option(
+        "piece", choices=["piece", "round"],
+        help="block engine: piece -- each piece is routed once the pieces before it are decoded and joined once it "
+        "is routed; round -- a round's pieces wait for each other at both steps (slower by a few per cent; "
+        "docs/blocks.rst)")
+    batch: int | None = option(
+        None, help=f"event engine: tuples per batch (1..4096; default {EVENT_BATCH}: PPOIJ's b={BATCH} pays numpy's "
+        f"per-call cost per {BATCH} tuples, see docs/results.rst); giving it selects the event engine")
+    collector: str = option(
+        "auto", choices=["auto", *COLLECTORS], type=lambda s: COLLECTOR_ALIASES.get(s, s),
+        help="collector policy (auto: standard for kp, round-robin for dp/hp; naive = negative control; rr is "
+        "round-robin)")
+    theta: float = option(THETA, help="HP: Alg. 1 balance threshold")
+    max_split: int | None = option(None, help="HP: maximum splitting degree (default replicas)")
+    calibration: int = option(CALIBRATION, help="HP: tuples counted before Alg. 1 runs")
+    epoch: int | None = option(None, help="events per epoch (default max(8192, 4 x batch x replicas x M))")
+    rate: float | None = option(None, help="pace the source at this many tuples/s (latency runs)")
+    cond_index: bool = option(
+        False, help="kp/dp/hp with a cond: answer window AND cond from the SPO-Join style cond index instead of "
+        "filtering the window (docs/cond.rst)")
+    partitions: int = option(PARTITIONS, help="key partitions (hash ranges) of the team map", group=SCALE_GROUP)
+    delta: float = option(DELTA, help="Alg. 3: minimum unbalancedness decrease (delta)", group=SCALE_GROUP)
+    decay: float = option(DECAY, help="Alg. 3: statistics decay (lambda)", group=SCALE_GROUP)
+    schedule_every: int = option(SCHEDULE_EVERY, help="tuples between two runs of Alg. 3 (0: never)",
+                                 group=SCALE_GROUP)
+    rule: str = option("team", choices=["team", "self", "arrival"],
+                       help="hazard rule (self, arrival: negative controls that lose pairs)", group=SCALE_GROUP)
+    no_incremental: bool = option(False, help="recompute every window (no subtract-on-evict)", group=SCALE_GROUP)
+    arena_mb: int = option(128, help="index arena per joiner (MiB, sparse)", group=SCALE_GROUP)
+    start_method: str = option("spawn", choices=["spawn", "forkserver", "fork"])
+    output: str | None = option(None, flags=("-o", "--output"),
+                                help="result lines to this file (default stdout; '/dev/null' to skip)")
+    metrics: str | None = option(None, help="write the metrics as JSON to this file")
+    cdf: str | None = option(None, help="write the latency CDF (percentile, ms) as JSON to this file")
+    no_output: bool = option(False, help="do not write result lines (nor keep them: bounded memory)")
+    order: str = option(
+        "canonical", choices=["canonical", "arrival"],
+        help="canonical: sorted, byte-identical to `oij join`, in bounded memory (sorted runs spilled to --tmp-dir "
+        "and merged); arrival: each result written as the driver receives it (the order varies between runs)")
+    tmp_dir: str | None = option(
+        None, metavar="DIR",
+        help="where the canonical order's sorted runs go (default: beside the output, or $TMPDIR for stdout); "
+        "removed at the end, on an error and on Ctrl-C")
 
 
 @dataclass
@@ -109,11 +146,6 @@ def uses_blocks(args: RunOptions) -> bool:
     if args.engine == "blocks" and event_opts:
         raise UsageError(f"--engine blocks: {event_opts[0]} is an option of the event engine")
     return args.engine == "blocks" or (args.engine == "auto" and not event_opts)
-
-
-EVENT_BATCH = 256
-"""The event engine's tuples per batch when ``--batch`` is not given (PPOIJ's b=32 pays numpy's per-call cost per
-32 tuples: docs/results.rst)."""
 
 
 @dataclass(frozen=True)
