@@ -45,6 +45,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     action: str | None = None
     nargs: str | int | None = None
+    const: Any = None
     positional: bool = False
     negation: str | None = None
     negation_help: str | None = None
@@ -54,11 +55,11 @@ class Option:
 def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None,
            help: str | None = None, flags: tuple[str, ...] = (), aliases: tuple[str, ...] = (),
            choices: Sequence[Any] | None = None, metavar: str | None = None, type: Callable[[str], Any] | None = None,
-           action: str | None = None, nargs: str | int | None = None, positional: bool = False,
+           action: str | None = None, nargs: str | int | None = None, const: Any = None, positional: bool = False,
            negation: str | None = None, negation_help: str | None = None, group: str | None = None) -> Any:
     """A dataclass field with default ``default`` (or ``factory()``) that :func:`add_options` turns into a flag
     (:class:`Option` says what each keyword means)."""
-    meta = {KEY: Option(help, flags, aliases, choices, metavar, type, action, nargs, positional, negation,
+    meta = {KEY: Option(help, flags, aliases, choices, metavar, type, action, nargs, const, positional, negation,
                         negation_help, group)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -120,7 +121,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type[Any]) -> argparse.Arg
             kw["action"] = "store_false" if default and o.negation is None else "store_true"
         else:
             scalar = _scalar(hints.get(f.name)) if o.action in (None, "append") else None
-            kw.update(action=o.action, type=o.type or scalar, choices=o.choices, metavar=o.metavar, nargs=o.nargs)
+            kw.update(action=o.action, type=o.type or scalar, choices=o.choices, metavar=o.metavar, nargs=o.nargs,
+                      const=o.const)
         kw = {k: v for k, v in kw.items() if v is not None}
         if o.positional:
             where.add_argument(f.name, default=default, **kw)

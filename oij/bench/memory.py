@@ -20,24 +20,33 @@ from typing import Any
 from oij.bench.oracle import out_file
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.options import option
 from oij.parallel.config import PATTERNS, REPLICAS
 from oij.proctree import measure
+
+COMMANDS = ("join", *PATTERNS)
+"""What ``oij bench memory`` can measure: ``oij join`` and ``oij run --pattern P`` for every pattern."""
 
 
 @dataclass
 class MemoryBenchOptions:
-    """The options of ``oij bench memory`` (its ``--help`` says what each does)."""
+    """The options of ``oij bench memory``, each with its flag, help and default (:mod:`oij.options`)."""
 
-    presets: str = "scale-oij-default,scale-oij-rotating"
-    sizes: str = "1000000,10000000"
-    commands: str = "join,kp,dp,hp,key,scale"
-    mode: str = "default"
-    formats: str = "parquet"
-    replicas: int = REPLICAS
-    skip: str = ""
-    seed: int = 1
-    out: str = "memory.json"
-    quick: bool = False
+    presets: str = option("scale-oij-default,scale-oij-rotating",
+                          help="comma-separated workload presets (default: 100 keys; 10K keys whose hot set rotates)")
+    sizes: str = option("1000000,10000000", help="comma-separated stream lengths in tuples")
+    commands: str = option(",".join(COMMANDS), help="join (oij join) and/or patterns (oij run --pattern P)")
+    mode: str = option(
+        "default", choices=["default", "streamed"],
+        help="default: the commands' default flags, the canonical output written to a file (sorted runs spilled "
+        "beside it); streamed: oij join --order arrival -o /dev/null, oij run --no-output")
+    formats: str = option(
+        "parquet", help="comma-separated input formats, parquet and/or jsonl (oij-jsonl as oij generate writes it)")
+    replicas: int = option(REPLICAS)
+    skip: str = option("", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
+    seed: int = option(1)
+    out: str = option("memory.json", help="where the raw numbers go (default ./memory.json)")
+    quick: bool = option(False, help="20,000 tuples, join and kp only (CI smoke)")
 
 
 def measure_tree(argv: list[str], every: float = 0.1) -> dict[str, Any]:

@@ -36,19 +36,20 @@ from typing import Any
 
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.options import option
 
 
 @dataclass
 class OracleBenchOptions:
-    """The options of ``oij bench oracle`` (its ``--help`` says what each does)."""
+    """The options of ``oij bench oracle``, each with its flag, help and default (:mod:`oij.options`)."""
 
-    preset: str = "scale-oij-default"
-    events: int = 1_000_000
-    repeat: int = 3
-    memory_sizes: str = "100000,1000000,10000000"
-    seed: int = 1
-    out: str = "oracle.json"
-    quick: bool = False
+    preset: str = option("scale-oij-default", help="workload preset (default scale-oij-default)")
+    events: int = option(1_000_000, help="tuples for the throughput runs")
+    repeat: int = option(3, help="runs of the operator-alone measurement")
+    memory_sizes: str = option("100000,1000000,10000000", help="comma-separated stream lengths for peak memory")
+    seed: int = option(1)
+    out: str = option("oracle.json", help="where the raw numbers go (default ./oracle.json)")
+    quick: bool = option(False, help="20,000 tuples, one run, one memory size (CI smoke)")
 
 
 def out_file(out: str, name: str) -> str:

@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.options import option
 from oij.parallel.config import PATTERNS
 
 WORKLOADS = {
@@ -206,17 +207,18 @@ def describe_machine() -> dict[str, Any]:
 
 @dataclass
 class PeersOptions:
-    """The options of ``oij bench peers`` (its ``--help`` says what each does)."""
+    """The options of ``oij bench peers``, each with its flag, help and default (:mod:`oij.options`)."""
 
-    quick: bool = False
-    events: int = 2_000_000
-    repeat: int = 2
-    workloads: str = "uniform,zipf"
-    skip: str = ""
-    seed: int = 1
-    timeout: float = 900.0
-    out: str = "peers.json"
-    docs: str | None = None
+    quick: bool = option(False, help="20,000 tuples, one repetition, 2 replicas only (CI smoke)")
+    events: int = option(2_000_000, help="tuples per workload (default 2,000,000)")
+    repeat: int = option(2, help="interleaved repetitions (median reported)")
+    workloads: str = option(",".join(WORKLOADS), help=f"comma-separated: {', '.join(WORKLOADS)}")
+    skip: str = option("", help="comma-separated system names to leave out (e.g. flink-sql)")
+    seed: int = option(1)
+    timeout: float = option(
+        900.0, help="seconds a system may take per run; a slower one is reported as timed out (default 900)")
+    out: str = option("peers.json", help="where the raw numbers go (default ./peers.json)")
+    docs: str | None = option(None, help="also write peers-table.rst and peers.png/.svg to this directory")
 
 
 def peers_bench(args: PeersOptions) -> dict[str, Any]:

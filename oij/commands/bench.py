@@ -9,8 +9,10 @@ import json
 import os
 import sys
 
+from oij.bench.memory import MemoryBenchOptions
+from oij.bench.oracle import OracleBenchOptions
 from oij.commands.common import UsageError, options
-from oij.parallel.config import REPLICAS
+from oij.options import add_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,33 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bsub = p.add_subparsers(dest="bench", metavar="BENCH")
     bsub.required = True
     o = bsub.add_parser("oracle", help="events/s and peak memory of the reference oracle")
-    o.add_argument("--preset", default="scale-oij-default", help="workload preset (default scale-oij-default)")
-    o.add_argument("--events", type=int, default=1_000_000, help="tuples for the throughput runs")
-    o.add_argument("--repeat", type=int, default=3, help="runs of the operator-alone measurement")
-    o.add_argument(
-        "--memory-sizes", default="100000,1000000,10000000", help="comma-separated stream lengths for peak memory"
-    )
-    o.add_argument("--seed", type=int, default=1)
-    o.add_argument("--out", default="oracle.json", help="where the raw numbers go (default ./oracle.json)")
+    add_options(o, OracleBenchOptions)
     o.set_defaults(func=run_oracle)
     m = bsub.add_parser("memory", help="peak memory of oij join and every pattern as the stream grows (flat = bounded)")
-    m.add_argument("--presets", default="scale-oij-default,scale-oij-rotating",
-                   help="comma-separated workload presets (default: 100 keys; 10K keys whose hot set rotates)")
-    m.add_argument("--sizes", default="1000000,10000000", help="comma-separated stream lengths in tuples")
-    m.add_argument("--commands", default="join,kp,dp,hp,key,scale",
-                   help="join (oij join) and/or patterns (oij run --pattern P)")
-    m.add_argument("--mode", choices=["default", "streamed"], default="default",
-                   help="default: the commands' default flags, the canonical output written to a file (sorted "
-                   "runs spilled beside it); streamed: oij join --order arrival -o /dev/null, oij run --no-output")
-    m.add_argument("--formats", default="parquet",
-                   help="comma-separated input formats, parquet and/or jsonl (oij-jsonl as oij generate writes it)")
-    m.add_argument("--replicas", type=int, default=REPLICAS)
-    m.add_argument("--skip", default="", help="PRESET:COMMAND:SIZE triples to leave out (comma-separated)")
-    m.add_argument("--seed", type=int, default=1)
-    m.add_argument("--out", default="memory.json", help="where the raw numbers go (default ./memory.json)")
+    add_options(m, MemoryBenchOptions)
     m.set_defaults(func=run_memory)
-    o.add_argument("--quick", action="store_true", help="20,000 tuples, one run, one memory size (CI smoke)")
-    m.add_argument("--quick", action="store_true", help="20,000 tuples, join and kp only (CI smoke)")
     from oij.commands import peers
 
     peers.register(bsub)
@@ -138,7 +118,7 @@ def run_named(args: argparse.Namespace) -> int:
 
 
 def run_oracle(args: argparse.Namespace) -> int:
-    from oij.bench.oracle import OracleBenchOptions, oracle_bench
+    from oij.bench.oracle import oracle_bench
 
     opts = options(OracleBenchOptions, args)
     out = oracle_bench(opts)
@@ -149,7 +129,7 @@ def run_oracle(args: argparse.Namespace) -> int:
 
 def run_memory(args: argparse.Namespace) -> int:
     """``oij bench memory``: the bounded-memory check of docs/reference.rst (a benchmark, never a test)."""
-    from oij.bench.memory import MemoryBenchOptions, memory_bench, memory_table
+    from oij.bench.memory import memory_bench, memory_table
     from oij.proctree import CommandFailed
 
     opts = options(MemoryBenchOptions, args)

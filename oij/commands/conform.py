@@ -10,13 +10,109 @@ conforms, with the number of cases and the situations exercised.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from dataclasses import dataclass
+from typing import Any
 
+from oij.options import add_options, from_args, option
 from oij.spec.profiles import PROFILES
+from oij.testing import ConformOptions
 from oij.testing._features import FEATURES, OPT_IN
 
 FEATURE_NAMES = (", ".join(f for f in FEATURES if f not in OPT_IN) + "; "
                  + ", ".join(f for f in FEATURES if f in OPT_IN) + " (opt-in)")
+
+@dataclass
+class ConformFlags:
+    """The flags of ``oij conform``, each with its help (:mod:`oij.options`); the defaults are
+    :class:`oij.testing.ConformOptions`'s (but ``--as-run``'s, which are the command's own), and
+    :meth:`conform_options` is what the kit is given."""
+
+    cmd: list[str] = option(factory=list, positional=True, nargs="*", metavar="-- CMD",
+                            help="the implementation under test, after --: CMD [ARGS...]")
+    features: str | None = option(ConformOptions.features, help="what CMD claims: a,b,c or all,-a,-b (default all)")
+    profile: str | None = option(
+        ConformOptions.profile, help="check against this semantic profile (default canonical; with --restarts "
+        "--adapter NAME, the adapter's profile)")
+    max_examples: int | None = option(ConformOptions.max_examples,
+                                      help="cases to generate (default 200; 20 with --restarts)")
+    seed: int = option(ConformOptions.seed, help="random seed (default 0: runs are reproducible)")
+    small_scope: str | None = option(
+        None, metavar="K",
+        help="after the vectors, every case of up to K events over a small alphabet, deduplicated by symmetry "
+        "(K=1: 80 cases, K=2: 1,408, K=3: 18,480), or 'cover': a pairwise covering array of those of K=2 (about "
+        "160 cases); default 2 with --session, else cover (one process per case: all of K=2 would take minutes)")
+    no_vectors: bool = option(
+        ConformOptions.no_vectors,
+        help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
+    timeout: float | None = option(
+        ConformOptions.timeout,
+        help="seconds per case (with --restarts: per incarnation) before CMD counts as hung (default 10; 300 with "
+        "--restarts --adapter NAME)")
+    rest: float | None = option(
+        ConformOptions.rest, metavar="SECONDS",
+        help="with --restarts: a kill between events (fed) comes when CMD has checkpointed the events it was given, "
+        "or its output has rested this long (default 1; 30 with --adapter NAME)")
+    no_shrink: bool = option(
+        ConformOptions.no_shrink,
+        help="with --restarts: report the first failing case as found, unshrunk (slow engines)")
+    shrink_budget: float | None = option(
+        ConformOptions.shrink_budget, metavar="SECONDS",
+        help="with --restarts: the first failure is printed as found, then shrunk for at most this long (default "
+        "60; the report says when the budget stopped the shrinking)")
+    jobs: int | None = option(
+        ConformOptions.fixed_jobs, flags=("-j", "--jobs"),
+        help="run cases in this many processes (default 1 for the generated cases; the vectors and small-scope "
+        "cases, a fixed list judged in order, run two at a time on two cores or more: -j 1 runs everything one "
+        "at a time)")
+    session: bool = option(
+        ConformOptions.session,
+        help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes its result "
+        "lines and the line {\"type\":\"end\"} and resets (the session protocol, for implementations slow to "
+        "start, such as a JVM); judged exactly as one process per case")
+    state_bound: bool = option(
+        ConformOptions.state_bound,
+        help="after the cases, run long cases (--state-events each) whose live window stays constant and fail CMD "
+        "if its state grows with the stream (its state lines on stderr, else its resident memory) or its output "
+        "is not exact; with --max-examples 0 --no-vectors, only these")
+    state_events: int = option(ConformOptions.state_events, help="events per long case (default 100000)")
+    adapter: str | None = option(
+        ConformOptions.adapter, metavar="NAME",
+        help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all cases, "
+        "instead of a command; the features default to the adapter's")
+    as_run: bool = option(
+        False,
+        help="with --adapter spark-ss or flink-ds: run the engine's ordinary job as its users run it (Spark: "
+        "micro-batches of many rows, default trigger; Flink: periodic watermarks, parallelism 1 and 2) on --runs "
+        "seeded workloads and judge each output up to schedule (docs/howto-schedule.rst) instead of driving it "
+        "one tuple per step")
+    runs: int = option(3, help="with --as-run: workloads to run (default 3)")
+    run_events: int = option(3000, help="with --as-run: tuples per workload (default 3000)")
+    restarts: int = option(
+        ConformOptions.restarts, metavar="N",
+        help="the restart protocol (docs/recovery.rst): run each case under kill plans that SIGKILL CMD N times "
+        "(before, at and after its checkpoints, mid-output) and restart it on the same OIJ_STATE_DIR; the "
+        "committed rows of all incarnations must be exactly the result")
+    adapter_option: list[str] = option(
+        factory=list, flags=("-o", "--option"), action="append", metavar="KEY=VALUE",
+        help="with --restarts and --adapter: a restart option of the adapter (e.g. sink=append)")
+    kill_plan: str | None = option(ConformOptions.kill_plan, metavar="FILE",
+                                   help="with --replay and --restarts: the kill plan to replay")
+    replay: str | None = option(
+        ConformOptions.replay, metavar="FILE",
+        help="re-run one case (an oij-jsonl file) instead of generating: CMD is sent the file's own bytes, after "
+        "the kit's reader has validated them")
+    replay_out: str = option(ConformOptions.replay_out,
+                             help="where a failing case is written (default ./oij-conform-failure.jsonl)")
+
+    def conform_options(self) -> ConformOptions:
+        """The kit's options: every field of :class:`~oij.testing.ConformOptions` of the same name, ``-j`` as
+        both ``jobs`` (1 when not given) and ``fixed_jobs``."""
+        shared = {f.name for f in dataclasses.fields(ConformOptions)} & set(vars(self))
+        given: dict[str, Any] = {n: getattr(self, n) for n in shared}
+        return ConformOptions(**given | {"cmd": tuple(self.cmd), "option": tuple(self.adapter_option),
+                                         "jobs": 1 if self.jobs is None else self.jobs, "fixed_jobs": self.jobs})
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,86 +125,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         + ", ".join(PROFILES) + ".",
         epilog="example: oij conform --features=-aggregates,-channels -- python my_join.py",
     )
-    p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the implementation under test, after --: CMD [ARGS...]")
-    p.add_argument("--features", help="what CMD claims: a,b,c or all,-a,-b (default all)")
-    p.add_argument("--profile", default=None,
-                   help="check against this semantic profile (default canonical; with --restarts --adapter NAME, "
-                   "the adapter's profile)")
-    p.add_argument("--max-examples", type=int, default=None,
-                   help="cases to generate (default 200; 20 with --restarts)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0: runs are reproducible)")
-    p.add_argument("--small-scope", default=None, metavar="K",
-                   help="after the vectors, every case of up to K events over a small alphabet, deduplicated by "
-                   "symmetry (K=1: 80 cases, K=2: 1,408, K=3: 18,480), or 'cover': a pairwise covering array of "
-                   "those of K=2 (about 160 cases); default 2 with --session, else cover (one process per case: "
-                   "all of K=2 would take minutes)")
-    p.add_argument("--no-vectors", action="store_true",
-                   help="skip the test vectors (oij vectors: the fixed corpus run before the generated cases)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per case (with --restarts: per incarnation) before CMD counts as hung (default 10; "
-                   "300 with --restarts --adapter NAME)")
-    p.add_argument("--rest", type=float, default=None, metavar="SECONDS",
-                   help="with --restarts: a kill between events (fed) comes when CMD has checkpointed the events "
-                   "it was given, or its output has rested this long (default 1; 30 with --adapter NAME)")
-    p.add_argument("--no-shrink", action="store_true",
-                   help="with --restarts: report the first failing case as found, unshrunk (slow engines)")
-    p.add_argument("--shrink-budget", type=float, default=None, metavar="SECONDS",
-                   help="with --restarts: the first failure is printed as found, then shrunk for at most this long "
-                   "(default 60; the report says when the budget stopped the shrinking)")
-    p.add_argument("-j", "--jobs", type=int, default=None,
-                   help="run cases in this many processes (default 1 for the generated cases; the vectors and "
-                   "small-scope cases, a fixed list judged in order, run two at a time on two cores or more: -j 1 "
-                   "runs everything one at a time)")
-    p.add_argument("--session", action="store_true",
-                   help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes "
-                   "its result lines and the line {\"type\":\"end\"} and resets (the session protocol, for "
-                   "implementations slow to start, such as a JVM); judged exactly as one process per case")
-    p.add_argument("--state-bound", action="store_true",
-                   help="after the cases, run long cases (--state-events each) whose live window stays constant and "
-                   "fail CMD if its state grows with the stream (its state lines on stderr, else its resident "
-                   "memory) or its output is not exact; with --max-examples 0 --no-vectors, only these")
-    p.add_argument("--state-events", type=int, default=100_000, help="events per long case (default 100000)")
-    p.add_argument("--adapter", metavar="NAME",
-                   help="test a real system through its adapter (oij adapter NAME) in this process, one JVM for all "
-                   "cases, instead of a command; the features default to the adapter's")
-    p.add_argument("--as-run", action="store_true",
-                   help="with --adapter spark-ss or flink-ds: run the engine's ordinary job as its users run it "
-                   "(Spark: micro-batches of many rows, default trigger; Flink: periodic watermarks, parallelism 1 "
-                   "and 2) on --runs seeded workloads and judge each output up to schedule "
-                   "(docs/howto-schedule.rst) instead of driving it one tuple per step")
-    p.add_argument("--runs", type=int, default=3, help="with --as-run: workloads to run (default 3)")
-    p.add_argument("--run-events", type=int, default=3000, help="with --as-run: tuples per workload (default 3000)")
-    p.add_argument("--restarts", type=int, default=0, metavar="N",
-                   help="the restart protocol (docs/recovery.rst): run each case under kill plans that SIGKILL CMD "
-                   "N times (before, at and after its checkpoints, mid-output) and restart it on the same "
-                   "OIJ_STATE_DIR; the committed rows of all incarnations must be exactly the result")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="with --restarts and --adapter: a restart option of the adapter (e.g. sink=append)")
-    p.add_argument("--kill-plan", metavar="FILE", help="with --replay and --restarts: the kill plan to replay")
-    p.add_argument("--replay", metavar="FILE", help="re-run one case (an oij-jsonl file) instead of generating: "
-                   "CMD is sent the file's own bytes, after the kit's reader has validated them")
-    p.add_argument("--replay-out", default="oij-conform-failure.jsonl",
-                   help="where a failing case is written (default ./oij-conform-failure.jsonl)")
+    add_options(p, ConformFlags)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from oij.adapters import conform_adapter
-    from oij.testing import ConformOptions, conform
+    from oij.testing import conform
 
     if args.as_run:
         return run_as_run(args)
-
-    adapter = conform_adapter(args.adapter) if args.adapter is not None else None
-    return conform(ConformOptions(
-        cmd=tuple(args.cmd), adapter=args.adapter, features=args.features, profile=args.profile,
-        max_examples=args.max_examples, seed=args.seed, small_scope=args.small_scope, no_vectors=args.no_vectors,
-        timeout=args.timeout, rest=args.rest, no_shrink=args.no_shrink, shrink_budget=args.shrink_budget,
-        jobs=1 if args.jobs is None else args.jobs,
-        fixed_jobs=args.jobs, session=args.session,
-        state_bound=args.state_bound, state_events=args.state_events, restarts=args.restarts,
-        option=tuple(args.option), kill_plan=args.kill_plan, replay=args.replay, replay_out=args.replay_out),
-        adapter=adapter)
+    flags = from_args(ConformFlags, args)
+    adapter = conform_adapter(flags.adapter) if flags.adapter is not None else None
+    return conform(flags.conform_options(), adapter=adapter)
 
 
 def run_as_run(args: argparse.Namespace) -> int:

@@ -8,7 +8,9 @@ import sys
 import orjson
 
 from oij.commands.common import UsageError, add_query_flags, options
+from oij.options import add_options
 from oij.pipelines.files import QueryFlags, input_events, progress
+from oij.pipelines.generate import OUTPUT_REQUIRED, GenerateOptions
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,22 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Timestamps are microseconds. The same preset, parameters, --events and --seed give byte-identical "
         "files. Writes Parquet if FILE ends in .parquet, else oij-jsonl (- is stdout).",
     )
-    g.add_argument("preset", nargs="?", help="preset name (default: the plain defaults of every parameter)")
-    g.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a parameter (repeatable), e.g. --param keys=50 --param key_dist=zipf --param skew=1.1",
-    )
-    g.add_argument("-n", "--events", type=int, help="number of tuples (default: the preset's)")
-    g.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")
-    g.add_argument("-o", "--output", help="output file (.parquet or oij-jsonl; - for stdout)")
-    g.add_argument("--format", choices=["jsonl", "parquet"], help="force the format instead of the extension")
-    g.add_argument("--list", action="store_true", help="list the presets and exit")
-    g.add_argument("--show", action="store_true", help="print the resolved parameters as JSON and exit")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_options(g, GenerateOptions)
     g.set_defaults(func=run_generate)
 
     d = sub.add_parser(
@@ -53,10 +40,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from oij.pipelines.generate import GenerateOptions, generate_file, tuple_count, workload_params
+    from oij.pipelines.generate import generate_file, tuple_count, workload_params
     from oij.workloads import PRESETS
 
-    if args.list:
+    if args.list_presets:
         width = max(len(n) for n in PRESETS)
         for name, p in PRESETS.items():
             print(f"{name:<{width}}  {p.source or 'teaching'}: {p.description}")
@@ -66,7 +53,7 @@ def run_generate(args: argparse.Namespace) -> int:
         print(orjson.dumps(p.summary(), option=orjson.OPT_INDENT_2).decode())
         return 0
     if not args.output:
-        raise UsageError("generate: -o/--output FILE is required (.parquet, oij-jsonl, or - for stdout)")
+        raise UsageError(OUTPUT_REQUIRED)
     opts = options(GenerateOptions, args)
     events = tuple_count(opts)
     bar = None

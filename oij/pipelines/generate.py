@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from oij.errors import UsageError
+from oij.options import option
 from oij.pipelines.files import check_outputs
 
 
@@ -33,16 +34,28 @@ def workload_params(preset: str | None, params: Sequence[str] = ()) -> Any:
         raise UsageError(f"{where}: {e.message}") from None
 
 
+OUTPUT_REQUIRED = "generate: -o/--output FILE is required (.parquet, oij-jsonl, or - for stdout)"
+
+
 @dataclass
 class GenerateOptions:
-    """The options of ``oij generate`` that make a file (its ``--help`` says what each does)."""
+    """The options of ``oij generate``, each with its flag, help and default (:mod:`oij.options`); ``list_presets``,
+    ``show`` and ``no_progress`` are the command's own (it lists, shows or draws a bar)."""
 
-    output: str
-    preset: str | None = None
-    param: list[str] = field(default_factory=list)
-    events: int | None = None
-    seed: int = 0
-    format: str | None = None
+    preset: str | None = option(None, positional=True, nargs="?",
+                                help="preset name (default: the plain defaults of every parameter)")
+    param: list[str] = option(
+        factory=list, flags=("-p", "--param"), action="append", metavar="NAME=VALUE",
+        help="override a parameter (repeatable), e.g. --param keys=50 --param key_dist=zipf --param skew=1.1")
+    events: int | None = option(None, flags=("-n", "--events"), help="number of tuples (default: the preset's)")
+    seed: int = option(0, flags=("-s", "--seed"), help="random seed (default 0)")
+    output: str | None = option(None, flags=("-o", "--output"),
+                                help="output file (.parquet or oij-jsonl; - for stdout)")
+    format: str | None = option(None, choices=["jsonl", "parquet"],
+                                help="force the format instead of the extension")
+    list_presets: bool = option(False, flags=("--list",), help="list the presets and exit")
+    show: bool = option(False, help="print the resolved parameters as JSON and exit")
+    no_progress: bool = option(False, help="no progress bar")
 
 
 def generate_file(opts: GenerateOptions, on_block: Callable[[int], Any] | None = None) -> Any:
@@ -55,6 +68,8 @@ def generate_file(opts: GenerateOptions, on_block: Callable[[int], Any] | None =
     events = tuple_count(opts)
     if not 0 <= opts.seed < 1 << 64:
         raise UsageError(f"--seed: must be in [0, 2^64), got {opts.seed}")
+    if opts.output is None:
+        raise UsageError(OUTPUT_REQUIRED)
     fmt = opts.format or ("parquet" if opts.output.endswith(".parquet") else "jsonl")
     if fmt == "parquet" and opts.output == "-":
         raise UsageError("--output -: Parquet cannot be written to stdout; give a .parquet file")

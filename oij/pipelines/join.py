@@ -38,6 +38,7 @@ from oij.io.atomic import write_text
 from oij.io.errors import InputError
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonl import result_lines
+from oij.options import option
 from oij.pipelines.files import (
     QueryFlags,
     check_outputs,
@@ -85,16 +86,35 @@ def _drain(o: Oracle, out: IO[str] | CanonicalSorter) -> int:
 
 @dataclass
 class JoinOptions(QueryFlags):
-    """The options of ``oij join`` (its ``--help`` says what each does): the input (a path or ``-``), the output
-    (None or ``-``: stdout) and the query flags."""
+    """The options of ``oij join``, each with its flag, help and default (:mod:`oij.options`): the input (a path
+    or ``-``), the output (None or ``-``: stdout), the query flags; with ``state`` (not None) the restart protocol
+    (:mod:`oij.pipelines.restartable`) instead."""
 
-    file: str = "-"
-    output: str | None = None
-    order: str = "canonical"
-    tmp_dir: str | None = None
-    no_progress: bool = False
-    stats: str | None = None
-    profile: str = "canonical"
+    file: str = option("-", positional=True, help="input: oij-jsonl, .parquet, or - for stdin")
+    output: str | None = option(None, flags=("-o", "--output"), help="output file (default stdout)")
+    order: str = option(
+        "canonical", choices=["canonical", "arrival"],
+        help="canonical: sorted, in bounded memory (sorted runs spilled to --tmp-dir and merged); arrival: in "
+        "emission order, no temporary files")
+    tmp_dir: str | None = option(
+        None, metavar="DIR",
+        help="where the canonical order's sorted runs go (default: beside the output, or $TMPDIR for stdout); "
+        "removed at the end, on an error and on Ctrl-C")
+    no_progress: bool = option(False, help="no progress bar")
+    stats: str | None = option(
+        None, metavar="JSON",
+        help="also count entries visited per join (Scale-OIJ effectiveness, Eq. 1) and the retained state after "
+        "every watermark move, and write them to JSON")
+    profile: str = option(
+        "canonical",
+        help="compute the result under a semantic profile (docs/conformance.rst, 'Semantic profiles and the "
+        "fingerprint': spark-ss, flink-sql, ...); a non-canonical profile is simulated step by step, in memory, "
+        "for small inputs")
+    state: str | None = option(
+        None, nargs="?", const="", metavar="DIR",
+        help="speak the restart protocol (docs/recovery.rst): checkpoint into DIR (default $OIJ_STATE_DIR), resume "
+        "from $OIJ_CHECKPOINT or DIR's newest checkpoint; rows in emission order")
+    checkpoint_every: int = option(1, metavar="N", help="with --state: checkpoint after every N events (default 1)")
 
 
 def join_file(args: JoinOptions) -> int:

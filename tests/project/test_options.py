@@ -1,54 +1,218 @@
-"""``oij run``'s options are declared twice, its parser (oij/commands/run.py) and ``RunOptions``
-(oij/pipelines/run.py): the two must say the same (issue 66), and the engine defaults come from
-:mod:`oij.parallel.config`, where they are declared once."""
+"""Every option of ``oij`` is written once (issue 66).
+
+A command declares its options as the fields of a dataclass (:mod:`oij.options`: the field carries its flag,
+help and choices; the parser is made from it).  This test walks EVERY subcommand of the parser of
+:mod:`oij.cli` and compares each parser action with the field or parameter it stands for: same ``dest``, same
+default, same choices; no flag without a field and no field without a flag.  A command built from a dataclass
+is compared with it; the few commands whose flags go straight to a library function (``BY_HAND``) are compared
+with the function's signature defaults, and the flags the command handles itself are named there with a reason.
+The negative controls change one default (of the parser, and of a dataclass in a copy) and see it reported.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from oij.parallel.config import BATCH, CALIBRATION, DECAY, REPLICAS, SCHEDULE_EVERY
+from oij.parallel.config import BATCH, CALIBRATION, DECAY, REPLICAS, SCHEDULE_EVERY, THETA
 from oij.parallel.runtime.pool import JobOptions
 from oij.parallel.shared.teamrun import TeamOptions
 
+from oij.check import CheckOptions
 from oij.cli import build_parser
+from oij.options import classes_of, default_of, option_of
 from oij.pipelines.run import RunOptions
 
-
-def command_parser(name: str) -> argparse.ArgumentParser:
-    """The subparser of ``oij NAME``."""
-    parser = build_parser(name)
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    found: argparse.ArgumentParser = sub.choices[name]
-    return found
+Path = tuple[str, ...]
 
 
-def _default(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
+def command_parser(*path: str) -> argparse.ArgumentParser:
+    """The subparser of ``oij PATH...``."""
+    parser = build_parser(path[0])
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
 
 
-def differences(parser: argparse.ArgumentParser, cls: type[Any]) -> list[str]:
-    """Where ``parser`` and the dataclass ``cls`` disagree: an option without a field or a field without an
-    option, or a default that differs."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    actions = {a.dest: a for a in parser._actions if a.dest != "help"}
-    out = [f"option --{d.replace('_', '-')} has no field in {cls.__name__}" for d in sorted(set(actions) - set(fields))]
-    out += [f"field {n} of {cls.__name__} has no option" for n in sorted(set(fields) - set(actions))]
-    for name in sorted(set(actions) & set(fields)):
-        want, got = _default(fields[name]), actions[name].default
-        if want != got:
-            out.append(f"{name}: {cls.__name__} says {want!r}, the parser {got!r}")
+def leaves(parser: argparse.ArgumentParser, path: Path = ()) -> Iterator[tuple[Path, argparse.ArgumentParser]]:
+    """Every subcommand without subcommands of its own, with its path (``("bench", "memory")``)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for sub in subs:
+        for name, child in sub.choices.items():
+            yield from leaves(child, (*path, name))
+
+
+@dataclass(frozen=True)
+class ByHand:
+    """A command whose flags are not (all) fields of a dataclass made into a parser: ``classes`` (options
+    dataclasses compared field by field though the parser was written by hand), ``functions`` (the library
+    functions whose parameters, by name or through ``renames`` -- dest -> (parameter, value of the flag's default
+    as the parameter takes it) --, the flags are passed to), ``own`` (dest -> why the command keeps the flag to
+    itself: it prints, lists, chooses a mode)."""
+
+    functions: tuple[Callable[..., Any], ...] = ()
+    renames: dict[str, tuple[str, Callable[[Any], Any]]] = field(default_factory=dict)
+    own: dict[str, str] = field(default_factory=dict)
+    classes: tuple[type[Any], ...] = ()
+
+
+def _split(s: str) -> tuple[str, ...]:
+    return tuple(x for x in s.split(",") if x)
+
+
+def by_hand() -> dict[Path, ByHand]:
+    """The commands compared with library signatures (imported here: a test may import what it likes)."""
+    from oij.proofs.run import check_manifest
+
+    from oij.bench.conformtime import measure as conform_time
+    from oij.bench.experiment import experiments, plot_dir, run_experiment
+    from oij.bench.kitpower.measure import KitPowerOptions
+    from oij.bench.recovery import measure as recovery
+    from oij.bench.results import status, write_tables
+    from oij.bench.schedule import run_schedule_bench
+    from oij.bench.shapes import floor
+    from oij.flink.userjob import run_flink_user_job
+    from oij.spark.userjob import run_spark_user_job
+    from oij.testing import _verify
+    from oij.workloads.describe import describe_events
+
+    printing = "how the result is printed"
+    table: dict[Path, ByHand] = {
+        ("describe",): ByHand((describe_events,), {"no_oracle": ("oracle", lambda v: not v)},
+                              {"file": "the input", "json": printing, "no_progress": "a progress bar on a terminal"}),
+        ("explain",): ByHand(own={"file": "the input", "svg": "a picture written by the command",
+                                  "got": "an output compared by the command", "title": "the picture's title"}),
+        ("bench", "kit-power"): ByHand(classes=(KitPowerOptions,)),
+        ("bench", "floor"): ByHand((floor,), {"input": ("path", lambda v: v)}),
+        ("bench", "status"): ByHand((status,)),
+        ("bench", "tables"): ByHand((write_tables,)),
+        ("bench", "conform-time"): ByHand((conform_time,), {"adapters": ("adapters", _split)},
+                                          {"out": "where the raw numbers go (a required parameter)"}),
+        ("bench", "recovery"): ByHand((recovery,), {"only": ("only", lambda v: tuple(_split(v))),
+                                                    "no_shrink": ("shrinking", lambda v: not v)},
+                                      {"out": "where the raw numbers go (a required parameter)"}),
+        ("bench", "schedule"): ByHand((run_schedule_bench,), {"engines": ("engines", _split)},
+                                      {"out": "where the raw numbers go (a required parameter)"}),
+        ("bench", "list"): ByHand(),
+        ("bench", "plot"): ByHand((plot_dir,), {"dir": ("src", lambda v: v), "to": ("dst", lambda v: v)}),
+        ("vectors", "export"): ByHand(own={"dir": "the directory written"}),
+        ("vectors", "verify"): ByHand((_verify.verify_vectors,), {"dir": ("directory", lambda v: v)},
+                                      {"cmd": "the command under test", "features": "parsed by the command",
+                                       "timeout": "given to the runner the command builds"}),
+        ("adapter",): ByHand(own={"name": "the adapter", "file": "the case (- is stdin)", "master": "Spark's",
+                                  "features": "prints the adapter's features", "session": "a mode",
+                                  "restart_protocol": "a mode", "option": "parsed by the command"}),
+        ("prove",): ByHand((check_manifest,), {"names": ("names", lambda v: tuple(v or ())), "no_claims": ("claims", lambda v: not v)},
+                           {"quick": "the default bounds", "full": "bounds='full'"}),
+        ("userjob",): ByHand((run_spark_user_job, run_flink_user_job),
+                             {"checkpoint": ("checkpoint_dir", lambda v: v),
+                              "no_late_side_outputs": ("late_side_outputs", lambda v: not v)},
+                             {"engine": "which function", "events": "the input", "output": "the output",
+                              "json": printing}),
+    }
+    for e in experiments().values():
+        table[("bench", e.name)] = ByHand((run_experiment,), {"no_progress": ("progress", lambda v: not v)},
+                                          {"size": "quick, default or full", "out": "the directory written",
+                                           "plot": "the command draws the plots"})
+    return table
+
+
+_NOTHING = object()
+
+
+def _fields(classes: tuple[type[Any], ...] | list[type[Any]]) -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for cls in classes for f in dataclasses.fields(cls)}
+
+
+def _parameters(functions: tuple[Callable[..., Any], ...]) -> dict[str, Any]:
+    """Parameter -> default (``_NOTHING`` when it has none) over ``functions``."""
+    out: dict[str, Any] = {}
+    for fn in functions:
+        for name, p in inspect.signature(fn).parameters.items():
+            out.setdefault(name, _NOTHING if p.default is inspect.Parameter.empty else p.default)
     return out
 
 
-def test_oij_run_parser_and_run_options_agree() -> None:
-    assert differences(command_parser("run"), RunOptions) == []
+def _same(want: Any, got: Any) -> bool:
+    """A dataclass default and a parser default are the same (a field without a default and a flag whose default
+    is None both mean "not given"; a list and a tuple of the same items are the same)."""
+    if want is dataclasses.MISSING:
+        return got is None
+    if isinstance(want, list | tuple) and isinstance(got, list | tuple):
+        return list(want) == list(got)
+    return bool(want == got and type(want) is type(got)) or (want == got and {type(want), type(got)} <= {int, float})
+
+
+def differences(parser: argparse.ArgumentParser, classes: list[type[Any]] | tuple[type[Any], ...],
+                hand: ByHand | None = None) -> list[str]:
+    """Where ``parser`` and its dataclasses (and ``hand``'s functions) disagree: a flag with no field, parameter
+    or stated reason; a field with no flag; a default or choices that differ."""
+    hand = hand or ByHand()
+    classes = [*classes, *hand.classes]
+    names = "+".join(c.__name__ for c in classes) or "no dataclass"
+    fields = _fields(classes)
+    params = _parameters(hand.functions)
+    actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+               and a.default is not argparse.SUPPRESS]
+    out: list[str] = []
+    for a in actions:
+        flag = a.option_strings[-1] if a.option_strings else a.dest
+        if a.dest in fields:
+            f = fields[a.dest]
+            if not _same(default_of(f), a.default):
+                out.append(f"{a.dest}: {names} says {default_of(f)!r}, the parser {a.default!r}")
+            want = option_of(f).choices
+            if want is not None and list(want) != list(a.choices or []):
+                out.append(f"{a.dest}: choices {list(want)} in {names}, {a.choices} in the parser")
+        elif a.dest in hand.own:
+            continue
+        else:
+            param, convert = hand.renames.get(a.dest, (a.dest, lambda v: v))
+            if param not in params:
+                out.append(f"option {flag} has no field in {names}")
+            elif params[param] is not _NOTHING and not _same(params[param], convert(a.default)):
+                out.append(f"{a.dest}: the function's {param}={params[param]!r}, the parser {a.default!r}")
+    dests = {a.dest for a in parser._actions}
+    out += [f"field {n} of {names} has no option" for n in sorted(set(fields) - dests)]
+    return out
+
+
+def test_every_subcommand_is_compared_with_its_options() -> None:
+    """Each subcommand of ``oij``: built from its dataclasses (:func:`oij.options.classes_of`), or listed in
+    :func:`by_hand`; and no difference in any."""
+    table = by_hand()
+    found: dict[Path, list[str]] = {}
+    for path, parser in leaves(build_parser()):
+        classes = classes_of(parser)
+        hand = table.get(path)
+        assert classes or hand is not None, f"oij {' '.join(path)}: no options dataclass and not in by_hand()"
+        diff = differences(parser, classes, hand)
+        if diff:
+            found[path] = diff
+    assert found == {}
+    walked = {path for path, _ in leaves(build_parser())}
+    assert {"run", "check", "conform", "join", "generate"} <= {p[0] for p in walked}
+    assert set(table) <= walked, f"by_hand() names commands that do not exist: {set(table) - walked}"
+
+
+def test_the_commands_with_options_are_made_from_them() -> None:
+    """``oij run``, ``check``, ``conform``, ``join``, ``generate`` are built from their dataclasses."""
+    from oij.commands.conform import ConformFlags
+    from oij.pipelines.generate import GenerateOptions
+    from oij.pipelines.join import JoinOptions
+
+    for path, cls in [(("run",), RunOptions), (("check",), CheckOptions), (("conform",), ConformFlags),
+                      (("join",), JoinOptions), (("generate",), GenerateOptions)]:
+        assert cls in classes_of(command_parser(*path))
+        assert differences(command_parser(*path), [cls]) == []
 
 
 @pytest.mark.parametrize(("dest", "value"), [("replicas", 3), ("decay", 0.25), ("collector", "standard")])
@@ -57,27 +221,67 @@ def test_a_changed_default_is_found(dest: str, value: Any) -> None:
     parser = command_parser("run")
     action = next(a for a in parser._actions if a.dest == dest)
     action.default = value
-    assert [d for d in differences(parser, RunOptions) if d.startswith(f"{dest}:")] != []
+    assert [d for d in differences(parser, [RunOptions]) if d.startswith(f"{dest}:")] != []
+
+
+def test_a_changed_dataclass_default_is_found() -> None:
+    """Negative control: a copy of ``CheckOptions`` with one default altered (``batch``), compared with the
+    parser made from the real one, is reported; so is a changed choice, and a signature default that differs."""
+    altered = dataclasses.make_dataclass(
+        "CheckOptions", [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory,
+                                                            metadata=f.metadata))
+                         if f.name != "batch" else (f.name, f.type, dataclasses.field(default=BATCH + 1,
+                                                                                      metadata=f.metadata))
+                         for f in dataclasses.fields(CheckOptions)])
+    assert differences(command_parser("check"), [altered]) == [
+        f"batch: CheckOptions says {BATCH + 1}, the parser {BATCH}"]
+    parser = command_parser("check")
+    next(a for a in parser._actions if a.dest == "method").choices = ["salted", "plain"]
+    assert [d for d in differences(parser, [CheckOptions]) if d.startswith("method: choices")] != []
+    recovery = command_parser("bench", "recovery")
+    next(a for a in recovery._actions if a.dest == "max_examples").default = 4
+    assert "max_examples: the function's max_examples=3, the parser 4" in differences(
+        recovery, [], by_hand()[("bench", "recovery")])
 
 
 def test_a_missing_option_is_found() -> None:
     """Negative control: an option the dataclass lacks, and a field the parser lacks."""
     parser = command_parser("run")
     parser.add_argument("--made-up", type=int, default=1)
-    assert "option --made-up has no field in RunOptions" in differences(parser, RunOptions)
+    assert "option --made-up has no field in RunOptions" in differences(parser, [RunOptions])
 
     @dataclasses.dataclass
     class Wider(RunOptions):
         extra: int = 0
 
-    assert "field extra of Wider has no option" in differences(command_parser("run"), Wider)
+    assert "field extra of Wider has no option" in differences(command_parser("run"), [Wider])
+
+
+def test_an_unlisted_command_is_found() -> None:
+    """Negative control: a subcommand built by hand and not in :func:`by_hand` fails the walk's first check."""
+    parser = build_parser("prove")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.add_parser("made-up").add_argument("--n", type=int, default=1)
+    table = by_hand()
+    unlisted = [path for path, p in leaves(parser) if not classes_of(p) and path not in table]
+    assert unlisted == [("made-up",)]
 
 
 def test_the_engine_defaults_are_the_configs() -> None:
     """The defaults typed in several places once (``replicas=2`` in 5, ``calibration=4096``, ``decay=0.5``,
-    ``schedule_every=4096``, ``batch=32`` in 3 each) are :mod:`oij.parallel.config`'s."""
-    assert (RunOptions.replicas, RunOptions.calibration, RunOptions.decay, RunOptions.schedule_every) == (
-        REPLICAS, CALIBRATION, DECAY, SCHEDULE_EVERY)
+    ``schedule_every=4096``, ``batch=32`` in 3 each) are :mod:`oij.parallel.config`'s; ``oij check --batch`` is
+    the event engine's tuples per batch, as in ``oij run``, with the engines' default."""
+    assert (RunOptions.replicas, RunOptions.calibration, RunOptions.decay, RunOptions.schedule_every,
+            RunOptions.theta) == (REPLICAS, CALIBRATION, DECAY, SCHEDULE_EVERY, THETA)
+    assert (CheckOptions.replicas, CheckOptions.batch) == (REPLICAS, BATCH)
     job, team = JobOptions(), TeamOptions()
     assert (job.replicas, job.batch, job.calibration) == (REPLICAS, BATCH, CALIBRATION)
     assert (team.replicas, team.batch, team.decay, team.schedule_every) == (REPLICAS, BATCH, DECAY, SCHEDULE_EVERY)
+
+
+def test_conform_flags_give_the_kits_defaults() -> None:
+    """``oij conform``'s flags, not given, make :class:`oij.testing.ConformOptions`'s defaults."""
+    from oij.commands.conform import ConformFlags
+    from oij.testing import ConformOptions
+
+    assert ConformFlags().conform_options() == ConformOptions()
