@@ -53,6 +53,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 from oij.parallel.config import COLLECTORS as ENGINE_COLLECTORS
+from oij.parallel.config import ROUTED_PATTERNS
 from oij.parallel.runtime.collector import (
     Collector,
     FixedRoundRobinCollector,
@@ -74,7 +75,8 @@ T = TypeVar("T")
 COLLECTORS = (*(c for c in ENGINE_COLLECTORS if c != "naive"), "fixed-round-robin")
 """The collectors a design may name: the engines' (:data:`oij.parallel.config.COLLECTORS`, the naive negative
 control aside) and a fixed round-robin without epochs, which only the model has."""
-PATTERNS = ("kp", "dp", "hp")
+PATTERNS = ROUTED_PATTERNS
+"""The patterns a design may name: the engines' routed ones (:data:`oij.parallel.config.ROUTED_PATTERNS`)."""
 
 
 @dataclass(frozen=True)
