@@ -81,7 +81,7 @@ def by_hand() -> dict[Path, ByHand]:
     from oij.bench.shapes import floor
     from oij.flink.userjob import run_flink_user_job
     from oij.spark.userjob import run_spark_user_job
-    from oij.testing import _verify
+    from oij.testing._verify import verify_vectors
     from oij.workloads.describe import describe_events
 
     printing = "how the result is printed"
@@ -104,7 +104,7 @@ def by_hand() -> dict[Path, ByHand]:
         ("bench", "list"): ByHand(),
         ("bench", "plot"): ByHand((plot_dir,), {"dir": ("src", lambda v: v), "to": ("dst", lambda v: v)}),
         ("vectors", "export"): ByHand(own={"dir": "the directory written"}),
-        ("vectors", "verify"): ByHand((_verify.verify_vectors,), {"dir": ("directory", lambda v: v)},
+        ("vectors", "verify"): ByHand((verify_vectors,), {"dir": ("directory", lambda v: v)},
                                       {"cmd": "the command under test", "features": "parsed by the command",
                                        "timeout": "given to the runner the command builds"}),
         ("adapter",): ByHand(own={"name": "the adapter", "file": "the case (- is stdin)", "master": "Spark's",
