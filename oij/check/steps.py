@@ -1,28 +1,6 @@
-"""``oij check``: every engine against the oracles, as a library function (``check``) returning a
-:class:`CheckReport` that the command prints and tests inspect.
-
-Steps (each announced on stderr with its time, unless ``no_progress``):
-
-1. the workload: ``file`` (oij-jsonl or Parquet), ``preset`` (:mod:`oij.workloads`), or with neither a small
-   default workload;
-2. the sequential oracle (:func:`oij.reference.oracle.run_events`) when the workload has at most ``seq_limit``
-   events;
-3. every chosen engine of :mod:`oij.parallel.registry` (default: all registered);
-4. the Spark oracle (``spark``, the default; ``master`` for a cluster): the canonical result, or with
-   ``profile`` that semantic profile's (``oij.spark.profiles``), at any size;
-5. every output is written to ``OUT/results/engine=<name>/`` (one Parquet dataset partitioned by engine) and
-   Spark compares each engine with the reference (the Spark oracle, or the sequential one without Spark);
-6. ``OUT/report.json`` and ``OUT/report.md``; for ``got`` outputs (:mod:`oij.testing._got`), a replay case per
-   listed difference (``OUT/replays/``) and the profiles that explain the differences
-   (:mod:`oij.testing._attribute`).
-
-The report's :attr:`CheckReport.all_agree` is True iff every engine (and the sequential oracle) agrees with the
-reference (the command's exit code 0, else 1); a bad option or input raises
-:class:`~oij.errors.UsageError` or :class:`~oij.io.errors.InputError` (exit code 2).
-
-Files and processes: everything under ``out``; the replica processes of the engines (one pool, closed before
-returning, also on error) and the Spark session (the process's own, left running for the next call).
-"""
+"""The steps of ``oij check`` (:func:`check`, the package docstring lists them): the workload, the sequential
+oracle, the engines, the Spark oracle and comparison, the ``--got`` outputs with their replay cases and
+attributions, the judgement up to schedule; the report is ``oij.check.report``'s."""
 
 from __future__ import annotations
 
@@ -35,118 +13,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
+from oij.check.options import DEFAULT_EVENTS, DEFAULT_PRESET, SEQ_ORACLE, SPARK_ORACLE, CheckOptions
+from oij.check.report import CheckReport, Row, markdown
 from oij.errors import UsageError
 from oij.io.atomic import write_text
-from oij.options import option
-from oij.parallel.config import BATCH, REPLICAS
-from oij.pipelines.files import QueryFlags, check_outputs, input_events, progress
-from oij.spark.salting import SPARK_THETA
+from oij.pipelines.files import check_outputs, input_events, progress
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query, StreamTuple
-
-SPARK_ORACLE = "spark-oracle"
-SEQ_ORACLE = "seq-oracle"
-DEFAULT_PRESET = "scale-oij-default"
-DEFAULT_EVENTS = 20_000
-
-
-@dataclass
-class CheckOptions(QueryFlags):
-    """The options of ``oij check``, each with its flag, help and default (:mod:`oij.options`)."""
-
-    file: str | None = option(
-        None, positional=True, nargs="?",
-        help="input: oij-jsonl, .parquet, or a directory of Parquet files (a dataset as Spark writes it: files in "
-        "name order are the arrival order); default: a generated workload")
-    preset: str | None = option(None, help=f"generate this workload preset (default {DEFAULT_PRESET} when no FILE)")
-    events: int | None = option(None, help=f"tuples to generate (default {DEFAULT_EVENTS})")
-    seed: int = option(1, help="generator seed (default 1)")
-    engines: str | None = option(
-        None, flags=("--engines", "--patterns"), metavar="NAMES",
-        help="comma-separated names of registered engines: a pattern on the event engine (kp, dp, hp, key, scale), "
-        "blocks-<pattern> on the block engine, or one you registered; default: every registered engine "
-        "(--patterns is its older name)")
-    replicas: int = option(REPLICAS, help=f"replicas per engine (default {REPLICAS})")
-    batch: int = option(BATCH, help=f"event engine: tuples per batch (default {BATCH}, PPOIJ's b; the block "
-                        "engines do not batch tuples)")
-    spark: bool = option(True, flags=("--spark",), help="run the Spark oracle (default)", negation="--no-spark",
-                         negation_help="no Spark: the sequential oracle is the reference and the comparison runs in "
-                         "Python")
-    out: str = option("oij-check", help="output directory (default ./oij-check)")
-    master: str = option("local[*]", help="Spark master (default local[*]; e.g. spark://host:7077, or 'submit' to "
-                         "keep what spark-submit set)")
-    driver_memory: str = option("4g", help="Spark driver memory (default 4g)")
-    method: str = option("salted", choices=["salted", "bucketed", "plain"],
-                         help="Spark range join: bucketed + hot-key salting (default), bucketed, or plain")
-    # --theta, the older spelling, kept hidden for one release: in `oij run` --theta is HP's split (issue 66)
-    theta: float = option(SPARK_THETA, flags=("--salt-theta",), aliases=("--theta",),
-                          help="Spark range join: balance threshold of PPOIJ Alg. 1 for salting hot keys")
-    seq_limit: int = option(2_000_000, help="run the sequential oracle and keep events in memory up to this many "
-                            "events (default 2e6)")
-    first: int = option(10, help="differences listed per engine (default 10)")
-    got: list[str] = option(
-        factory=list, action="append", metavar="NAME=PATH",
-        help="also judge another system's output: oij-jsonl result lines, Parquet (file or dataset directory) or "
-        "CSV with a header; repeatable. With --got, no engine runs unless --engines names some; each difference "
-        "gets a small replay case in OUT/replays/")
-    got_columns: list[str] = option(
-        factory=list, action="append", metavar="[NAME:]FIELD=COLUMN,...",
-        help="column names of a --got output written by another tool (of --got NAME, or of every --got): fields "
-        "kind, base, probe, count, value, id (e.g. flink:base=a_id,probe=b_id); repeatable")
-    profile: str = option(
-        "canonical",
-        help="judge against a semantic profile of oij.spec.profiles (spark-ss, flink-sql, ...; default canonical): "
-        "the Spark oracle computes its result at any size, and within --sim-limit it is also simulated in memory "
-        "as the seq-oracle row; the comparison runs in Python")
-    attribute: str = option(
-        "auto", metavar="PROFILES",
-        help="which profiles to try on each --got output's differences: auto (default: every named profile within "
-        "--sim-limit, simulated in memory; none past it), all, none, or P,P,...; past --sim-limit each one is a "
-        "Spark oracle run")
-    sim_limit: int = option(
-        200_000,
-        help="events up to which profiles are simulated: for --profile, and to attribute each --got output's "
-        "differences to the profiles that explain them (default 200000; about 0.35 ms per event per profile)")
-    keep_results: bool = option(
-        False, help="on Spark: write every row of the Spark oracle to OUT/results (by default only the buckets "
-        "whose fingerprints differ from an output's are written; docs/spark.rst)")
-    schedule: list[str] = option(
-        factory=list, nargs="+", metavar="MODE",
-        help="judge each --got output up to schedule: 'any' accepts it when some admissible watermark schedule "
-        "(--family) explains it, as a real engine that picks its own watermark timing produces; 'spark-checkpoint "
-        "DIR' judges it under the schedule recorded in a Spark checkpoint (docs/howto-check-output.rst)")
-    family: str = option(
-        "auto", help="with --schedule any: the chains along which W never decreases: auto (the strictest sound for "
-        "--profile: spark-ss one arrival order from W 0, flink-datastream each input's order, or each instance's "
-        "with --parallelism), arrival, input, instance, key")
-    parallelism: int = option(1, help="with --schedule any and Flink: the job's parallelism (keys go to instances "
-                              "by Flink's key groups; default 1)")
-    max_lag: str | None = option(
-        None, help="with --schedule any: how far W may trail the eager bound, N tuples or Nts in ts units (default: "
-        "unbounded, so a batch join of all tuples is admissible)")
-    no_progress: bool = option(False, help="no progress messages")
-
-
-@dataclass
-class Row:
-    """One line of the report: an engine's agreement and performance."""
-
-    engine: str
-    agrees: bool | None = None
-    missing: int = 0
-    extra: int = 0
-    wrong: int = 0
-    wall_s: float = 0.0
-    throughput: float | None = None
-    p99_ms: float | None = None
-    load_balance: float | None = None
-    error: str | None = None
-    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
-    differences: list[dict[str, Any]] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 class Progress:
@@ -232,81 +108,6 @@ def _engine_row(name: str, fn: Any, q: Query, events: list[Event], args: CheckOp
 
 def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-@dataclass
-class CheckReport:
-    """What ``oij check`` found: one ``Row`` per engine, oracle and ``--got`` output, the reference they were
-    compared with, the replay cases and attributions of the ``--got`` outputs; :meth:`json` is ``report.json``,
-    :meth:`text` what the command prints."""
-
-    workload: dict[str, Any]
-    reference: str
-    results: str  # the directory of the outputs, one partition per engine
-    out: str
-    rows: list[Row]
-    spark_plan: dict[str, Any] = field(default_factory=dict)
-    replays: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    profile: str = "canonical"
-    attribution: list[Any] = field(default_factory=list)  # oij.testing._attribute.Attribution
-    profile_how: list[str] = field(default_factory=list)  # how the profile's result was computed
-    checked_engines: bool = True  # an engine or a --got output was checked, not only the oracles
-    spark_steps: list[dict[str, Any]] = field(default_factory=list)  # oij.spark.metrics: where Spark's time went
-    spark_start_s: float | None = None  # starting the session (the JVM, unless the process had one)
-    schedule: list[Any] = field(default_factory=list)  # oij.testing._schedule.ScheduleVerdict, with --schedule
-
-    @property
-    def all_agree(self) -> bool:
-        return all(r.agrees for r in self.rows)
-
-    def row(self, engine: str) -> Row:
-        """The row of ``engine`` (KeyError if none)."""
-        for r in self.rows:
-            if r.engine == engine:
-                return r
-        raise KeyError(engine)
-
-    def json(self) -> dict[str, Any]:
-        """The report as ``OUT/report.json`` holds it."""
-        return {
-            "workload": self.workload,
-            "reference": self.reference,
-            "results": self.results,
-            "spark_plan": self.spark_plan,
-            "engines": [r.__dict__ for r in self.rows],
-            "all_agree": self.all_agree,
-            "replays": self.replays,
-            "profile": self.profile,
-            "attribution": [a.__dict__ for a in self.attribution],
-            "spark_start_s": self.spark_start_s,
-            "spark_steps": self.spark_steps,
-            "schedule": [v.json() for v in self.schedule],
-        }
-
-    def text(self) -> str:
-        """What ``oij check`` prints on stdout: the table, where the report is, the replay cases, the attribution."""
-        lines: list[str] = []
-        for v in self.schedule:
-            lines += v.lines()
-        if self.profile != "canonical":
-            lines.append(f"reference: the {self.profile} profile (oij.spec.profiles), {' and '.join(self.profile_how)}")
-        lines.append(table(self.rows, self.reference))
-        lines.append(f"report: {os.path.join(self.out, 'report.md')}, {os.path.join(self.out, 'report.json')}"
-                     + ("" if self.schedule else f"; outputs: {os.path.join(self.out, 'results')}/engine=*"))
-        for name, cases in self.replays.items():
-            for case_info in cases:
-                kept = (f", the stream's own terms: a system that follows {case_info['follows']} reproduces it"
-                        if case_info["follows"] else "")
-                lines.append(f"\n{name}: {case_info['difference']}: replay case {case_info['file']} "
-                             f"({case_info['events']} events{kept})")
-                lines.append("\n".join("  " + x for x in case_info["timeline"]))
-        if self.attribution:
-            lines.append("")
-            lines += ["attribution: " + a.line() for a in self.attribution]
-        if not self.checked_engines:
-            lines.append("note: no engine was checked (none registered, none chosen, or the workload exceeds "
-                         "--seq-limit); only the oracles were compared")
-        return "\n".join(lines)
 
 
 @dataclass
@@ -877,72 +678,4 @@ def _query_dict(q: Query) -> dict[str, Any]:
     }
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def table(rows: list[Row], reference: str) -> str:
-    """The report table: engine, agrees, missing, extra, wrong, throughput, p99 latency, load balance."""
-    head = ["engine", "agrees", "missing", "extra", "wrong", "tuples/s", "p99 ms", "load balance"]
-    body = []
-    for r in rows:
-        agrees = "reference" if r.engine == reference else ("yes" if r.agrees else "NO")
-        body.append([
-            r.engine, agrees, str(r.missing), str(r.extra), str(r.wrong),
-            _fmt(r.throughput, ",.0f"), _fmt(r.p99_ms, ".2f"), _fmt(r.load_balance, ".2f"),
-        ])
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
-    rule = "  ".join("-" * w for w in widths)
-    rest = ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
-    return "\n".join([line, rule, *rest])
-
-
-def markdown(report: dict[str, Any], rows: list[Row]) -> str:
-    """The short Markdown report: workload, table, and the first differences of each disagreeing engine."""
-    w = report["workload"]
-    lines = [
-        "# oij check",
-        "",
-        f"Workload: {w['source']} -- {w['events']} events, query `{json.dumps(w['query'])}`.",
-        f"Reference: `{report['reference']}`. Outputs: `{report['results']}` (partitioned by engine).",
-        "",
-        "**All engines agree.**" if report["all_agree"] else "**Some engines disagree with the oracle.**",
-        "",
-        "| " + " | ".join(["engine", "agrees", "missing", "extra", "wrong", "tuples/s", "p99 ms", "load balance"])
-        + " |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        agrees = "reference" if r.engine == report["reference"] else ("yes" if r.agrees else "**no**")
-        lines.append(
-            f"| {r.engine} | {agrees} | {r.missing} | {r.extra} | {r.wrong} | {_fmt(r.throughput, ',.0f')} | "
-            f"{_fmt(r.p99_ms, '.2f')} | {_fmt(r.load_balance, '.2f')} |"
-        )
-    for r in rows:
-        if r.error or r.differences:
-            lines += ["", f"## {r.engine}: first differences", ""]
-            if r.error:
-                lines.append(f"- the engine failed: `{r.error}`")
-            for d in r.differences:
-                what = {"pair": f"pair ({d['base']}, {d['probe']})", "late": f"late id {d['id']}",
-                        "aggregate": f"aggregate of base {d['base']}"}[d["kind"]]
-                extra = f": expected {d['expected']}, got {d['got']}" if d["issue"] == "wrong" else ""
-                times = f" x{d['n']}" if d["n"] > 1 else ""
-                lines.append(f"- {d['issue']} {what}{times}{extra}")
-    if report.get("spark_plan"):
-        lines += ["", f"Spark plan: `{json.dumps(report['spark_plan'])}`"]
-    if report.get("spark_steps"):
-        from oij.spark.metrics import steps_table
-
-        lines += ["", "## Where Spark's time went", "",
-                  f"Starting the session: {report['spark_start_s']:.1f} s. Per step, from Spark's task metrics "
-                  "(task s: the executors' run time, summed over parallel tasks):", "",
-                  *steps_table(report["spark_steps"],
-                               report["workload"].get("tuples") or report["workload"]["events"])]
-    return "\n".join(lines) + "\n"
-
-
-
-__all__ = ["DEFAULT_EVENTS", "DEFAULT_PRESET", "SEQ_ORACLE", "SPARK_ORACLE", "CheckOptions", "CheckReport", "Progress",
-           "Row", "check", "markdown", "table"]
+__all__ = ["Progress", "check", "check_schedule"]
