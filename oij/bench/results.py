@@ -26,7 +26,9 @@ Data flow::
 
 A result is *stale* when ``git diff <commit> -- <code>`` (the commit it measured against the working tree)
 is not empty: the measured code changed after the measurement.  A Python file whose comments and docstrings
-alone changed does not count (:func:`same_code`: the same syntax tree without its bare strings).  Pages quote
+alone changed does not count (:func:`same_code`: the same syntax tree without its bare strings).  Nor does code
+moved between the Python files a result measures, a module split in two with its importers repointed
+(:func:`moved_code`).  Pages quote
 measured numbers only through the generated tables, so a stale number cannot hide in prose; ``oij bench
 status`` fails while any result is stale, and the tests run it, unless the manifest marks it (``stale = "why it
 was not measured again"``): then every table that quotes it says it is stale and why, and the mark must go once
@@ -241,7 +243,160 @@ def _changed(repo: Path, commit: str, code: Sequence[str]) -> tuple[str, ...] | 
     untracked = _git(repo, "ls-files", "--others", "--exclude-standard", "--", *code) or ""
     changed = sorted(set(out.splitlines()) - {""})
     kept = [p for p in changed if not (p.endswith(".py") and _same_code_since(repo, commit, p))]
-    return tuple(sorted({*kept, *untracked.splitlines()} - {""}))
+    kept_all = sorted({*kept, *untracked.splitlines()} - {""})
+    moved = _moved_only(repo, commit, [p for p in kept_all if p.endswith(".py")])
+    return tuple(p for p in kept_all if p not in moved)
+
+
+def _module_names(repo: Path) -> dict[str, str]:
+    """The installed package of each mapped folder (pyproject.toml's ``[tool.setuptools.package-dir]``:
+    ``spec`` -> ``oij.spec``)."""
+    try:
+        data = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    dirs = data.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    return {str(folder): str(name) for name, folder in dirs.items() if name and name != folder}
+
+
+def _module_of(path: str, names: dict[str, str]) -> str:
+    parts = path[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    dotted = ".".join(parts)
+    for folder, name in names.items():
+        if dotted == folder or dotted.startswith(folder + "."):
+            return name + dotted[len(folder):]
+    return dotted
+
+
+def _moved_only(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
+    """The Python files of ``paths`` (each changed since ``commit``) whose changes only move code between them
+    (:func:`moved_code`), so that splitting a module does not make the results that measure it stale."""
+    if not paths:
+        return set()
+    names = _module_names(repo)
+    old: dict[str, str] = {}
+    new: dict[str, str] = {}
+    for p in paths:
+        before = _git(repo, "show", f"{commit}:{p}")
+        if before is not None:
+            old[_module_of(p, names)] = before
+        if (repo / p).is_file():
+            new[_module_of(p, names)] = (repo / p).read_text(encoding="utf-8", errors="replace")
+    same = moved_code(old, new)
+    return {p for p in paths if _module_of(p, names) in same}
+
+
+def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
+    """The modules of ``old`` and ``new`` (module name -> Python source, before and after) whose changes only
+    move code among them: the same code once docstrings are dropped and every import of a name from one of these
+    modules is written ``from <moved> import name`` (one name a line, sorted within a run of such imports).  A
+    module equal to its old self in that form is unchanged (its imports were repointed); the rest are unchanged
+    together when their top-level statements other than imports are the same multiset before and after, each
+    import of theirs was already in the old modules or brings a name from these modules, and every such name is
+    defined exactly once on each side (so it resolves to the same code).  Otherwise they count as changed.
+    O(size of the sources)."""
+    import ast
+    from collections import Counter
+
+    mods = set(old) | set(new)
+
+    class _Norm(ast.NodeTransformer):
+        def __init__(self) -> None:
+            self.refs: list[tuple[str, str]] = []  # (module, name) of every import from one of the modules
+
+        def generic_visit(self, node: ast.AST) -> ast.AST:
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                    setattr(node, name, self._body(value))
+            return super().generic_visit(node)
+
+        def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+            out: list[ast.stmt] = []
+            run: list[tuple[str, str | None]] = []
+            for s in body:
+                if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+                    continue
+                if isinstance(s, ast.ImportFrom) and s.level == 0 and s.module in mods:
+                    run += [(a.name, a.asname) for a in s.names]
+                    self.refs += [(s.module, a.name) for a in s.names]
+                    continue
+                out += [ast.ImportFrom("<moved>", [ast.alias(n, a)], 0) for n, a in sorted(run, key=str)]
+                run = []
+                out.append(s)
+            out += [ast.ImportFrom("<moved>", [ast.alias(n, a)], 0) for n, a in sorted(run, key=str)]
+            return out or [ast.Pass()]
+
+    refs: dict[str, list[tuple[str, str]]] = {}
+
+    def norm(src: str, module: str) -> ast.Module | None:
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            return None
+        walker = _Norm()
+        out = walker.visit(tree)
+        refs[module] = walker.refs
+        return out if isinstance(out, ast.Module) else None
+
+    before = {m: norm(s, m) for m, s in old.items()}
+    after = {m: norm(s, m) for m, s in new.items()}
+    bound = {m: {n.id for s in ast.walk(ast.parse(src)) for n in ast.walk(s) if isinstance(n, ast.Name)}
+             | {a.asname or a.name for s in ast.parse(src).body if isinstance(s, ast.Import | ast.ImportFrom)
+                for a in s.names}
+             | {s.name for s in ast.parse(src).body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+             for m, src in new.items() if after.get(m) is not None}
+    # an import of a name its module does not bind is no move (the program would fail; say changed)
+    wrong = {m for m in new for mod, name in (refs[m] if after.get(m) is not None else [])
+             if mod in new and name not in bound.get(mod, set())}
+    same = {m for m in mods if before.get(m) is not None and after.get(m) is not None
+            and ast.dump(before[m]) == ast.dump(after[m])}  # type: ignore[arg-type]
+    if wrong:
+        return same - wrong
+
+    def split(trees: dict[str, ast.Module | None]) -> tuple[Counter[str], set[str], Counter[str], set[str]]:
+        stmts: Counter[str] = Counter()
+        imports: set[str] = set()
+        defined: Counter[str] = Counter()
+        moved: set[str] = set()
+        for tree in trees.values():
+            for s in tree.body if tree is not None else []:
+                if isinstance(s, ast.ImportFrom) and s.module == "<moved>":
+                    moved.update(a.name for a in s.names)
+                elif isinstance(s, ast.Import | ast.ImportFrom):
+                    imports.update(ast.dump(ast.ImportFrom(getattr(s, "module", None), [a], getattr(s, "level", 0)))
+                                   for a in s.names)
+                else:
+                    stmts[ast.dump(s)] += 1
+                    if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                        defined[s.name] += 1
+                    for target in getattr(s, "targets", [getattr(s, "target", None)]):
+                        if isinstance(target, ast.Name):
+                            defined[target.id] += 1
+        return stmts, imports, defined, moved
+
+    _, _, d_all_old, moved_old = split({m: before.get(m) for m in old})
+    _, _, d_all_new, moved_new = split({m: after.get(m) for m in new})
+    # a name defined twice among these modules: which one an import of it gets may have changed
+    twice = {n for n in moved_old | moved_new if d_all_old[n] != 1 or d_all_new[n] != 1}
+    ambiguous = {m for m in mods for _, n in refs.get(m, []) if n in twice}
+    same -= ambiguous
+    rest = mods - same - ambiguous
+    if any((m in old and before.get(m) is None) or (m in new and after.get(m) is None) for m in rest):
+        return same
+    # a module holding a statement that is not on the other side changed for real; the others may still be a
+    # complete move among themselves (checked again without it)
+    for _ in range(2):
+        s_old, i_old, _, _ = split({m: before.get(m) for m in rest if m in old})
+        s_new, i_new, _, _ = split({m: after.get(m) for m in rest if m in new})
+        if s_old == s_new and i_new <= i_old:
+            return same | rest
+        odd = set((s_old - s_new) + (s_new - s_old))
+        rest = {m for m in rest if not any(ast.dump(s) in odd for tree in (before.get(m), after.get(m))
+                                           if tree is not None for s in tree.body)}
+    return same
 
 
 def _same_code_since(repo: Path, commit: str, path: str) -> bool:

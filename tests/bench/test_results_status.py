@@ -114,6 +114,46 @@ def test_a_change_to_comments_and_docstrings_only_changes_nothing(tmp_path: Path
     assert not pv.same_code("def f(:\n", "def f(:\n")  # a file that does not parse is a change
 
 
+_BEFORE = {"engine.a": "def f():\n    return 1\n\n\ndef g():\n    return 2\n",
+           "engine.user": "from engine.a import f, g\n\nY = f() + g()\n"}
+_SPLIT = {"engine.a": '"""f alone."""\n\n\ndef f():\n    return 1\n',
+          "engine.b": "def g():\n    return 2\n",
+          "engine.user": "from engine.a import f\nfrom engine.b import g\n\nY = f() + g()\n"}
+
+
+def test_code_moved_between_measured_files_changes_nothing(tmp_path: Path) -> None:
+    """A module split in two, its importer repointed: the same code, so the result stays fresh (issue 66 split
+    oij/io/jsonl.py; every result measuring oij/io/ would have gone stale).  Negative control: the same split
+    with one constant changed is stale."""
+    repo = _repo(tmp_path)
+    for name, src in _BEFORE.items():
+        (repo / (name.replace(".", "/") + ".py")).write_text(src)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "two functions")
+    _measure(repo)
+    for name, src in _SPLIT.items():
+        (repo / (name.replace(".", "/") + ".py")).write_text(src)
+    assert _states(repo)["speed.json"] == "fresh"
+    (repo / "engine" / "b.py").write_text("def g():\n    return 3\n")
+    assert _states(repo)["speed.json"] == "stale"
+    # g's old body is nowhere now: the module it left and the one it went to changed; the importer did not
+    assert {x for f in pv.status(repo).findings for x in f.changed} == {"engine/a.py", "engine/b.py"}
+
+
+@pytest.mark.parametrize(("after", "moved"), [
+    (_SPLIT, {"engine.a", "engine.b", "engine.user"}),
+    ({**_SPLIT, "engine.b": "def g():\n    return 3\n"}, {"engine.user"}),  # a changed body
+    ({**_SPLIT, "engine.b": "import os\n\n\ndef g():\n    return 2\n"}, {"engine.user"}),  # a new import
+    ({**_SPLIT, "engine.b": "def g():\n    return 2\n\n\ndef f():\n    return 1\n",  # f defined twice
+      "engine.a": "def f():\n    return 1\n"}, set()),
+    ({**_SPLIT, "engine.user": "from engine.b import f, g\n\nY = f() + g()\n"}, set()),  # f from elsewhere
+])
+def test_moved_code_and_its_negative_controls(after: dict[str, str], moved: set[str]) -> None:
+    """Which modules only moved code: all three for the plain split; none or only the repointed importer when a
+    body changes, an import is new, a name is defined twice or imported from the wrong module."""
+    assert pv.moved_code(_BEFORE, after) == moved
+
+
 def test_a_path_excluded_from_measured_code_changes_nothing(tmp_path: Path) -> None:
     """``:(exclude)PATH`` in ``code``: a module the benchmark never runs (oij/io/recovery.py beside the readers)."""
     repo = _repo(tmp_path)
