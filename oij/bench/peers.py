@@ -497,7 +497,7 @@ def floor(path: str, out: str) -> None:
     """Read ``path`` column-wise, join with :func:`oij.reference.batchjoin.compute_pair_columns`, write the pairs."""
     from oij.io import open_blocks
     from oij.io.atomic import atomic_text
-    from oij.io.jsonl import canonical_pair_order, write_pairs
+    from oij.io.jsonlwrite import canonical_pair_order, write_pairs
     from oij.reference.batchjoin import compute_pair_columns
     from oij.spec.match import lower_offset, upper_offset
 

@@ -79,7 +79,7 @@ def plant(kind: str, got: Results, tuples: list[StreamTuple], lateness: int, upp
 
 
 def _read(path: str) -> Results:
-    from oij.io.jsonl import parse_result_lines
+    from oij.io.jsonlread import parse_result_lines
 
     with open(path, encoding="utf-8") as f:
         return parse_result_lines(f)

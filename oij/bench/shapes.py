@@ -1,7 +1,7 @@
 """``oij join`` on valid oij-jsonl written by other tools, against the I/O floor: ``oij bench shapes`` and
 ``oij bench floor`` (``shapes_bench``, ``floor``).
 
-oij's own writer gives one shape (:func:`oij.io.jsonl.format_event`); a user's file may be any valid
+oij's own writer gives one shape (:func:`oij.io.jsonlwrite.format_event`); a user's file may be any valid
 oij-jsonl.  :func:`write_shape` rewrites an oij-jsonl file, event by event, in one of :data:`SHAPES`.  On the
 benchmark's workload (issue 14's: 100 uniform keys, window [-1000, 0], lateness 500, pairs; no value is
 read and, with a lateness, no channel) every shape holds the same join: ``oij join`` must write the same

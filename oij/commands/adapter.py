@@ -30,7 +30,7 @@ from oij.adapters import (
 )
 from oij.errors import UsageError
 from oij.io.errors import InputError
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.io.recovery import Restart, RestartRequest
 
 

@@ -85,7 +85,8 @@ import orjson
 from oij.errors import UsageError
 from oij.io.adapt import Unsupported
 from oij.io.errors import InputError
-from oij.io.jsonl import EventParser, line_events, read_query_line, result_lines
+from oij.io.jsonlread import EventParser, line_events, read_query_line
+from oij.io.jsonlwrite import result_lines
 from oij.io.recovery import Ledger, ProtocolOut, Restart, RestartRequest, fsync_dir, write_once
 from oij.spec.batch import Results
 from oij.spec.model import BASE, End, Query, StreamTuple, Watermark

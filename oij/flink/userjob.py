@@ -46,7 +46,7 @@ from typing import Any
 
 from oij.errors import UsageError
 from oij.io.atomic import atomic_text
-from oij.io.jsonl import canonical_pair_order, result_lines, write_pairs
+from oij.io.jsonlwrite import canonical_pair_order, result_lines, write_pairs
 from oij.io.userjob import read_workload
 from oij.spec.batch import Results
 from oij.spec.model import BASE

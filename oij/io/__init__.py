@@ -31,7 +31,7 @@ def open_events(path: str, q: Query | None = None,
     """
     import sys
 
-    from oij.io.jsonl import read_jsonl
+    from oij.io.jsonlread import read_jsonl
 
     if os.path.isdir(path):  # a Parquet dataset: its files one after the other
         from oij.io.parquet import read_parquet
@@ -63,7 +63,7 @@ def open_blocks(path: str, q: Query | None = None,
     import sys
 
     from oij.io.columnar import read_jsonl_blocks, read_parquet_blocks
-    from oij.io.jsonl import read_jsonl
+    from oij.io.jsonlread import read_jsonl
     from oij.reference.columns import EventBlock as Block
 
     if os.path.isdir(path):  # a Parquet dataset, read as one stream, grouped into blocks

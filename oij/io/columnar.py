@@ -9,7 +9,7 @@ Data flow::
        vectorised checks on the Arrow buffers --> [this thread, in stream order] ids and the end line --> EventBlock
                                                    | any doubt                              | any violation
                                                    v                                        v
-                                     the per-line reader (oij.io.jsonl) on that block's lines: the same events,
+                                     the per-line reader (oij.io.jsonlread) on that block's lines: the same events,
                                      or the same InputError (file, line, field) as it would raise
     Parquet file --row group batch [helper thread, one ahead: read, vectorised checks]--> [this thread] ids and
        the end line --> EventBlock   (any violation: the per-row reader)
@@ -20,7 +20,7 @@ that mixes int and str keys, or holds the text ``null`` anywhere, goes to the pe
 read the Arrow buffers with numpy -- strings compared byte by byte at their offsets, string keys packed into
 integers for numpy's unique -- and import neither pandas nor pyarrow.compute.
 
-The per-line readers (:func:`oij.io.jsonl.read_jsonl`, :func:`oij.io.parquet.read_parquet`)
+The per-line readers (:func:`oij.io.jsonlread.read_jsonl`, :func:`oij.io.parquet.read_parquet`)
 define what a file means; this module is only a faster way to the same
 events.  Its rule: a block is accepted by the fast path only when the checks
 below *prove* that the per-line reader would accept every line of it and
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from oij.io.errors import InputError
-from oij.io.jsonl import EventParser, line_events, read_query_line
+from oij.io.jsonlread import EventParser, line_events, read_query_line
 from oij.reference.columns import EventBlock as EventBlock  # re-exported: the type of the readers' blocks
 from oij.spec.model import TS_LIMIT, Event, Query
 
@@ -392,7 +392,7 @@ def read_jsonl_blocks(stream: IO[bytes], path: str, block_bytes: int = BLOCK_BYT
 def jsonl_blocks_after_query(stream: IO[bytes], path: str, q: Query, block_bytes: int = BLOCK_BYTES,
                              int64_ids: bool = False) -> Iterator[EventBlock]:
     """The lazy event blocks of an oij-jsonl stream whose query line ``q`` was already read (by
-    :func:`oij.io.jsonl.read_jsonl` or :func:`oij.io.jsonl.read_query_line`): what :func:`read_jsonl_blocks`
+    :func:`oij.io.jsonlread.read_jsonl` or :func:`oij.io.jsonlread.read_query_line`): what :func:`read_jsonl_blocks`
     returns after the query, for a caller that chose blocks or events only once it knew the query."""
     return _jsonl_blocks(stream, path, q, block_bytes, int64_ids)
 

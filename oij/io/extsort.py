@@ -126,7 +126,7 @@ class CanonicalSorter:
     # ------------------------------------------------------------------ collecting
     def add(self, res: Results) -> None:
         """Take the rows of ``res`` (any order)."""
-        from oij.io.jsonl import result_lines
+        from oij.io.jsonlwrite import result_lines
 
         lines = [x.encode() for x in result_lines(Results(aggregates=res.aggregates))]
         self._add(res.pairs, list(zip((r[0] for r in res.aggregates), lines, strict=True)), res.late)
@@ -182,10 +182,10 @@ class CanonicalSorter:
                               value: npt.NDArray[np.float64], null: npt.NDArray[np.bool_],
                               counts_are_values: bool = False) -> None:
         """Take aggregate rows given as columns (:class:`oij.reference.block_oracle.BlockOutput`'s): their lines
-        made at once (:func:`oij.io.jsonl.aggregate_lines`), not row by row.  O(rows)."""
+        made at once (:func:`oij.io.jsonlwrite.aggregate_lines`), not row by row.  O(rows)."""
         import numpy as np
 
-        from oij.io.jsonl import aggregate_lines
+        from oij.io.jsonlwrite import aggregate_lines
 
         if self.memory is not None or base.dtype != np.int64:  # an id beyond int64: rows, sorted in memory
             counts = count.tolist()
@@ -302,7 +302,7 @@ class CanonicalSorter:
     def write(self, out: IO[str]) -> None:
         """Write every row in canonical order: pairs, aggregate rows, late ids (the bytes of
         ``result_lines(results.canonical())``)."""
-        from oij.io.jsonl import result_lines
+        from oij.io.jsonlwrite import result_lines
 
         m = self.memory if self.memory is not None else self.small
         if m is not None:
@@ -474,7 +474,7 @@ def sort_rows(cols: list[Any]) -> list[Any]:
 
 def _write_rows(name: str, batches: Iterator[tuple[list[Any], list[bytes]]], out: IO[str]) -> None:
     """Write sorted batches of part ``name`` as result lines."""
-    from oij.io.jsonl import result_lines, write_pairs
+    from oij.io.jsonlwrite import result_lines, write_pairs
 
     for cols, lines in batches:
         if name == "pairs":

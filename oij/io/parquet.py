@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oij.io.errors import InputError
-from oij.io.jsonl import EventParser, format_query, parse_query
+from oij.io.jsonlread import EventParser, parse_query
+from oij.io.jsonlwrite import format_query
 from oij.spec.model import BUILTIN_FIELDS, End, Event, Query, StreamTuple, Watermark
 
 META_KEY = b"oij.query"

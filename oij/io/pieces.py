@@ -17,7 +17,7 @@ On any doubt -- the piece's own reader failed, an id repeats across pieces, some
 :func:`reread_piece` reads the piece again with the per-line reader and the caller's parser (its ids and
 ``ended`` state after every earlier piece) and the true first line number: it raises exactly the error the
 sequential reader raises at the same place (file, line, field), or returns the events it accepts.  So a file
-read in pieces means what :func:`oij.io.jsonl.read_jsonl` and :func:`oij.io.parquet.read_parquet` say it means.
+read in pieces means what :func:`oij.io.jsonlread.read_jsonl` and :func:`oij.io.parquet.read_parquet` say it means.
 
 Creates no process and no shared memory.
 """
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oij.io.errors import InputError
-from oij.io.jsonl import EventParser, line_events, read_query_line
+from oij.io.jsonlread import EventParser, line_events, read_query_line
 from oij.reference.columns import EventBlock
 from oij.spec.model import Query
 

@@ -1,6 +1,6 @@
 r"""The fastest way into columns: oij-jsonl lines that all follow one layout per line kind, parsed by position.
 
-:func:`oij.io.jsonl.format_event` writes every event in one of three shapes::
+:func:`oij.io.jsonlwrite.format_event` writes every event in one of three shapes::
 
     {"type":"tuple","side":"base","id":<int>,"ts":<int>,"key":<int>,"value":<float>,"channel":<int>}
     {"type":"watermark","ts":<int>,"channel":<int>}
@@ -56,7 +56,7 @@ value starts (``t`` or ``w``) and each must match its kind's layout.  The chunk 
 Anything else -- lines of one kind in two layouts (``shuffled`` field orders: doubt on the first
 :data:`PROBE_LINES` lines), a value of more than 15 digits, a longer or escaped string key, a blank line, spaces after
 a line's ``}`` that differ from the first line's -- is not an error here: the chunk goes to the next reader
-(pyarrow's, then the per-line one), which decides.  So a file means what :func:`oij.io.jsonl.read_jsonl` says,
+(pyarrow's, then the per-line one), which decides.  So a file means what :func:`oij.io.jsonlread.read_jsonl` says,
 whichever reader took a chunk (``tests/io/test_blocks.py`` and ``tests/io/test_foreign_shapes.py`` compare
 them, on the per-line reader's fuzz corpus and on files in random layouts with planted errors, with negative
 controls).
@@ -72,7 +72,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from oij.io.jsonl import EventParser
+from oij.io.jsonlread import EventParser
 from oij.spec.model import TS_LIMIT, Query
 
 I64 = npt.NDArray[np.int64]

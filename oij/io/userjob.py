@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from oij.errors import UsageError
 from oij.io.errors import InputError
-from oij.io.jsonl import read_jsonl
+from oij.io.jsonlread import read_jsonl
 from oij.spec.model import Query, StreamTuple, Watermark
 
 

@@ -84,7 +84,8 @@ from typing import Any
 from oij.errors import UsageError
 from oij.io.adapt import Unsupported
 from oij.io.errors import InputError
-from oij.io.jsonl import format_query, read_jsonl, result_lines
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import format_query, result_lines
 from oij.io.keys import tag_key
 from oij.io.recovery import RestartRequest, write_once
 from oij.pathway.join import NO_KEY, check_supported

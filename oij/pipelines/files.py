@@ -129,7 +129,7 @@ def plan_input(path: str, args: QueryFlags) -> tuple[Query | None, Query | None]
         if flags_given(args):
             raise InputError(path, 1, "query", "query flags apply to Parquet input; oij-jsonl carries its query")
         return None, None
-    from oij.io.jsonl import read_query_line
+    from oij.io.jsonlread import read_query_line
 
     try:
         with open(path, "rb") as f:

@@ -37,7 +37,7 @@ from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.errors import InputError
 from oij.io.extsort import CanonicalSorter
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.options import option
 from oij.pipelines.files import (
     QueryFlags,
@@ -241,7 +241,7 @@ def _open_source(path: str, q: Query | None = None) -> tuple[Query, _Source, IO[
     """Open ``path`` as :func:`oij.io.open_events` does (same readers, same errors), and choose: column blocks
     if the block path supports the query, else events.  Returns the query, the source, the stream to close."""
     from oij.io import DATASET_BLOCK, STDIN_BLOCK
-    from oij.io.jsonl import read_jsonl
+    from oij.io.jsonlread import read_jsonl
     from oij.reference.block_oracle import supports
 
     if os.path.isdir(path):  # a Parquet dataset: its files one after the other, row by row

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from oij.errors import UsageError
-from oij.io.jsonl import read_jsonl, result_lines
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import result_lines
 from oij.reference.checkpoint import restore, snapshot
 from oij.reference.oracle import Oracle
 from oij.spec.batch import Results

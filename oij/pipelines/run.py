@@ -22,7 +22,7 @@ from typing import Any
 from oij.errors import UsageError
 from oij.io.atomic import write_text
 from oij.io.extsort import CanonicalSorter
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.options import option
 from oij.parallel.config import (
     BATCH,

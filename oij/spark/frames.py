@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oij.io.errors import InputError
-from oij.io.jsonl import format_query
+from oij.io.jsonlwrite import format_query
 from oij.io.keys import tag_key
 from oij.io.parquet import COLUMNS, FIELD_PREFIX, META_KEY, dataset_files, event_row, field_names, parquet_query
 from oij.spec.model import TS_LIMIT, Event, Query, StreamTuple

@@ -42,7 +42,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from oij.io.errors import InputError
-from oij.io.jsonl import format_query, read_jsonl, result_lines
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import format_query, result_lines
 from oij.io.recovery import Ledger, ProtocolOut, RestartRequest, fsync_dir, write_once
 from oij.spark.streaming import check_supported, output_frame, result_rows, spark_conf, tuple_json
 from oij.spec.model import End, StreamTuple

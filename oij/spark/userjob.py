@@ -63,7 +63,7 @@ from typing import Any
 
 from oij.errors import UsageError
 from oij.io.atomic import atomic_text
-from oij.io.jsonl import canonical_pair_order, write_pairs
+from oij.io.jsonlwrite import canonical_pair_order, write_pairs
 from oij.io.keys import tag_key
 from oij.io.userjob import read_workload
 from oij.spec.model import BASE, Query, StreamTuple

@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from oij.io.jsonl import read_jsonl, write_events
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import write_events
 from oij.spec.model import (
     TS_LIMIT,
     AggregateKind,
@@ -127,7 +128,7 @@ def mixed_jsonl(text: str, seed: int) -> str:
 
 
 def encode(text: str, encoding: str) -> str:
-    """``text`` (oij-jsonl as :func:`oij.io.jsonl.write_events` writes it) in ``encoding`` (see
+    """``text`` (oij-jsonl as :func:`oij.io.jsonlwrite.write_events` writes it) in ``encoding`` (see
     :attr:`Case.encoding`): the base (``full``, ``minimal``, ``mixed:N``, ``explicit``), then each ``|`` feature
     in turn.  Every result reads back as the same case."""
     base, *features = encoding.split("|")

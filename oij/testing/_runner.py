@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, event, given, reporting, settings, ta
 from hypothesis import seed as hyp_seed
 from hypothesis.errors import Flaky
 
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.spec.batch import Results
 from oij.spec.model import End, Event, Query, StreamTuple
 from oij.spec.profiles import CANONICAL, PROFILES, Profile
@@ -561,7 +561,7 @@ def read_case_file(path: str) -> Case:
 
     from oij.io import open_events
     from oij.io.errors import InputError
-    from oij.io.jsonl import read_jsonl
+    from oij.io.jsonlread import read_jsonl
 
     if path != "-" and (os.path.isdir(path) or path.endswith(".parquet")):
         q, events, fh = open_events(path)

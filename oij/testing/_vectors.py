@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import orjson
 
 from oij.io.atomic import write_text
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.spec.model import (
     COND_OPS,
     TS_LIMIT,

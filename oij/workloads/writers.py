@@ -4,7 +4,7 @@ No Python object per event: Parquet columns are built from the numpy arrays
 (zero-copy where the types agree; the ``type``/``side`` strings through a
 dictionary cast), and oij-jsonl lines are concatenated by Arrow's string
 kernels, so a block's text is one contiguous buffer.  The files are the same
-as :class:`oij.io.parquet.ParquetEventWriter` and :func:`oij.io.jsonl.format_event`
+as :class:`oij.io.parquet.ParquetEventWriter` and :func:`oij.io.jsonlwrite.format_event`
 would write event by event (a test checks the JSONL byte for byte, and both
 read back to the same events).
 """
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from oij.io.atomic import atomic_path
-from oij.io.jsonl import format_query
+from oij.io.jsonlwrite import format_query
 from oij.io.parquet import FIELD_PREFIX, ParquetEventWriter
 from oij.reference.columns import EventBlock
 from oij.spec.model import Query
@@ -81,7 +81,7 @@ def block_jsonl(generated: Block, p: WorkloadParams) -> memoryview:
     """The oij-jsonl lines of a block, as one buffer (each line ends with a newline).  O(n) in Arrow kernels.
 
     Values are integers (the generator draws 0..99), so ``str(int) + ".0"``
-    is exactly the ``repr`` of the float that :func:`oij.io.jsonl.format_event` writes.
+    is exactly the ``repr`` of the float that :func:`oij.io.jsonlwrite.format_event` writes.
     """
     block = generated.events
     is_wm = block.kind == KIND_WATERMARK

@@ -89,7 +89,7 @@ from oij.spec.model import Event, Query
 
 from oij.io.atomic import settled, signals_deferred, temp_name
 from oij.io.extsort import PARTS, range_splitters
-from oij.io.jsonl import EventParser
+from oij.io.jsonlread import EventParser
 from oij.io.pieces import PIECE_BYTES, Piece, Plan, missing_end, reread_piece
 
 PIECE_EVENTS = 1 << 17

@@ -19,7 +19,7 @@ from oij.reference.block_oracle import supports
 from oij.spec.batch import Results
 from oij.spec.model import Event, Query
 
-from oij.io.jsonl import parse_result_lines
+from oij.io.jsonlread import parse_result_lines
 
 
 def run_blocks_engine(pattern: str, q: Query, events: Sequence[Event], options: EngineOptions) -> EngineRun:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from oij.bench import shapes
-from oij.io.jsonl import read_jsonl
+from oij.io.jsonlread import read_jsonl
 from oij.pipelines.join import JoinOptions, join_file
 from oij.workloads import write_workload
 

@@ -15,7 +15,8 @@ from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.io.errors import IdSet
-from oij.io.jsonl import parse_result_lines, read_jsonl, result_lines, write_events
+from oij.io.jsonlread import parse_result_lines, read_jsonl
+from oij.io.jsonlwrite import result_lines, write_events
 from oij.io.parquet import read_parquet, write_parquet
 from tests.strategies import workloads
 

@@ -47,7 +47,8 @@ def test_flink_user_job_output_is_explained_by_the_batch_join(tmp_path: Path, pa
     # with one lost pair of two tuples that stay in other rows: rejected, with that pair as the witness
     from oij.bench.schedule import plant
     from oij.cli import main
-    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.jsonlread import parse_result_lines
+    from oij.io.jsonlwrite import result_lines
     from oij.io.userjob import read_workload
 
     def judged(got: Path) -> int:
@@ -94,7 +95,8 @@ def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeyp
     from oij.bench.schedule import plant
     from oij.cli import main
     from oij.flink import userjob
-    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.jsonlread import parse_result_lines
+    from oij.io.jsonlwrite import result_lines
     from oij.io.userjob import read_workload
 
     args = ["conform", "--adapter", "flink-ds", "--as-run", "--runs", "2", "--run-events", "1500",

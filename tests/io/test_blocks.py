@@ -27,7 +27,8 @@ from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 from oij.io import columnar as blocks_mod
 from oij.io.columnar import blocks_to_events, read_jsonl_blocks, read_parquet_blocks
 from oij.io.errors import IdSet, InputError
-from oij.io.jsonl import aggregate_lines, canonical_pair_order, pair_lines, read_jsonl, result_lines
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import aggregate_lines, canonical_pair_order, pair_lines, result_lines
 from oij.io.parquet import read_parquet, write_parquet
 from oij.workloads import resolve, with_overrides, write_workload
 from tests.io.test_nothing_lost import SEEDS, mutated
@@ -236,7 +237,7 @@ def test_parquet_block_reader_reads_what_the_row_reader_reads(case: tuple[Query,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from oij.io.jsonl import format_query
+    from oij.io.jsonlwrite import format_query
     from oij.io.parquet import META_KEY, schema
 
     q, rows, keys = case
@@ -468,13 +469,13 @@ def test_aggregate_lines_are_byte_identical_to_result_lines(rows: list[tuple[int
 def test_negative_control_an_exponent_threshold_one_digit_late_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Python spells 2e16 with an exponent; lines that took every integer-valued float below 10^17 for
     ``digits.0`` write ``20000000000000000.0`` and differ from :func:`result_lines` there, and only there."""
-    from oij.io import jsonl
+    from oij.io import jsonlwrite
 
     base, count, null = np.array([1, 2], np.int64), np.array([1, 1], np.int64), np.zeros(2, np.bool_)
     value = np.array([2e16, 5.0])
     want = "".join(result_lines(Results(aggregates=[(1, 1, 2e16), (2, 1, 5.0)])))
     assert aggregate_lines(base, count, value, null).decode() == want
-    monkeypatch.setattr(jsonl, "_REPR_WHOLE_BELOW", 1e17)
+    monkeypatch.setattr(jsonlwrite, "_REPR_WHOLE_BELOW", 1e17)
     assert aggregate_lines(base, count, value, null).decode() != want
 
 

@@ -14,7 +14,7 @@ from oij.spec.batch import Results
 
 from oij.io import extsort
 from oij.io.extsort import CanonicalSorter
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 
 ids = st.integers(-(1 << 63), (1 << 63) - 1)
 small = st.integers(-5, 40)

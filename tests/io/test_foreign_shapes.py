@@ -26,7 +26,7 @@ from oij.spec.model import Event, StreamTuple
 from oij.io import columnar as blocks_mod
 from oij.io import template as template_mod
 from oij.io.columnar import EventBlock
-from oij.io.jsonl import EventParser, read_query_line
+from oij.io.jsonlread import EventParser, read_query_line
 from tests.io.test_blocks import _blocks, _per_line, _same  # the differential of the two readers
 
 pytestmark = pytest.mark.timeout(600)

@@ -37,7 +37,7 @@ from oij.cli import main
 from oij.io import open_events
 from oij.io.atomic import TMP_MARK
 from oij.io.errors import InputError
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.testing import Case
 from oij.workloads import write_workload
 

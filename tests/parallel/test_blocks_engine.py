@@ -31,7 +31,8 @@ from oij.spec.model import End, Event, Query, StreamTuple
 
 from oij.io.errors import InputError
 from oij.io.extsort import range_splitters, write_range
-from oij.io.jsonl import read_jsonl, result_lines, write_events
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import result_lines, write_events
 from oij.workloads import generate, resolve, with_overrides, write_workload
 from tests.procs import alive
 from tests.strategies import workloads

@@ -38,7 +38,7 @@ from oij.spec.batch import Results
 from oij.spec.model import AggregateKind, End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
-from oij.io.jsonl import write_events
+from oij.io.jsonlwrite import write_events
 from oij.pipelines import join as join_mod
 from oij.testing import Case, cases
 from tests.io.test_nothing_lost import mutated

@@ -138,7 +138,8 @@ def test_bad_fields_exit_2_with_one_line(tmp_path: Any, capsys: pytest.CaptureFi
 
 def test_old_files_mean_what_they_meant(tmp_path: Any) -> None:
     """A file without fields and cond reads as before; fields a query without cond does not read are kept."""
-    from oij.io.jsonl import format_event, read_jsonl
+    from oij.io.jsonlread import read_jsonl
+    from oij.io.jsonlwrite import format_event
 
     text = ('{"type":"query","lower":-1,"upper":0}\n'
             '{"type":"tuple","side":"base","id":1,"ts":0,"key":1,"fields":{"power":3000,"cool":12.5}}\n'

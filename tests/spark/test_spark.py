@@ -194,7 +194,7 @@ def test_materialize_keeps_or_streams(tmp_path: Path) -> None:
 
 
 def _bad_parquet(path: str, rows: dict[str, list[Any]], q: Query) -> None:
-    from oij.io.jsonl import format_query
+    from oij.io.jsonlwrite import format_query
     from oij.io.parquet import META_KEY
 
     t = pa.table(rows)
@@ -342,7 +342,7 @@ def test_check_flags_wrong_aggregates_at_1e9(spark: Any, tmp_path: Path, monkeyp
     q = Query(-50, 0, aggregate="avg")
     events: list[Event] = [StreamTuple("base" if i % 3 == 0 else "probe", i, i, i % 4, 1.0 + i / 8) for i in range(300)]
     events.append(End())
-    from oij.io.jsonl import format_query
+    from oij.io.jsonlwrite import format_query
 
     with open(src, "w") as f:
         f.write(format_query(q) + "\n")

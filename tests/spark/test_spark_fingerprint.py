@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from oij.reference.oracle import run_events
 from oij.spec.batch import Results
 
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.io.parquet import read_parquet
 from oij.spark import fingerprint as fp
 from oij.spark.compare import (

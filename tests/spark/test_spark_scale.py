@@ -326,7 +326,7 @@ def test_a_conversion_unlike_read_got_is_caught(spark: Any, tmp_path: Path, monk
 # ------------------------------------------------------------------------------------------------ the breakdown
 def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> None:
     from oij.check import CheckOptions, check
-    from oij.io.jsonl import result_lines
+    from oij.io.jsonlwrite import result_lines
     from oij.testing._got import read_got_results
 
     p = tmp_path / "w.parquet"

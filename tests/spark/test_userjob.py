@@ -73,7 +73,8 @@ def test_spark_user_job_judged_up_to_schedule_and_by_its_checkpoint(spark: Any, 
     differs.  Negative controls: one lost pair of two tuples in other rows is rejected both ways."""
     from oij.bench.schedule import plant
     from oij.cli import main
-    from oij.io.jsonl import parse_result_lines, result_lines
+    from oij.io.jsonlread import parse_result_lines
+    from oij.io.jsonlwrite import result_lines
     from oij.io.userjob import read_workload
 
     events = small_workload(tmp_path, 1500)

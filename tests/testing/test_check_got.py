@@ -15,7 +15,8 @@ from oij.spec.batch import Results
 from oij.cli import main
 from oij.io import open_events
 from oij.io.errors import InputError
-from oij.io.jsonl import parse_result_lines, result_lines
+from oij.io.jsonlread import parse_result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.testing._cases import Case
 from oij.workloads import resolve, with_overrides, write_workload
 

@@ -21,7 +21,7 @@ from oij.spec.model import StreamTuple
 from oij.bench.schedule import PLANTS, plant
 from oij.cli import main
 from oij.io import open_events
-from oij.io.jsonl import result_lines
+from oij.io.jsonlwrite import result_lines
 from oij.workloads import WorkloadParams, with_overrides, write_workload
 
 

@@ -18,7 +18,7 @@ from oij.spec.model import End, Query, StreamTuple, Watermark
 from oij.spec.recovery import Checkpoint
 
 from oij.io.errors import InputError
-from oij.io.jsonl import read_jsonl
+from oij.io.jsonlread import read_jsonl
 from oij.testing._case import Case
 from oij.testing._protocol import parse_output
 from oij.testing._restarts import KillPoint, plan_json, read_plan, run_plan

@@ -23,7 +23,8 @@ from oij.reference.oracle import Oracle
 from oij.spec.model import TS_LIMIT, End, Event, StreamTuple, Watermark
 
 from oij.cli import main
-from oij.io.jsonl import format_event, format_query, read_jsonl
+from oij.io.jsonlread import read_jsonl
+from oij.io.jsonlwrite import format_event, format_query
 from oij.io.parquet import read_parquet
 from oij.workloads import (
     PRESETS,
