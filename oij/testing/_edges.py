@@ -30,6 +30,7 @@ side:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import defaultdict
 from typing import Any
@@ -80,7 +81,7 @@ def _alike_ints(x: int, y: int) -> bool:
 
 
 def _repr_edges(case: Case, hits: set[str]) -> None:
-    from oij.testing._case import REPR_EDGES, has_repr_value, text_twins
+    from oij.testing._case import has_repr_value, text_twins
 
     q = case.query
     lo, hi = lower_offset(q), upper_offset(q)
@@ -90,22 +91,23 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
         hits.add(EDGES[17])
     if any(has_repr_value(t.value) for t in ts if t.side != BASE):
         hits.add(EDGES[20])
-    bases = [t for t in ts if t.side == BASE]
-    probes = [t for t in ts if t.side != BASE]
-    for a in bases:
-        for b in probes:
-            if type(a.key) is type(b.key) and a.key == b.key:
-                d = b.ts - a.ts
-                if any((a.ts < s * e <= b.ts or b.ts < s * e <= a.ts) for e in REPR_EDGES[:3] for s in (1, -1)):
-                    hits.add(EDGES[15])
-                if not lo <= d <= hi and any(lo <= d - m <= hi for m in (1 << 32, -(1 << 32), 1 << 31, -(1 << 31))):
-                    hits.add(EDGES[16])
-            elif isinstance(a.key, int) and isinstance(b.key, int) and _alike_ints(a.key, b.key):
+    groups: dict[tuple[str, Any], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for t in ts:  # each key's base and probe timestamps: the edges of one key look at its pairs alone
+        groups[_key_id(t.key)][t.side != BASE].append(t.ts)
+    for a_ts, b_ts in groups.values():
+        if a_ts and b_ts:
+            _same_key_edges(a_ts, sorted(b_ts), lo, hi, hits)
+    base_keys = [k for k, (a_ts, _) in groups.items() if a_ts]
+    probe_keys = [k for k, (_, b_ts) in groups.items() if b_ts]
+    for (_, x), (_, y) in itertools.product(base_keys, probe_keys):  # keys that differ: each pair of keys once
+        if type(x) is type(y) and x == y:
+            continue
+        if isinstance(x, int) and isinstance(y, int):
+            if _alike_ints(x, y):
                 hits.add(EDGES[18])
-            elif (isinstance(a.key, str) and isinstance(b.key, str) and text_twins(a.key, b.key)) or (
-                    isinstance(a.key, str) != isinstance(b.key, str)
-                    and _numeric(a.key) == _numeric(b.key) is not None):
-                hits.add(EDGES[19])  # equal folded, normalized, trimmed, or a numeric string and its number
+        elif (isinstance(x, str) and isinstance(y, str) and text_twins(x, y)) or (
+                isinstance(x, str) != isinstance(y, str) and _numeric(x) == _numeric(y) is not None):
+            hits.add(EDGES[19])  # equal folded, normalized, trimmed, or a numeric string and its number
     if q.channels > 1 and q.lateness is None and case.encoding.split("|")[0] != "full":
         import orjson
 
@@ -118,6 +120,30 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
             marks[c] = max(marks.get(c, obj["ts"]), obj["ts"])
             if "channel" not in obj and (len(marks) < q.channels or min(marks.values()) < marks[0]):
                 hits.add(EDGES[21])
+
+
+def _same_key_edges(a_ts: list[int], b_ts: list[int], lo: int, hi: int, hits: set[str]) -> None:
+    """The representation edges of the pairs of one key, from its base timestamps ``a_ts`` and its probe
+    timestamps ``b_ts`` (sorted): some pair on both sides of +/-2^31, 2^32 or 2^53 (:data:`EDGES` 15), some
+    probe outside a base's window ``[lo, hi]`` but inside it moved by +/-2^31 or 2^32 (16).  The same answer as
+    looking at every pair (``tests/testing/test_kit_edges.py`` compares them), in O(n log n): a case of a few
+    hundred tuples of one key has tens of thousands of pairs."""
+    from oij.testing._case import REPR_EDGES
+
+    if EDGES[15] not in hits:  # a pair (a, b) with a.ts < v <= b.ts or b.ts < v <= a.ts, for some edge v
+        a_min, a_max, b_min, b_max = min(a_ts), max(a_ts), b_ts[0], b_ts[-1]
+        if any(a_min < s * e <= b_max or b_min < s * e <= a_max for e in REPR_EDGES[:3] for s in (1, -1)):
+            hits.add(EDGES[15])
+    if EDGES[16] not in hits:  # b.ts - a.ts outside [lo, hi] but in [lo + m, hi + m]
+        for a, m in itertools.product(a_ts, _WRAPS):
+            i, j = bisect.bisect_left(b_ts, a + lo + m), bisect.bisect_right(b_ts, a + hi + m)
+            if i < j and (b_ts[i] < a + lo or b_ts[j - 1] > a + hi):  # the probes in range, not all in the window
+                hits.add(EDGES[16])
+                return
+
+
+_WRAPS = (1 << 32, -(1 << 32), 1 << 31, -(1 << 31))
+"""How far a window moves when a difference of timestamps wraps around in 32 bits (signed or not)."""
 
 
 def _numeric(k: int | str) -> float | None:

@@ -17,6 +17,7 @@ fits with ``--session`` (a few ms per case); K = 3 does not fit a minute either 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 
 from oij.spec.model import Event, StreamTuple, Watermark
@@ -136,8 +137,14 @@ def small_scope_cover(features: Iterable[str], k: int = 2) -> list[Case]:
         items.append({(a, b, f[a], f[b]) for a, b in COVER_FACTORS})
     left: set[tuple[str, str, object, object]] = set().union(*items) if items else set()
     chosen: list[int] = []
-    while left:
-        best = max(range(len(pool)), key=lambda i: (len(items[i] & left), -i))
+    heap = [(-len(s), i) for i, s in enumerate(items)]  # -(combinations not yet covered) as last counted, index
+    heapq.heapify(heap)
+    while left:  # lazy greedy: a count only falls, so a case whose fresh count still heads the heap is the best
+        _, best = heapq.heappop(heap)
+        gain = len(items[best] & left)
+        if heap and (-gain, best) > heap[0]:
+            heapq.heappush(heap, (-gain, best))
+            continue
         chosen.append(best)
         left -= items[best]
     return [pool[i] for i in sorted(chosen)]

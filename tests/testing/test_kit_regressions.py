@@ -208,3 +208,27 @@ def test_the_covering_array_covers_every_pair_of_factor_values() -> None:
     want = pairs([c for case in full for c in (case, replace(case, encoding="full"))])
     assert pairs(cover) == want
     assert pairs(cover[: len(cover) // 2]) != want  # the control: half of it leaves combinations uncovered
+
+
+@pytest.mark.parametrize("features", ["all", "all,-aggregates,-channels"])
+def test_the_covering_array_is_the_eager_greedy_choice(features: str) -> None:
+    """Issue 65: the covering array is chosen lazily (a heap of counts that only fall), the same cases as
+    recounting every case at each step (the eager greedy, below, the definition)."""
+    from dataclasses import replace
+
+    from oij.testing._case import parse_features
+    from oij.testing._smallscope import COVER_FACTORS, case_factors, small_scope_cases, small_scope_cover
+
+    feats = parse_features(features)
+    pool = [c for case in small_scope_cases(feats, 2) for c in (case, replace(case, encoding="full"))]
+    items = []
+    for c in pool:
+        f = case_factors(c)
+        items.append({(a, b, f[a], f[b]) for a, b in COVER_FACTORS})
+    left = set().union(*items)
+    chosen: list[int] = []
+    while left:
+        best = max(range(len(pool)), key=lambda i: (len(items[i] & left), -i))
+        chosen.append(best)
+        left -= items[best]
+    assert small_scope_cover(feats) == [pool[i] for i in sorted(chosen)]
