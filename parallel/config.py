@@ -51,8 +51,11 @@ REPLICAS = 2
 """Replica processes (joiners) of a run: ``oij run --replicas``, the benchmarks' default."""
 
 BATCH = 32
-"""Tuples per batch of an engine configured directly (PPOIJ's b); ``oij run`` gives the event engine its own
-default (``oij.pipelines.run.EVENT_BATCH``)."""
+"""Tuples per batch of an engine configured directly in Python (PPOIJ's b; the papers' experiments)."""
+
+EVENT_BATCH = 256
+"""The event engine's tuples per batch on the command line, ``oij run --batch`` and ``oij check --batch`` alike
+(PPOIJ's b=32 pays numpy's per-call cost per 32 tuples: docs/results.rst)."""
 
 CALIBRATION = 4096
 """HP: tuples counted before Alg. 1 runs."""

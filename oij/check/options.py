@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oij.options import option
-from oij.parallel.config import BATCH, REPLICAS
+from oij.parallel.config import EVENT_BATCH, REPLICAS
 from oij.pipelines.files import QueryFlags
 from oij.spark.salting import SPARK_THETA
 
@@ -33,8 +33,8 @@ class CheckOptions(QueryFlags):
         "blocks-<pattern> on the block engine, or one you registered; default: every registered engine "
         "(--patterns is its older name)")
     replicas: int = option(REPLICAS, help=f"replicas per engine (default {REPLICAS})")
-    batch: int = option(BATCH, help=f"event engine: tuples per batch (default {BATCH}, PPOIJ's b; the block "
-                        "engines do not batch tuples)")
+    batch: int = option(EVENT_BATCH, help=f"event engine: tuples per batch (default {EVENT_BATCH}, as in oij run; "
+                        "the block engines do not batch tuples)")
     spark: bool = option(True, flags=("--spark",), help="run the Spark oracle (default)", negation="--no-spark",
                          negation_help="no Spark: the sequential oracle is the reference and the comparison runs in "
                          "Python")

@@ -31,6 +31,7 @@ from oij.parallel.config import (
     COLLECTORS,
     DECAY,
     DELTA,
+    EVENT_BATCH,
     PARTITIONS,
     PATTERNS,
     REPLICAS,
@@ -48,9 +49,6 @@ from oij.spec.model import Query
 
 SCALE_GROUP = "Scale-OIJ (--pattern scale)"
 
-EVENT_BATCH = 256
-"""The event engine's tuples per batch when ``--batch`` is not given (PPOIJ's b=32 pays numpy's per-call cost per
-32 tuples: docs/results.rst)."""
 
 
 @dataclass
@@ -471,5 +469,5 @@ def metrics_table(m: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["EVENT_BATCH", "EVENT_ONLY", "RunOptions", "RunPlan", "RunReport", "block_table", "check_run",
+__all__ = ["EVENT_ONLY", "RunOptions", "RunPlan", "RunReport", "block_table", "check_run",
            "metrics_table", "plan_run", "run_engine", "uses_blocks"]

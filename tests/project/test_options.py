@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from oij.parallel.config import BATCH, CALIBRATION, DECAY, REPLICAS, SCHEDULE_EVERY, THETA
+from oij.parallel.config import BATCH, CALIBRATION, DECAY, EVENT_BATCH, REPLICAS, SCHEDULE_EVERY, THETA
 from oij.parallel.runtime.pool import JobOptions
 from oij.parallel.shared.teamrun import TeamOptions
 
@@ -231,11 +231,11 @@ def test_a_changed_dataclass_default_is_found() -> None:
     altered = dataclasses.make_dataclass(
         "CheckOptions", [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory,
                                                             metadata=f.metadata))
-                         if f.name != "batch" else (f.name, f.type, dataclasses.field(default=BATCH + 1,
+                         if f.name != "batch" else (f.name, f.type, dataclasses.field(default=EVENT_BATCH + 1,
                                                                                       metadata=f.metadata))
                          for f in dataclasses.fields(CheckOptions)])
     assert differences(command_parser("check"), [altered]) == [
-        f"batch: CheckOptions says {BATCH + 1}, the parser {BATCH}"]
+        f"batch: CheckOptions says {EVENT_BATCH + 1}, the parser {EVENT_BATCH}"]
     parser = command_parser("check")
     next(a for a in parser._actions if a.dest == "method").choices = ["salted", "plain"]
     assert [d for d in differences(parser, [CheckOptions]) if d.startswith("method: choices")] != []
@@ -271,10 +271,11 @@ def test_an_unlisted_command_is_found() -> None:
 def test_the_engine_defaults_are_the_configs() -> None:
     """The defaults typed in several places once (``replicas=2`` in 5, ``calibration=4096``, ``decay=0.5``,
     ``schedule_every=4096``, ``batch=32`` in 3 each) are :mod:`oij.parallel.config`'s; ``oij check --batch`` is
-    the event engine's tuples per batch, as in ``oij run``, with the engines' default."""
+    the event engine's tuples per batch, as in ``oij run``, with the same default (``EVENT_BATCH``)."""
     assert (RunOptions.replicas, RunOptions.calibration, RunOptions.decay, RunOptions.schedule_every,
             RunOptions.theta) == (REPLICAS, CALIBRATION, DECAY, SCHEDULE_EVERY, THETA)
-    assert (CheckOptions.replicas, CheckOptions.batch) == (REPLICAS, BATCH)
+    assert (CheckOptions.replicas, CheckOptions.batch) == (REPLICAS, EVENT_BATCH)
+    assert RunOptions.batch is None  # None: the event engine's EVENT_BATCH (giving it selects the event engine)
     job, team = JobOptions(), TeamOptions()
     assert (job.replicas, job.batch, job.calibration) == (REPLICAS, BATCH, CALIBRATION)
     assert (team.replicas, team.batch, team.decay, team.schedule_every) == (REPLICAS, BATCH, DECAY, SCHEDULE_EVERY)
