@@ -176,11 +176,15 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
                          fixed_jobs=o.fixed_jobs)
         if res.failure is None:
             print_pass(res, profile, feats, say)
+            if res.interference:
+                say(interference_note(res.interference))
             return _state_bound(cmd, feats, o, say) if o.state_bound else 0
         f = res.failure
         say(f"oij conform: {' '.join(cmd)} does NOT conform to the {profile.name} semantics "
               f"({f.kind}; minimal case of {len(f.case)} events, found in {res.examples} cases)")
         say(f"found by: {res.found_by}\n")
+        if res.interference:
+            say(interference_note(res.interference) + "\n")
         if o.session and passes_fresh(cmd, f.case, profile, feats, o.timeout):
             say("in a fresh session this case passes: the failure depends on the cases before it in the same "
                   "session, so CMD does not reset its state between cases (the session protocol requires it); "
@@ -203,6 +207,14 @@ def conform(opts: ConformOptions, out: TextIO | None = None, adapter: ConformAda
         if profile is CANONICAL:
             _print_fingerprint(res, feats, say)
         return 1
+
+
+def interference_note(where: str) -> str:
+    """What ``oij conform`` says when a fixed case failed while another ran beside it and passed alone
+    (:attr:`oij.testing._runner.SearchResult.interference`)."""
+    return (f"note: {where} failed while another case ran beside it and passed alone: the command's processes "
+            "interfere (a file, a port or a temporary name they share) or it is not deterministic; the rest "
+            "of the fixed cases ran one at a time (-j 1 runs every case alone)")
 
 
 def _state_bound(cmd: list[str], feats: frozenset[str], o: ConformOptions, say: Say) -> int:

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +66,7 @@ class SearchResult:
     found_by: str = ""  # "vector FEATURE/NAME", "small scope, case N" or "search, case N" when failure is set
     small_scope: int = 0  # small-scope cases that ran (oij.testing._smallscope)
     small_scope_cover: bool = False  # they were its covering array (the per-case default), not every case
+    interference: str = ""  # the fixed case that failed beside another and passed alone ("" if none did)
 
 
 def run_command(argv: Sequence[str], stdin: str, timeout: float) -> Outcome:
@@ -277,22 +278,17 @@ def run_vectors(impl: Impl | Session, features: frozenset[str], profile: Profile
 
     todo = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding, raw=v.case.raw)
             for v in interleaved() if case_features(v.case) <= features]
-    pool, outcomes = _outcomes(impl, todo, timeout, jobs)
-    try:
-        first = _first_vector_failure(todo, outcomes, features, profile, result)
-    finally:
-        if pool is not None:  # the vectors after a failure are not run (those running are waited for)
-            pool.shutdown(wait=True, cancel_futures=True)
+    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
+        first = _first_vector_failure(judged, result)
     return None if first is None else minimize(impl, first, profile, features, timeout, result)
 
 
-def _first_vector_failure(todo: list[Case], outcomes: Iterator[Outcome], features: frozenset[str],
-                          profile: Profile, result: SearchResult) -> Failure | None:
-    for case, outcome in zip(todo, outcomes, strict=False):
+def _first_vector_failure(judged: Iterator[tuple[Case, Outcome, Failure | None]],
+                          result: SearchResult) -> Failure | None:
+    for case, outcome, f in judged:
         result.examples += 1
         result.vectors += 1
         result.observations.append((case, outcome.got))
-        f = judge(case, outcome, profile, features)
         if f is not None:
             result.found_by = case.scenario
             return f
@@ -309,22 +305,50 @@ def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Pro
 
     todo = small_scope_cover(features, k) if cover else small_scope_cases(features, k)
     result.small_scope_cover = cover
-    pool, outcomes = _outcomes(impl, todo, timeout, jobs)
-    try:
-        for n, (case, outcome) in enumerate(zip(todo, outcomes, strict=False), 1):
+    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
+        for n, (case, outcome, f) in enumerate(judged, 1):
             result.examples += 1
             result.small_scope += 1
             result.observations.append((case, outcome.got))
-            f = judge(case, outcome, profile, features)
             if f is not None:
                 result.found_by = f"small scope{' (covering array)' if cover else ''}, case {n}"
                 break
         else:
             return None
+    return minimize(impl, f, profile, features, timeout, result)
+
+
+def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int, profile: Profile,
+               features: frozenset[str], result: SearchResult) -> Generator[tuple[Case, Outcome, Failure | None]]:
+    """Each case of ``todo`` (a fixed list), its outcome and its failure (None: it passes), in order; up to
+    ``jobs`` at a time for a command (one at a time otherwise, or once ``result.interference`` is set).
+
+    A failure seen while others ran beside it is run again alone (the cases running are waited for, the
+    others not started) and given as that run judges it: the verdict is the one of ``-j 1``.  When the case
+    passes alone, the command's processes interfere (they share a file, a port, a fixed temporary name) or
+    it is not deterministic: ``result.interference`` names the case and the rest of the list, and every later
+    fixed list of the run, run one at a time.  Close the iterator when done (the pool is shut down)."""
+    pool, outcomes = _outcomes(impl, todo, timeout, 1 if result.interference else jobs)
+    try:
+        for n, (case, outcome) in enumerate(zip(todo, outcomes, strict=False)):
+            f = judge(case, outcome, profile, features)
+            if f is None or pool is None:
+                yield case, outcome, f
+                continue
+            pool.shutdown(wait=True, cancel_futures=True)  # nothing else runs while the case runs alone
+            pool = None
+            outcome = run_impl(impl, case, timeout)
+            f = judge(case, outcome, profile, features)
+            if f is None:
+                result.interference = f"{case.scenario} (case {n + 1} of {len(todo)})"
+            yield case, outcome, f
+            for later in todo[n + 1:]:
+                outcome = run_impl(impl, later, timeout)
+                yield later, outcome, judge(later, outcome, profile, features)
+            return
     finally:
         if pool is not None:  # the cases after a failure are not run (those running are waited for)
             pool.shutdown(wait=True, cancel_futures=True)
-    return minimize(impl, f, profile, features, timeout, result)
 
 
 def _outcomes(impl: Impl | Session, todo: list[Case], timeout: float,

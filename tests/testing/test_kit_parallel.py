@@ -1,0 +1,86 @@
+"""Issue 65: the fixed cases (the vectors, the small scope's covering array) of a per-case run go two at a time by
+default; a failure seen while another case ran beside it is run again alone before it is reported.
+
+An implementation whose processes interfere (here: a marker file they share) fails only beside another: the
+kit runs the failing case alone, finds it passes, names it (``SearchResult.interference``) and runs the rest
+one at a time, so the verdict is the one of ``-j 1``.  Negative controls: the same implementation does fail
+when its parallel outcomes are judged as they come (the marker works), and a real bug is still reported,
+confirmed alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+from oij.spec.profiles import CANONICAL
+
+from oij.testing._case import Case
+from oij.testing._features import DEFAULT_FEATURES
+from oij.testing._runner import SearchResult, _outcomes, _run_fixed, judge
+from oij.testing._smallscope import small_scope_cases
+
+IMPLS = Path(__file__).parent.parent / "impls"
+SHARED = f"""
+import io, os, runpy, sys, time
+marker, data = sys.argv[1], sys.stdin.read()
+busy = os.path.exists(marker)  # another process of this command is running
+open(marker, "w").close()
+time.sleep(0.4)
+try:
+    os.remove(marker)
+except FileNotFoundError:
+    pass
+if busy:
+    print("a line its neighbour's state spoiled")
+else:
+    sys.stdin = io.StringIO(data)
+    runpy.run_path({str(IMPLS / "oracle_cmd.py")!r}, run_name="__main__")
+"""
+
+
+def _cases() -> list[Case]:
+    return small_scope_cases(DEFAULT_FEATURES, 1)[:6]
+
+
+def _shared(tmp_path: Path) -> list[str]:
+    return [sys.executable, "-c", SHARED, str(tmp_path / "busy")]
+
+
+def _run(impl: list[str], jobs: int) -> tuple[SearchResult, list[bool]]:
+    """What the kit's callers see: each case judged, up to the first failure."""
+    result = SearchResult()
+    passed = []
+    with contextlib.closing(_run_fixed(impl, _cases(), 10.0, jobs, CANONICAL, DEFAULT_FEATURES, result)) as gen:
+        for _, _, f in gen:
+            passed.append(f is None)
+            if f is not None:
+                break
+    return result, passed
+
+
+def test_a_case_failing_only_beside_another_is_run_alone_and_the_rest_one_at_a_time(tmp_path: Path) -> None:
+    result, passed = _run(_shared(tmp_path), 2)
+    assert passed == [True] * 6 and result.interference.startswith("small-scope (case "), result.interference
+
+
+def test_negative_control_its_outcomes_beside_each_other_fail(tmp_path: Path) -> None:
+    pool, outcomes = _outcomes(_shared(tmp_path), _cases(), 10.0, 2)
+    assert pool is not None
+    try:
+        assert any(judge(c, o, CANONICAL, DEFAULT_FEATURES) is not None
+                   for c, o in zip(_cases(), outcomes, strict=True))
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_one_at_a_time_it_passes_and_nothing_is_named(tmp_path: Path) -> None:
+    result, passed = _run(_shared(tmp_path), 1)
+    assert passed == [True] * 6 and result.interference == ""
+
+
+def test_a_real_bug_is_confirmed_alone_and_reported() -> None:
+    wrong = [sys.executable, "-c", "import sys; sys.stdin.read(); print('not a result line')"]
+    result, passed = _run(wrong, 2)
+    assert passed == [False] and result.interference == ""
