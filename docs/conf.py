@@ -21,13 +21,14 @@ nitpicky = True
 # No network at build time (no intersphinx): types of other packages in signatures are not linked.
 nitpick_ignore_regex = [(r"py:.*", r"(z3|networkx|numpy|npt|hypothesis|pyspark|pyarrow|collections|typing|"
                          r"multiprocessing|shared_memory|np|bisect|concurrent|argparse|pathlib|io|os|queue|threading|fractions|decimal|random|"
-                         r"contextlib|AbstractContextManager|"
+                         r"contextlib|AbstractContextManager|dataclasses|"
                          r"pa)"  # pyarrow as the readers import it (for type checking only, where it is lazy)
                          r"(\..*)?"),
                         (r"py:class", r"oij\.io\.extsort\._\w+"),  # private helpers named in public annotations
                         (r"py:class", r"oij\.reference\.schedule\._Judge"),  # the judge's working state
                         (r"py:.*", r"oij\.proofs\.verdicts\.S"),
                         (r"py:class", r"oij\.pipelines\.files\.T"),  # the type variable of progress()
+                        (r"py:class", r"oij\.options\.T"),  # the options dataclass from_args builds
                         (r"py:class", r"Outcome"),  # oij.testing._runner's, imported for type checking only
                         (r"py:class", r"SearchStrategy"),  # hypothesis's, imported for type checking only
                         (r"py:class", r"ProtocolError"),  # oij.testing._protocol's, a private module's name
