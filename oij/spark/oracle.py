@@ -15,11 +15,13 @@ the event at position p is
 
 Both are exclusive running maxima over the arrival order.  A file scan's
 partitions are runs of consecutive positions (its row groups, in order), so
-:func:`scan_events` (the oracle's; :func:`mark_late` gives every tuple its W,
-for replay cases) needs no shuffle: one aggregation per partition gives each
-run's first position and maxima (a few rows reach the driver), the driver
-computes the maxima before each run, and a second scan runs through each
-partition with numpy's running maximum over Arrow batches.  Where partitions
+:func:`scan_events` (the oracle's) needs no shuffle and reads the events once:
+one pass runs through each partition with numpy's running maximum over Arrow
+batches from the partition's own start, validating on the way, and marks late
+what the partition's prefix already makes late; the driver computes the maxima
+before each run from one summary row per partition, and judges the few tuples
+that only those maxima can make late (each partition keeps its candidates).
+:func:`mark_late` gives every tuple its W (for replay cases) in two scans.  Where partitions
 are not runs (several files packed into one), :func:`mark_late_windows`
 computes the same with window functions as a two-level prefix scan over blocks
 of ``block`` positions.  A tuple is late iff :math:`ts < W_p`.
@@ -27,8 +29,7 @@ of ``block`` positions.  A tuple is late iff :math:`ts < W_p`.
 **The shuffles the algorithm needs, and why** (``oij check``'s report counts
 each step's shuffled bytes from Spark's task metrics):
 
-* validating a file: the per-row rules are part of the first scan's
-  aggregation; each id used once is a property of the whole stream, decided
+* validating a file: the per-row rules are part of the one pass; each id used once is a property of the whole stream, decided
   from each partition's smallest and largest ids when ranges overlap only at
   their edges (:func:`ids_verdict`: ids numbered near arrival order), else by
   one shuffle of the ids alone;
@@ -491,100 +492,347 @@ def ids_verdict(parts: Sequence[Any], tail: int = _TAIL) -> bool | None:
 
 @dataclass(frozen=True)
 class EventScan:
-    """What :func:`scan_events` learned of an event frame: its events and tuples, and the late tuples'
-    positions (a frame of ``pos``, cached; None when no tuple is late) with their number."""
+    """What :func:`scan_events` learned of an event frame: its events and tuples, the late tuples' positions (a
+    frame of ``pos``, cached; None when no tuple is late) with their number, and, when asked for, a Bernoulli
+    sample of the on-time tuples (a frame of side, ts, key) of fraction ``fraction`` for the salting statistics.
+    ``cached``: the frames to unpersist when the oracle's result is no longer needed."""
 
     events: int
     tuples: int
     late: Any | None
     late_count: int
+    sample: Any | None = None
+    fraction: float = 0.0
+    cached: tuple[Any, ...] = ()
 
 
 _BROADCAST_LATE = 1 << 22
 """Up to this many late positions are broadcast to every task; more are joined by a shuffle."""
 
+_CANDIDATES = 4096
+"""How many of a partition's tuples that are on time by the partition's own prefix (those of smallest ts) the
+one pass keeps for the driver to judge with the carry from earlier partitions (:func:`scan_events`)."""
 
-def scan_events(frame: Any, q: Query, path: str | None = None) -> EventScan | None:
-    """Validate (when ``path`` names the input) and mark late the events of ``frame`` in two scans, no shuffle;
+_MASK_BITS = 62
+"""Rules per bit mask column of the one pass (a long each)."""
+
+_SUMMARY, _LATE, _CANDIDATE, _SAMPLED = 0, 1, 2, 3
+"""The kinds of rows the one pass yields."""
+
+
+def _pass_schema(key_type: Any) -> Any:
+    """The Spark schema of the rows :func:`_one_pass` yields (one layout for its four kinds of row)."""
+    from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StructField, StructType
+
+    longs = ArrayType(LongType())
+    cols: list[tuple[str, Any]] = [
+        ("kind", IntegerType()), ("pos", LongType()), ("ts", LongType()), ("base", BooleanType()), ("key", key_type),
+        ("ms", longs), ("first", LongType()), ("last", LongType()), ("rows", LongType()), ("tuples", LongType()),
+        ("runs", BooleanType()), ("nlate", LongType()), ("lo", LongType()), ("hi", LongType()), ("n", LongType()),
+        ("dup", LongType()), ("tail", longs), ("rules", longs), ("end", LongType()), ("ncand", LongType()),
+        ("kth", LongType()),
+    ]
+    return StructType([StructField(name, t) for name, t in cols])
+
+
+def _one_pass(n: int, lateness: int | None, rules: int, frac: float, tail: int, keep: int) -> Any:
+    """The function :func:`scan_events` maps over each partition's Arrow batches (columns pos, _t, _e, ts, id,
+    _base, key, _r<j>, _c<c>; pickled by value: executors need only numpy and pyarrow).
+
+    In one run through the partition, in order: the first position breaking each of ``rules`` rules (bit i of
+    the masks ``_r<j>``) and of the end row, whether the positions are consecutive, the running maximum of each
+    contribution from the partition's own start (the carry from earlier partitions is not known yet) and with
+    it each tuple's local W.  It yields a row per tuple late by that local W (late whatever the carry: W only
+    grows with it), the ``keep`` tuples of smallest ts among the others with their local prefix maxima
+    (candidates: only those the carry can make late), a Bernoulli sample of fraction ``frac`` of the others
+    (seeded by the partition's first position), and one summary row: positions, rows, tuples, the maxima of
+    each contribution, the ids' summary of :func:`ids_verdict`, the rules' first rows and the candidates'
+    count and largest ts kept."""
+    none_mark = _NONE
+
+    def scan(batches: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        schema: Any = None
+        first: int | None = None
+        expect = last = 0
+        runs = True
+        rows = tuples = nlate = ncand = 0
+        run = np.full(n, none_mark, dtype=np.int64)
+        firsts: list[int | None] = [None] * rules
+        end: int | None = None
+        ids: list[Any] = []
+        kept: list[tuple[Any, Any, Any]] = []
+        size = 0
+        rng: Any = None
+
+        def rows_of(kind: int, k: int, cols: dict[str, Any]) -> Any:
+            arrays = [pa.array(np.full(k, kind, dtype=np.int32)),
+                      *[cols[f.name] if f.name in cols else pa.nulls(k, f.type) for f in list(schema)[1:]]]
+            return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+        def smallest(parts: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
+            pos = np.concatenate([p for p, _, _ in parts])
+            ts = np.concatenate([t for _, t, _ in parts])
+            ms = np.concatenate([m for _, _, m in parts])
+            if len(ts) > keep:
+                i = np.argpartition(ts, keep - 1)[:keep]
+                pos, ts, ms = pos[i], ts[i], ms[i]
+            return pos, ts, ms
+
+        for b in batches:
+            m = b.num_rows
+            if m == 0:
+                continue
+            pos = b.column("pos").to_numpy()
+            if schema is None:
+                longs = pa.list_(pa.int64())
+                schema = pa.schema([
+                    ("kind", pa.int32()), ("pos", pa.int64()), ("ts", pa.int64()), ("base", pa.bool_()),
+                    ("key", b.schema.field("key").type), ("ms", longs), ("first", pa.int64()), ("last", pa.int64()),
+                    ("rows", pa.int64()), ("tuples", pa.int64()), ("runs", pa.bool_()), ("nlate", pa.int64()),
+                    ("lo", pa.int64()), ("hi", pa.int64()), ("n", pa.int64()), ("dup", pa.int64()),
+                    ("tail", longs), ("rules", longs), ("end", pa.int64()), ("ncand", pa.int64()),
+                    ("kth", pa.int64())])
+            if first is None:
+                first = expect = int(pos[0])
+                rng = np.random.default_rng(first)
+            if runs and not np.array_equal(pos, np.arange(expect, expect + m, dtype=np.int64)):
+                runs = False
+            expect += m
+            last = max(last, int(pos.max()))
+            rows += m
+            for j in range(-(-rules // _MASK_BITS)):
+                mask = b.column(f"_r{j}").to_numpy()
+                if not mask.any():
+                    continue
+                for i in range(j * _MASK_BITS, min(rules, (j + 1) * _MASK_BITS)):
+                    hit = (mask & (1 << (i - j * _MASK_BITS))) != 0
+                    if hit.any():
+                        at = int(pos[hit].min())
+                        was = firsts[i]
+                        firsts[i] = at if was is None else min(at, was)
+            e = b.column("_e").to_numpy(zero_copy_only=False)
+            if e.any():
+                at = int(pos[e].min())
+                end = at if end is None else min(at, end)
+            t = b.column("_t").to_numpy(zero_copy_only=False)
+            ts = b.column("ts").to_numpy()
+            tuples += int(np.count_nonzero(t))
+            ms = []
+            for c in range(n):
+                v = b.column(f"_c{c}").to_numpy()
+                inc = np.maximum.accumulate(np.maximum(v, run[c]))
+                exc = np.empty_like(inc)
+                exc[0] = run[c]
+                exc[1:] = inc[:-1]
+                run[c] = inc[-1]
+                ms.append(exc)
+            if lateness is not None:
+                none = ms[0] == none_mark
+                w = np.where(none, 0, ms[0] - lateness)
+            else:
+                low = np.minimum.reduce(ms) if n > 1 else ms[0]
+                none = low == none_mark
+                w = np.where(none, 0, low)
+            late = t & ~none & (ts < w)
+            k = int(np.count_nonzero(late))
+            if k:
+                nlate += k
+                yield rows_of(_LATE, k, {"pos": pa.array(pos[late])})
+            ids.append(b.column("id").to_numpy()[t])
+            ontime = t & ~late
+            c_i = np.flatnonzero(ontime)
+            if len(c_i):
+                ncand += len(c_i)
+                kept.append((pos[c_i], ts[c_i], np.stack([x[c_i] for x in ms], axis=1)))
+                size += len(c_i)
+                if size > 2 * keep:
+                    kept = [smallest(kept)]
+                    size = len(kept[0][0])
+            if frac > 0.0:
+                pick = ontime if frac >= 1.0 else ontime & (rng.random(m) < frac)
+                k = int(np.count_nonzero(pick))
+                if k:
+                    sel = pa.array(pick)
+                    yield rows_of(_SAMPLED, k, {"ts": pa.array(ts[pick]), "base": b.column("_base").filter(sel),
+                                                "key": b.column("key").filter(sel)})
+        if first is None:
+            return
+        longs = pa.list_(pa.int64())
+        kth = None
+        if kept:
+            c_pos, c_ts, c_ms = smallest(kept)
+            k = len(c_pos)
+            if ncand > k:
+                kth = int(c_ts.max())
+            offsets = pa.array(np.arange(0, k * n + 1, n, dtype=np.int32))
+            yield rows_of(_CANDIDATE, k, {"pos": pa.array(c_pos), "ts": pa.array(c_ts),
+                                          "first": pa.array(np.full(k, first, dtype=np.int64)),
+                                          "ms": pa.ListArray.from_arrays(offsets, pa.array(c_ms.reshape(-1)))})
+        all_ids = np.sort(np.concatenate(ids))
+        twice = all_ids[1:][all_ids[1:] == all_ids[:-1]]
+        m = len(all_ids)
+        edge = all_ids if m <= 2 * tail else np.concatenate([all_ids[:tail], all_ids[-tail:]])
+        one = {
+            "first": [first], "last": [last], "rows": [rows], "tuples": [tuples], "runs": [runs], "nlate": [nlate],
+            "lo": [int(all_ids[0]) if m else None], "hi": [int(all_ids[-1]) if m else None], "n": [m],
+            "dup": [int(twice[0]) if len(twice) else None], "tail": [edge.tolist()], "ms": [run.tolist()],
+            "rules": [firsts], "end": [end], "ncand": [ncand], "kth": [kth]}
+        yield rows_of(_SUMMARY, 1, {name: pa.array(v, longs if name in ("tail", "ms", "rules") else
+                                                   schema.field(name).type) for name, v in one.items()})
+
+    return scan
+
+
+def _rows_of(frame: Any) -> int:
+    """How many rows ``frame`` holds: from the Parquet footers of its input files (no job), else counted."""
+    import urllib.parse
+    import urllib.request
+
+    import pyarrow.parquet as pq
+
+    files = frame.inputFiles()
+    if files:
+        try:
+            return sum(pq.ParquetFile(urllib.request.url2pathname(urllib.parse.urlparse(f).path)).metadata.num_rows
+                       for f in files)
+        except (OSError, ValueError):
+            pass
+    return int(frame.count())
+
+
+def _carry_late(candidates: Any, carries: dict[int, list[int]], lateness: int | None) -> list[int]:
+    """The positions of the candidate rows (pos, ts, first, ms) late once the carry ``carries[first]`` (the
+    maxima of every earlier partition) joins each row's local prefix maxima ``ms`` (exact integers)."""
+    late = []
+    for r in candidates:
+        ms = [max(a, b) for a, b in zip(carries[int(r["first"])], r["ms"], strict=True)]
+        if lateness is not None:
+            if ms[0] != _NONE and r["ts"] < ms[0] - lateness:
+                late.append(int(r["pos"]))
+        elif _NONE not in ms and r["ts"] < min(ms):
+            late.append(int(r["pos"]))
+    return late
+
+
+def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | None = None) -> EventScan | None:
+    """Validate (when ``path`` names the input) and mark late the events of ``frame`` in one scan, no shuffle;
     None when the frame's partitions are not runs of consecutive positions (then :func:`mark_late_windows`).
+    With ``sample``, also draw about that many on-time tuples for the salting statistics (:func:`_salt`).
 
-    1. One aggregation per partition (JVM only): its first and last position, rows and tuples, the maxima of
-       each contribution to W (the module docstring), and the first row breaking each rule of
-       :func:`oij.spark.frames.event_rules`.  The driver raises the earliest error (with the exact duplicate
-       check of :func:`oij.spark.frames.validate_events`), else computes the maxima before each run.
-    2. ``mapInArrow`` over the few columns W needs (pos, is-tuple, ts, id, contributions): numpy's running
-       maximum per partition, yielding only the late tuples' positions, plus a summary row per partition
-       from which :func:`ids_verdict` decides that no id repeats.  Only when it cannot tell is a shuffle of
-       the ids run (as :func:`oij.spark.frames.validate_events` does).
+    One ``mapInArrow`` over the columns the checks and W need (:func:`_one_pass`), its rows cached: every rule
+    of :func:`oij.spark.frames.event_rules` is a bit of a mask computed by the JVM on the way, and each
+    partition runs its own prefix maxima and marks the tuples late by them (the carry from earlier partitions
+    can only raise W).  From the partitions' summary rows the driver raises the earliest error (with the exact
+    duplicate check of :func:`oij.spark.frames.validate_events`: :func:`ids_verdict`, else a shuffle of the ids),
+    then computes the carry into each partition.  A tuple late by the carry but not by its partition's prefix
+    has ``ts < U`` with ``U`` the carry less the lateness (lateness mode) or its largest channel (watermark
+    mode: below W at the tuple's arrival, the channel of the smallest local maximum bounds it), so only the
+    candidates under ``U`` are collected and judged exactly on the driver -- few: a tuple under ``U`` is
+    already late in lateness mode.  A partition that kept too few candidates to be sure (more than
+    :data:`_CANDIDATES` of its tuples under ``U``) makes the late positions come from one more scan instead
+    (:func:`_scan_runs`, the running maxima with their carries).
 
-    Requires ``frame`` in the event-frame layout.  Cost: two scans of the input (the second reads 4 + n
-    columns into Python as Arrow), O(P * 2 * tail) rows to the driver for P partitions.
+    Requires ``frame`` in the event-frame layout.  Cost: one scan of the input (``4 + n + masks`` columns read
+    into Python as Arrow), O(P * (2 tail + candidates)) rows cached and a summary row per partition to the
+    driver for P partitions.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
-    from oij.spark.frames import _any_repeated, event_rules, first_duplicate, raise_first, row_errors, rule_aggregates
+    from oij.spark.frames import _any_repeated, event_rules, first_duplicate, raise_first, row_errors
 
-    if not frame.inputFiles():  # rows from the driver: pinned so that both scans see the same partitions
+    if not frame.inputFiles():  # rows from the driver: pinned so that a later scan sees the same partitions
         frame = frame.localCheckpoint(eager=True)
     contrib = _contributions(frame, q)
     n = len(contrib)
     rules = event_rules(q) if path is not None else []
+    masks = []
+    for j in range(0, len(rules), _MASK_BITS):
+        bits = [F.when(cond, F.lit(1 << (i - j))).otherwise(F.lit(0))
+                for i, (_, _, cond) in enumerate(rules[j:j + _MASK_BITS], start=j)]
+        mask = bits[0]
+        for x in bits[1:]:
+            mask = mask.bitwiseOR(x)
+        masks.append(mask.cast("long").alias(f"_r{j // _MASK_BITS}"))
+    frac = 0.0 if sample is None else min(1.0, sample / max(1, _rows_of(frame)))
     is_tuple = F.coalesce(F.col("type") == "tuple", F.lit(False))
-    parts = (frame.groupBy(F.spark_partition_id().alias("_p"))
-             .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.count(F.lit(1)).alias("rows"),
-                  F.sum(is_tuple.cast("long")).alias("tuples"),
-                  *[F.max(F.coalesce(c, F.lit(_NONE))).alias(f"m{i}") for i, c in enumerate(contrib)],
-                  *rule_aggregates(rules))
-             .collect())
-    parts = [r for r in parts if r["rows"]]
+    narrow = frame.select("pos", is_tuple.alias("_t"), F.coalesce(F.col("type") == "end", F.lit(False)).alias("_e"),
+                          F.coalesce(F.col("ts"), F.lit(0)).alias("ts"),
+                          F.when(is_tuple, F.coalesce(F.col("id"), F.lit(0))).otherwise(F.lit(0)).alias("id"),
+                          F.coalesce(F.col("side") == "base", F.lit(False)).alias("_base"), "key", *masks,
+                          *[F.coalesce(c, F.lit(_NONE)).alias(f"_c{i}") for i, c in enumerate(contrib)])
+    keep = _CANDIDATES
+    out = narrow.mapInArrow(_one_pass(n, q.lateness, len(rules), frac, _TAIL, keep),
+                            _pass_schema(frame.schema["key"].dataType))
+    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    kind = F.col("kind")
+    parts = out.where(kind == _SUMMARY).collect()
     events = sum(int(r["rows"]) for r in parts)
     if path is not None:
         ends = [int(r["end"]) for r in parts if r["end"] is not None]
-        firsts_bad = [min((r[f"r{i}"] for r in parts if r[f"r{i}"] is not None), default=None)
+        firsts_bad = [min((r["rules"][i] for r in parts if r["rules"][i] is not None), default=None)
                       for i in range(len(rules))]
         found = row_errors(rules, firsts_bad, events, min(ends) if ends else None)
-        if found:  # an error: the earliest one, a repeated id included
-            if _any_repeated(frame.where(is_tuple & F.col("id").isNotNull()).select("id")):
-                dup = first_duplicate(frame)
-                if dup is not None:
-                    found.append(dup)
-            raise_first(found, path)
-    runs = sorted((int(r["first"]), int(r["last"]), int(r["rows"]), [int(r[f"m{i}"]) for i in range(n)])
-                  for r in parts)
-    if any(last - first + 1 != rows for first, last, rows, _ in runs):
-        return None
-    firsts, carries = [], []
-    carry = [_NONE] * n
-    for first, _, _, ms in runs:
-        firsts.append(first)
-        carries.append(list(carry))
-        carry = [max(a, b) for a, b in zip(carry, ms, strict=True)]
-    narrow = frame.select("pos", is_tuple.alias("_t"), F.coalesce(F.col("ts"), F.lit(0)).alias("ts"),
-                          F.when(is_tuple, F.coalesce(F.col("id"), F.lit(0))).otherwise(F.lit(0)).alias("id"),
-                          *[F.coalesce(c, F.lit(_NONE)).alias(f"_c{i}") for i, c in enumerate(contrib)])
-    schema = StructType([StructField("pos", LongType()), StructField("nlate", LongType()),
-                         StructField("lo", LongType()), StructField("hi", LongType()), StructField("n", LongType()),
-                         StructField("dup", LongType()), StructField("tail", ArrayType(LongType()))])
-    out = narrow.mapInArrow(_scan_runs(n, firsts, carries, q.lateness, _TAIL), schema)
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)
-    summaries = out.where(F.col("pos").isNull()).drop("pos").collect()
-    if path is not None:
-        verdict = ids_verdict(summaries)
+        verdict = ids_verdict(parts) if not found else None
         if verdict is None:
-            verdict = not _any_repeated(frame.where(is_tuple).select("id"))
+            verdict = not _any_repeated(frame.where(is_tuple & F.col("id").isNotNull()).select("id"))
         if not verdict:
             dup = first_duplicate(frame)
             if dup is not None:
-                out.unpersist()
-                raise_first([dup], path)
-    late_count = sum(int(r["nlate"]) for r in summaries)
-    tuples = sum(int(r["tuples"]) for r in parts)
-    if late_count == 0:
+                found.append(dup)
+        if found:
+            out.unpersist()
+            raise_first(found, path)
+    runs = sorted((int(r["first"]), r) for r in parts)
+    if any(not r["runs"] or int(r["last"]) - int(r["first"]) + 1 != int(r["rows"]) for _, r in runs):
         out.unpersist()
-        return EventScan(events, tuples, None, 0)
-    return EventScan(events, tuples, out.where(F.col("pos").isNotNull()).select("pos"), late_count)
+        return None
+    firsts, carries, bounds = [], [], []
+    carry = [_NONE] * n
+    for first, r in runs:
+        firsts.append(first)
+        carries.append(list(carry))
+        known = [c for c in carry if c != _NONE]
+        if q.lateness is not None and carry[0] != _NONE:
+            bounds.append((first, carry[0] - q.lateness, r["kth"]))
+        elif q.lateness is None and known:
+            bounds.append((first, max(known), r["kth"]))
+        carry = [max(a, int(b)) for a, b in zip(carry, r["ms"], strict=True)]
+    tuples = sum(int(r["tuples"]) for r in parts)
+    late_count = sum(int(r["nlate"]) for r in parts)
+    cached: list[Any] = [out]
+    late = out.where(kind == _LATE).select("pos")
+    if any(kth is not None and kth < u for _, u, kth in bounds):  # a partition kept too few candidates
+        cols = ["pos", "_t", "ts", "id", *(f"_c{i}" for i in range(n))]
+        again = narrow.select(*cols).mapInArrow(_scan_runs(n, firsts, carries, q.lateness, _TAIL), _runs_schema())
+        late = again.where(F.col("pos").isNotNull()).select("pos").persist(StorageLevel.MEMORY_AND_DISK)
+        late_count = late.count()
+        cached.append(late)
+    elif bounds:
+        spark = frame.sparkSession
+        under = spark.createDataFrame([(f, u) for f, u, _ in bounds], "first long, _u long")
+        cands = (out.where(kind == _CANDIDATE).join(F.broadcast(under), "first").where(F.col("ts") < F.col("_u"))
+                 .select("pos", "ts", "first", "ms").collect())
+        extra = _carry_late(cands, dict(zip(firsts, carries, strict=True)), q.lateness)
+        if extra:
+            late = late.unionByName(spark.createDataFrame([(p,) for p in extra], "pos long"))
+            late_count += len(extra)
+    sampled = None
+    if sample is not None:
+        sampled = out.where(kind == _SAMPLED).select(
+            F.when(F.col("base"), F.lit("base")).otherwise(F.lit("probe")).alias("side"), "ts", "key")
+    return EventScan(events, tuples, late if late_count else None, late_count, sampled, frac, tuple(cached))
+
+
+def _runs_schema() -> Any:
+    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+
+    return StructType([StructField("pos", LongType()), StructField("nlate", LongType()),
+                       StructField("lo", LongType()), StructField("hi", LongType()), StructField("n", LongType()),
+                       StructField("dup", LongType()), StructField("tail", ArrayType(LongType()))])
 
 
 def _bucket_sides(bases: Any, probes: Any, q: Query, width: int) -> tuple[Any, Any]:
@@ -605,10 +853,11 @@ def _range_filter(q: Query) -> Any:
     return F.expr(f"b_ts >= {_shift('a_ts', lo)} AND b_ts <= {_shift('a_ts', hi)} AND {_cond_filter(q)}")
 
 
-def _group_counts(a: Any, b: Any, both: Any, q: Query | None, width: int, frac: float) -> Any:
+def _group_counts(a: Any, b: Any, both: Any, q: Query | None, width: int, frac: float,
+                  drawn: bool = False) -> Any:
     """Each (key, bucket) group's count of bases ``na`` and of probes ``nb`` in a Bernoulli sample of
-    fraction ``frac``: of ``both`` (columns side, ts, key: every tuple of both sides) in one scan when given,
-    else of each bucketed side ``a`` and ``b`` on its own (two scans)."""
+    fraction ``frac``: of ``both`` (columns side, ts, key: every tuple of both sides, or with ``drawn`` the
+    sample itself) in one scan when given, else of each bucketed side ``a`` and ``b`` on its own (two scans)."""
     from pyspark.sql import functions as F
 
     if both is None or q is None:
@@ -616,7 +865,7 @@ def _group_counts(a: Any, b: Any, both: Any, q: Query | None, width: int, frac: 
         ga = sa.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("na"))
         gb = sb.groupBy("key", "bucket").agg(F.count(F.lit(1)).alias("nb"))
         return ga.join(gb, ["key", "bucket"])
-    s = both if frac >= 1.0 else both.sample(fraction=frac, seed=1)
+    s = both if frac >= 1.0 or drawn else both.sample(fraction=frac, seed=1)
     lo, hi = lower_offset(q), upper_offset(q)
     is_base = F.col("side") == "base"
     window = F.expr(f"sequence(CAST({_floor_div(_shift('ts', lo), width)} AS BIGINT), "
@@ -629,22 +878,24 @@ def _group_counts(a: Any, b: Any, both: Any, q: Query | None, width: int, frac: 
 
 
 def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, Any],
-          tuples: int, both: Any = None, q: Query | None = None, width: int = 0) -> tuple[Any, Any, list[str]]:
+          tuples: int, both: Any = None, q: Query | None = None, width: int = 0,
+          drawn: float | None = None) -> tuple[Any, Any, list[str]]:
     """Add a ``salt`` column: hot (key, bucket) groups split per PPOIJ Alg. 1.  Returns the sides and join keys.
 
     The group sizes come from a Bernoulli sample of about ``opts.sample`` of the ``tuples`` (each side's count
     scaled by the inverse fraction; :func:`_group_counts`): which groups are split decides only the balance,
     never the result, and a group heavy enough to matter has many rows in the sample.  The sample keeps the
-    statistics from costing a shuffle of every row.
+    statistics from costing a shuffle of every row.  ``drawn``: ``both`` is already such a sample, of that
+    fraction (:func:`scan_events` draws it in its pass).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     n = opts.replicas or max(2, 2 * int(spark.sparkContext.defaultParallelism))
     m = opts.heavy_groups or 16 * n
-    frac = min(1.0, opts.sample / max(1, tuples))
+    frac = min(1.0, opts.sample / max(1, tuples)) if drawn is None else drawn
     scale = 1.0 / (frac * frac)
-    g = _group_counts(a, b, both, q, width, frac).select(
+    g = _group_counts(a, b, both, q, width, frac, drawn is not None).select(
         "key", "bucket", (F.col("na") * F.col("nb") * F.lit(scale)).cast("double").alias("w"))
     g = g.persist()
     try:
@@ -725,13 +976,14 @@ def _cond_filter(q: Query) -> str:
 
 
 def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleOptions, plan: dict[str, Any],
-               keep: Sequence[str] = (), tuples: int = 0, both: Any = None) -> Any:
+               keep: Sequence[str] = (), tuples: int = 0, both: Any = None, drawn: float | None = None) -> Any:
     """All matching pairs as a frame (a_id, b_id, b_value and the keep columns).
 
     ``bases`` has columns (a_id, a_ts, key), ``probes`` (b_id, b_ts, key, b_value); ``keep`` names more columns
     of either side to carry into the pairs; ``tuples`` is how many tuples both sides hold (for the salting
     sample; 0: unknown, every row); ``both``, if given, is every tuple of both sides (columns side, ts, key),
-    for the salting sample to be drawn in one scan.
+    for the salting sample to be drawn in one scan; with ``drawn``, ``both`` is that sample already, drawn with
+    that fraction.
     """
     out = ("a_id", "b_id", "b_value", *keep)
     lo, hi = lower_offset(q), upper_offset(q)
@@ -746,7 +998,7 @@ def join_pairs(spark: Any, bases: Any, probes: Any, q: Query, opts: SparkOracleO
     a, b = _bucket_sides(bases, probes, q, width)
     keys = ["key", "bucket"]
     if opts.method == "salted":
-        a, b, keys = _salt(spark, a, b, opts, plan, tuples, both, q, width)
+        a, b, keys = _salt(spark, a, b, opts, plan, tuples, both, q, width, drawn)
     # a hash table of each partition's probes instead of sorting both sides (the join needs equal keys only)
     return a.join(b.hint("shuffle_hash"), keys).where(_range_filter(q)).select(*out)
 
@@ -757,31 +1009,30 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
 
     ``validate``: the input's path, to check every row on the way (:func:`scan_events`) and raise the first
     error as :func:`oij.spark.frames.validate_events` does.  The late ids, the bases and the probes are each
-    read from the input again (the late positions joined in, broadcast when few); only the window scan's
-    result (partitions that are not runs) is cached.
+    read from the input again (the late positions joined in, broadcast when few); cached are the one pass's
+    rows (late positions, candidates, the salting sample, summaries) or the window scan's result (partitions
+    that are not runs).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from oij.spark.frames import fit_shuffle_to, validate_events
+    from oij.spark.frames import fit_shuffle_to
 
     opts = opts or SparkOracleOptions()
     if opts.method not in METHODS:
         raise ValueError(f"unknown method {opts.method!r}; one of {', '.join(METHODS)}")
-    scan = scan_events(frame, q, validate)
+    scan = scan_events(frame, q, validate, sample=opts.sample if opts.method == "salted" else None)
     plan: dict[str, Any] = {}
     cached: list[Any] = []
-    if scan is None:  # partitions that are not runs: window functions over blocks of positions
-        if validate is not None:
-            validate_events(frame, q, validate)
+    if scan is None:  # partitions that are not runs (the input validated): window functions over blocks
         marked = mark_late_windows(frame, q, opts.block)
     else:
         plan["late"] = scan.late_count
+        cached.extend(scan.cached)
         rows = frame.where(F.col("type") == "tuple")
         if scan.late is None:
             marked = rows.withColumn("late", F.lit(False))
         else:
-            cached.append(scan.late)
             flags = scan.late.withColumn("_late", F.lit(True))
             if scan.late_count <= _BROADCAST_LATE:
                 flags = F.broadcast(flags)
@@ -804,8 +1055,10 @@ def spark_oracle(spark: Any, q: Query, frame: Any, opts: SparkOracleOptions | No
         F.col("id").alias("b_id"), F.col("ts").alias("b_ts"), "key", F.col("value").alias("b_value"),
         *_cond_columns(q, "probe")
     )
+    sample = scan.sample if scan is not None else None
     joined = join_pairs(spark, bases, probes, q, opts, plan, tuples=plan["tuples"],
-                        both=ontime.select("side", "ts", "key"))
+                        both=sample if sample is not None else ontime.select("side", "ts", "key"),
+                        drawn=scan.fraction if scan is not None and sample is not None else None)
     if q.aggregate is None:
         return SparkResult(q, pair_rows(bases, joined, q), None, late, plan, cached)
     return SparkResult(q, None, aggregate_rows(bases, joined, q), late, plan, cached)

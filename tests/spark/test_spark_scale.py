@@ -78,22 +78,33 @@ def test_partitions_that_are_not_runs_fall_back_to_the_window_scan(spark: Any, t
     assert _marked(mark_late(shuffled, q, 256)) == _marked(mark_late_windows(frame, q, 256))
 
 
+@pytest.mark.parametrize("keep", [4096, 1])
 @pytest.mark.parametrize("over", [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}])
-def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_path: Path,
-                                                                over: dict[str, Any]) -> None:
-    """scan_events (the oracle's two scans: validation, W, late positions, the id verdict) against the window
-    scan, over a file Spark reads in several partitions; a valid file passes its validation."""
+def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_path: Path, monkeypatch: Any,
+                                                                over: dict[str, Any], keep: int) -> None:
+    """scan_events (the oracle's one pass: validation, W, late positions, the id verdict) against the window
+    scan, over a file Spark reads in several partitions; a valid file passes its validation.  ``keep``: the
+    candidates a partition keeps for the driver (4096: every tuple the carry can make late is judged on the
+    driver; 1: partitions keep too few, and a second scan marks the tuples).  Negative control: without
+    the candidates judged with the carry, tuples late only by an earlier partition's maxima go unmarked."""
+    from oij.spark import oracle
+
     one = tmp_path / "one.parquet"
     write_workload(str(one), with_overrides(resolve("scale-oij-default"),
                                             {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
     p = tmp_path / "w.parquet"
     pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
+    monkeypatch.setattr(oracle, "_CANDIDATES", keep)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
     try:
         q, frame = read_parquet_events(spark, str(p))
         assert frame.rdd.getNumPartitions() > 1
         scan = scan_events(frame, q, str(p))
         slow = _marked(mark_late_windows(frame, q, 512))
+        if keep == 4096:
+            with monkeypatch.context() as m:
+                m.setattr(oracle, "_carry_late", lambda *a: [])
+                blind = scan_events(frame, q, str(p))
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert scan is not None
@@ -101,7 +112,14 @@ def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_
     assert want  # the workload has late tuples to mark
     assert scan.late is not None and sorted(r["pos"] for r in scan.late.collect()) == want
     assert scan.late_count == len(want) and scan.tuples == len(slow)
-    scan.late.unpersist()
+    assert len(scan.cached) == (1 if keep == 4096 else 2)  # the second scan's late positions cached
+    if keep == 4096:
+        assert blind is not None and blind.late is not None
+        assert blind.late_count < len(want)  # the carry matters in this workload: the control fails without it
+        for df in blind.cached:
+            df.unpersist()
+    for df in scan.cached:
+        df.unpersist()
 
 
 def _with_ids(src: Path, dst: Path, ids: list[int]) -> None:
