@@ -60,7 +60,7 @@ def adapter_subject(name: str) -> Subject:
 def time_conform(subject: Subject, mode: str, jobs: int = 1) -> dict[str, Any]:
     """Run ``oij conform`` at its defaults on ``subject`` (``mode`` ``per-case`` or ``session``); its wall
     and CPU seconds, cases and verdict line.  ``jobs`` 1 is the default itself, no ``-j`` (since issue 65 it runs
-    the vectors and small-scope cases two at a time, the generated cases one at a time); another is ``-j N``."""
+    a command's cases two at a time, the generated ones drawn first); another is ``-j N``."""
     argv = ["oij", "conform", *(["-j", str(jobs)] if jobs != 1 else [])] + (
         ["--session"] if mode == "session" else []) + [*subject.chooses]
     argv += ["--", *subject.argv] if subject.argv else []

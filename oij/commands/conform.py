@@ -63,9 +63,9 @@ class ConformFlags:
         "60; the report says when the budget stopped the shrinking)")
     jobs: int | None = option(
         ConformOptions.fixed_jobs, flags=("-j", "--jobs"),
-        help="run cases in this many processes (default 1 for the generated cases; the vectors and small-scope "
-        "cases, a fixed list judged in order, run two at a time on two cores or more: -j 1 runs everything one "
-        "at a time)")
+        help="run cases in this many processes (default: a command's cases, the generated ones drawn first, run "
+        "two at a time on two cores or more, judged in order, the same verdict; -j 1 runs everything one at a "
+        "time; N > 1 splits the generated cases over N searches of their own seeds)")
     session: bool = option(
         ConformOptions.session,
         help="start CMD once (per job) for many cases, with OIJ_SESSION=1: after each case it writes its result "

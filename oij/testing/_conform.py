@@ -57,9 +57,9 @@ class ConformOptions:
     None means "the default for the mode" (:meth:`with_defaults`): ``timeout`` 10 s a case (300 with
     ``restarts`` through an ``adapter``), ``rest`` 1 s (30), ``max_examples`` 200 (20 with ``restarts``),
     ``small_scope`` 2 with ``session`` else ``"cover"`` (the covering array of the cases of up to 2 events:
-    ``oij.testing._smallscope.small_scope_cover``), ``fixed_jobs`` (the vectors and small-scope cases of
-    a command run this many at a time when ``jobs`` is 1) 2 on a machine of two cores or more, ``profile``
-    canonical (an adapter's own under ``restarts``), ``shrink_budget`` 60 s
+    ``oij.testing._smallscope.small_scope_cover``), ``fixed_jobs`` (a command's cases run this many at a
+    time when ``jobs`` is 1, the generated ones drawn first: ``oij.testing._runner.search``) 2 on a machine of
+    two cores or more, ``profile`` canonical (an adapter's own under ``restarts``), ``shrink_budget`` 60 s
     (:data:`oij.testing._restarts.SHRINK_BUDGET`; ``restarts`` only).
     """
 
@@ -213,8 +213,8 @@ def interference_note(where: str) -> str:
     """What ``oij conform`` says when a fixed case failed while another ran beside it and passed alone
     (:attr:`oij.testing._runner.SearchResult.interference`)."""
     return (f"note: {where} failed while another case ran beside it and passed alone: the command's processes "
-            "interfere (a file, a port or a temporary name they share) or it is not deterministic; the rest "
-            "of the fixed cases ran one at a time (-j 1 runs every case alone)")
+            "interfere (a file, a port or a temporary name they share) or it is not deterministic; the cases "
+            "after it ran one at a time (-j 1 runs every case alone)")
 
 
 def _state_bound(cmd: list[str], feats: frozenset[str], o: ConformOptions, say: Say) -> int:

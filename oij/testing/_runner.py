@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -319,7 +319,8 @@ def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Pro
 
 
 def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int, profile: Profile,
-               features: frozenset[str], result: SearchResult) -> Generator[tuple[Case, Outcome, Failure | None]]:
+               features: frozenset[str], result: SearchResult,
+               stage: str = "") -> Generator[tuple[Case, Outcome, Failure | None]]:
     """Each case of ``todo`` (a fixed list), its outcome and its failure (None: it passes), in order; up to
     ``jobs`` at a time for a command (one at a time otherwise, or once ``result.interference`` is set).
 
@@ -340,7 +341,7 @@ def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int
             outcome = run_impl(impl, case, timeout)
             f = judge(case, outcome, profile, features)
             if f is None:
-                result.interference = f"{case.scenario} (case {n + 1} of {len(todo)})"
+                result.interference = f"{stage}{case.scenario} (case {n + 1} of {len(todo)})"
             yield case, outcome, f
             for later in todo[n + 1:]:
                 outcome = run_impl(impl, later, timeout)
@@ -367,9 +368,10 @@ def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profi
            small_scope: int = 0, small_cover: bool = False, fixed_jobs: int = 1) -> SearchResult:
     """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on every small-scope
     case of up to ``small_scope`` events (with ``small_cover``, their covering array), then on up to
-    ``max_examples`` generated cases; on a failure, shrink it to a minimal case.  ``fixed_jobs``: the vectors and
-    the small-scope cases (fixed lists, judged in order) run that many at a time; the generated cases, which
-    depend on the answers before them, one at a time."""
+    ``max_examples`` generated cases; on a failure, shrink it to a minimal case.  ``fixed_jobs``: a command
+    runs that many cases at a time, judged in order (:func:`_run_fixed`): the vectors, the small-scope cases,
+    and the generated cases, drawn first (:func:`_generated_beside`); a failure among these is searched
+    again one at a time, so the verdict is the one of ``fixed_jobs`` 1."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
     result = SearchResult()
     if vectors:
@@ -381,21 +383,21 @@ def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profi
                                          jobs=fixed_jobs)
         if result.failure is not None:
             return result
+    answers: dict[str, Outcome] = {}  # a case's text -> its passing outcome, from the run beside others
+    if (fixed_jobs > 1 and max_examples > 0 and not isinstance(impl, Session) and not callable(impl)
+            and _generated_beside(impl, feats, profile, max_examples, seed, timeout, fixed_jobs, result, answers)):
+        return result
     failures: list[Failure] = []
 
-    @hyp_seed(seed)
-    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
-              phases=[Phase.generate, Phase.target, Phase.shrink], suppress_health_check=list(HealthCheck),
-              report_multiple_bugs=False, print_blob=False)
-    @given(cases(feats))
     def prop(case: Case) -> None:
-        outcome = run_impl(impl, case, timeout)
+        outcome = answers.get(case.to_jsonl()) if answers else None
+        if outcome is None:
+            outcome = run_impl(impl, case, timeout)
         result.examples += 1
         result.generated += 1
         result.observations.append((case, outcome.got))
         expected = expected_output(case, profile)
-        event(case.scenario)
-        target(float(len(expected.pairs) + sum(r[1] for r in expected.aggregates)), label="rows joined")
+        _steer(case, expected)
         f = judge(case, outcome, profile, feats, expected)
         if f is not None:
             if not result.found_by:
@@ -405,18 +407,77 @@ def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profi
         result.tags.update(exercised(case, expected))
         result.edges.update(compute_edges(case))
 
-    with reporting.with_reporter(lambda _msg: None):
-        try:
-            prop()
-        except (_Found, Flaky):
-            pass
-        except BaseException as e:  # Hypothesis wraps a flaky failure in an ExceptionGroup on newer versions
-            if not failures or isinstance(e, KeyboardInterrupt):
-                raise
+    try:
+        _hypothesis(prop, feats, seed, max_examples)
+    except (_Found, Flaky):
+        pass
+    except BaseException as e:  # Hypothesis wraps a flaky failure in an ExceptionGroup on newer versions
+        if not failures or isinstance(e, KeyboardInterrupt):
+            raise
     if failures:
         best = min(failures, key=lambda f: (len(f.case), len(f.report)))
         result.failure = minimize(impl, best, profile, feats, timeout, result)
     return result
+
+
+def _steer(case: Case, expected: Results) -> None:
+    """What the generated cases' search tells Hypothesis about a case: its scenario, and the rows it joins
+    (a target to raise).  From the oracle's answer alone: until a failure, the cases drawn do not depend on
+    the implementation's answers."""
+    event(case.scenario)
+    target(float(len(expected.pairs) + sum(r[1] for r in expected.aggregates)), label="rows joined")
+
+
+def _hypothesis(body: Callable[[Case], None], feats: frozenset[str], seed: int, max_examples: int) -> None:
+    """Call ``body`` on up to ``max_examples`` cases of :func:`oij.testing._cases.cases` drawn from ``seed``
+    (each body calls :func:`_steer`); an exception of ``body`` ends the draws and is shrunk, then raised."""
+    @hyp_seed(seed)
+    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
+              phases=[Phase.generate, Phase.target, Phase.shrink], suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False, print_blob=False)
+    @given(cases(feats))
+    def prop(case: Case) -> None:
+        body(case)
+
+    with reporting.with_reporter(lambda _msg: None):
+        prop()
+
+
+def _generated_beside(impl: Impl, feats: frozenset[str], profile: Profile, max_examples: int, seed: int,
+                      timeout: float, jobs: int, result: SearchResult, answers: dict[str, Outcome]) -> bool:
+    """The generated cases of :func:`search`, ``jobs`` at a time: drawn first with the oracle's answers only
+    (the same cases, in the same order, as the search draws while none fails), then run as a fixed list
+    (:func:`_run_fixed`).  True: every case passed, counted in ``result``.  False: one failed; ``answers``
+    then holds the outcomes of those before it, which the search (run again, one case at a time, to meet
+    the failure where ``jobs`` 1 meets it and shrink it) reuses instead of running them again."""
+    drawn: list[tuple[Case, Results]] = []
+
+    def draw(case: Case) -> None:
+        expected = expected_output(case, profile)
+        _steer(case, expected)
+        drawn.append((case, expected))
+
+    _hypothesis(draw, feats, seed, max_examples)
+    trial = SearchResult(interference=result.interference)
+    todo = [case for case, _ in drawn]
+    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, feats, trial, "generated ")) as judged:
+        for (case, outcome, f), (_, expected) in zip(judged, drawn, strict=False):
+            if f is not None:
+                break
+            answers[case.to_jsonl()] = outcome
+            trial.observations.append((case, outcome.got))
+            trial.tags.update(exercised(case, expected))
+            trial.edges.update(compute_edges(case))
+        else:
+            result.examples += len(todo)
+            result.generated += len(todo)
+            result.observations += trial.observations
+            result.tags.update(trial.tags)
+            result.edges.update(trial.edges)
+            result.interference = trial.interference
+            return True
+    result.interference = trial.interference
+    return False
 
 
 def renumber(q: Query, events: Sequence[Event], encoding: str = "full") -> Case:

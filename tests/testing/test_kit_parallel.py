@@ -14,11 +14,12 @@ import contextlib
 import sys
 from pathlib import Path
 
+import pytest
 from oij.spec.profiles import CANONICAL
 
 from oij.testing._case import Case
 from oij.testing._features import DEFAULT_FEATURES
-from oij.testing._runner import SearchResult, _outcomes, _run_fixed, judge
+from oij.testing._runner import SearchResult, _outcomes, _run_fixed, judge, search
 from oij.testing._smallscope import small_scope_cases
 
 IMPLS = Path(__file__).parent.parent / "impls"
@@ -84,3 +85,40 @@ def test_a_real_bug_is_confirmed_alone_and_reported() -> None:
     wrong = [sys.executable, "-c", "import sys; sys.stdin.read(); print('not a result line')"]
     result, passed = _run(wrong, 2)
     assert passed == [False] and result.interference == ""
+
+
+# -- the generated cases, two at a time ----------------------------------------------------------------------------
+
+SORTED = [sys.executable, str(IMPLS / "sorted_oij.py")]
+TOY = IMPLS / "toy_oij.py"
+
+
+def _generated(impl: list[str], jobs: int, n: int) -> SearchResult:
+    return search(impl, max_examples=n, seed=3, vectors=False, fixed_jobs=jobs)
+
+
+def test_the_generated_cases_two_at_a_time_are_the_cases_one_at_a_time() -> None:
+    """Until a failure the draws depend on the oracle's answers alone: drawn first, then run two at a time, they
+    are the cases the search draws one at a time, counted the same."""
+    two, one = _generated(SORTED, 2, 40), _generated(SORTED, 1, 40)
+    assert two.failure is None and one.failure is None
+    assert [c.to_jsonl() for c, _ in two.observations] == [c.to_jsonl() for c, _ in one.observations]
+    assert (two.examples, two.generated, two.tags, two.edges) == (one.examples, one.generated, one.tags, one.edges)
+    assert two.generated == 40 and not two.interference
+
+
+@pytest.mark.parametrize("bug", ["late-le", "stale-minmax"])
+def test_a_generated_failure_is_met_and_shrunk_as_one_at_a_time(bug: str) -> None:
+    """A failure among the generated cases run two at a time: the search runs again one at a time (the answers
+    before the failure reused), meets it at the same case and shrinks it to the same minimal case."""
+    impl = [sys.executable, str(TOY), bug]
+    two, one = _generated(impl, 2, 100), _generated(impl, 1, 100)
+    assert one.failure is not None and two.failure is not None, bug
+    assert two.found_by == one.found_by and two.found_by.startswith("search, case "), (two.found_by, one.found_by)
+    assert two.failure.case.to_jsonl() == one.failure.case.to_jsonl()
+    assert two.examples == one.examples
+
+
+def test_generated_cases_that_interfere_run_one_at_a_time_and_are_named(tmp_path: Path) -> None:
+    res = _generated(_shared(tmp_path), 2, 4)
+    assert res.failure is None and res.generated == 4 and res.interference.startswith("generated "), res
