@@ -29,7 +29,8 @@ of ``block`` positions.  A tuple is late iff :math:`ts < W_p`.
 **The shuffles the algorithm needs, and why** (``oij check``'s report counts
 each step's shuffled bytes from Spark's task metrics):
 
-* validating a file: the per-row rules are part of the one pass; each id used once is a property of the whole stream, decided
+* validating a file: the per-row rules are part of the one pass; each id used
+  once is a property of the whole stream, decided
   from each partition's smallest and largest ids when ranges overlap only at
   their edges (:func:`ids_verdict`: ids numbered near arrival order), else by
   one shuffle of the ids alone;
