@@ -306,7 +306,8 @@ def _read_gots(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dic
             elif log is not None:
                 from oij.spark.got import read_got_spark
 
-                n_rows = read_got_spark(log.spark, path, got_columns[name], results_dir, name)
+                n_rows = read_got_spark(log.spark, path, got_columns[name], results_dir, name,
+                                        keep=args.keep_results or None)
                 how = "spark"
             if n_rows is None:
                 if how == "spark":
@@ -615,7 +616,7 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
     """For each --got output that differs from the canonical result: the profiles that explain its differences
     (:mod:`oij.testing._attribute`): simulated in memory within --sim-limit, else by the Spark oracle for the
     profiles --attribute names."""
-    from oij.spark.compare import engine_dir
+    from oij.spark.compare import engine_dir, write_remembered
     from oij.spec.profiles import PROFILES
     from oij.testing._got import read_got_results
 
@@ -626,6 +627,7 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
     if events is not None and canonical is not None and n_events <= args.sim_limit:
         from oij.testing._attribute import attribute
 
+        write_remembered(results_dir, [n for n, _ in gots])  # outputs Spark read and only fingerprinted
         outs = {name: read_got_results(engine_dir(results_dir, name)) for name, _ in gots}
         return attribute(q, events, outs, canonical, names, say=prog.say)
     if args.attribute == "auto" or spark is None or args.profile != "canonical":
@@ -638,6 +640,7 @@ def _attribution(q: Query, events: list[Event] | None, n_events: int, rows: list
     from oij.spark.oracle import SparkOracleOptions
     from oij.testing._attribute import attribute_in_spark
 
+    write_remembered(results_dir, [n for n, _ in gots])
     return attribute_in_spark(spark, frame, q, results_dir, SPARK_ORACLE, [n for n, _ in gots], names,
                               SparkOracleOptions(method=cast(Any, args.method), theta=args.theta), say=prog.say)
 

@@ -122,10 +122,28 @@ def _typed() -> list[Any]:
 
 
 def _others(results_dir: str, engine: str) -> bool:
-    """True when ``results_dir`` holds a partition of an engine other than ``engine``."""
+    """True when ``results_dir`` holds a partition of an engine other than ``engine``, written or remembered
+    (:func:`oij.spark.fingerprint.register`)."""
+    from oij.spark import fingerprint as fp
+
+    if any(e != engine for e in fp.remembered(results_dir)):
+        return True
     if not os.path.isdir(results_dir):
         return False
     return any(n.startswith("engine=") and n != f"engine={engine}" for n in os.listdir(results_dir))
+
+
+def write_remembered(results_dir: str, engines: list[str]) -> None:
+    """Write every row of each of ``engines`` that is only remembered (an output read by
+    :func:`oij.spark.got.read_got_spark` without its rows written) as its partition, and forget the frame:
+    for the steps that read the partitions themselves (the attribution to profiles)."""
+    from oij.spark import fingerprint as fp
+
+    for name in engines:
+        lazy = fp.registered(results_dir, name)
+        if lazy is not None:
+            write_rows(lazy.frame, results_dir, name)
+            fp.unregister(results_dir, name)
 
 
 def write_frame(frame: Any, results_dir: str, engine: str, keep: bool | None = None) -> str:
@@ -272,7 +290,8 @@ _SPARK_SCHEMA = "kind STRING, base BIGINT, probe BIGINT, count BIGINT, value DOU
 
 
 def reference_rows(spark: Any, results_dir: str, engine: str) -> Any:
-    """Every row of ``engine`` in ``results_dir``: its remembered frame (:func:`write_frame`) or its partition."""
+    """Every row of ``engine`` in ``results_dir``: its remembered frame (:func:`write_frame`,
+    :func:`oij.spark.got.read_got_spark`) or its partition."""
     from oij.spark import fingerprint as fp
 
     lazy = fp.registered(results_dir, engine)
@@ -305,6 +324,8 @@ def compare_frames(
     only the buckets that differ are compared row by row (``_diff_frame``), so the result is that of the
     row-by-row comparison of everything.  A reference remembered by :func:`write_frame` has the rows of those
     buckets written to its partition (once, for every engine); when no bucket differs nothing of it is written.
+    An engine remembered with its fingerprints (:func:`oij.spark.got.read_got_spark`) is compared by them, and
+    its rows are written only when it differs (:func:`write_remembered`).
     """
     from pyspark import StorageLevel
 
@@ -316,7 +337,12 @@ def compare_frames(
     ref_fp = lazy.fingerprint if lazy is not None and lazy.cells == cells else fp.fingerprint(ref_all, cells)
     buckets: dict[str, list[int]] = {}
     for name in engines:
-        buckets[name] = fp.differing(ref_fp, fp.fingerprint(_partition(spark, results_dir, name), cells))
+        mine = fp.registered(results_dir, name)
+        prints = mine.fingerprint if mine is not None and mine.cells == cells else \
+            fp.fingerprint(reference_rows(spark, results_dir, name), cells)
+        buckets[name] = fp.differing(ref_fp, prints)
+        if buckets[name]:  # an output that differs: its rows written, for the row-by-row look and the cases
+            write_remembered(results_dir, [name])
     every = sorted(set().union(*buckets.values())) if buckets else []
     if lazy is not None and every:  # the reference's rows of the buckets that differ, computed once
         write_rows(fp.in_buckets(ref_all, every), results_dir, reference)
@@ -347,7 +373,8 @@ def compare_frames_by_rows(
     ref = reference_rows(spark, results_dir, reference)
     out: dict[str, ResultComparison] = {}
     for name in engines:
-        diffs = _diff_frame(ref, _partition(spark, results_dir, name), tol).persist(StorageLevel.MEMORY_AND_DISK)
+        eng = reference_rows(spark, results_dir, name)
+        diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             out[name] = _differences(diffs, first)
         finally:

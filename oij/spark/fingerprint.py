@@ -107,6 +107,11 @@ def unregister(results_dir: str, engine: str) -> None:
     _LAZY.get(os.path.abspath(results_dir), {}).pop(engine, None)
 
 
+def remembered(results_dir: str) -> list[str]:
+    """The engines remembered (:func:`register`) for ``results_dir``."""
+    return list(_LAZY.get(os.path.abspath(results_dir), {}))
+
+
 def registered(results_dir: str, engine: str) -> Remembered | None:
     """What was registered for ``engine`` in ``results_dir``, or None."""
     return _LAZY.get(os.path.abspath(results_dir), {}).get(engine)
@@ -211,6 +216,7 @@ __all__ = [
     "keep_results",
     "register",
     "registered",
+    "remembered",
     "unregister",
     "value_cell",
 ]

@@ -4,8 +4,10 @@
 in Python, names the first bad row (file, row, field) and writes the rows as the engine's partition of the
 results dataset.  At 10^7 rows that costs minutes on the driver, so :func:`read_got_spark` first lets Spark read
 the file on its executors (JSON lines with an explicit all-string schema, CSV with a header, Parquet with its
-own types), converts every row to the result layout and writes the partition in the same pass, while an
-``observe`` counts the rows it cannot vouch for.  A row is vouched for only where the conversion is certainly
+own types), converts every row to the result layout and, in the same pass, computes the rows' fingerprints
+(:mod:`oij.spark.fingerprint`; or writes the partition when every row is to be kept), while an ``observe``
+counts the rows it cannot vouch for.  The rows are written later only if the output differs from the
+reference (:func:`oij.spark.compare.compare_frames`).  A row is vouched for only where the conversion is certainly
 the one ``read_got`` makes:
 
 * integers as plain decimal text of at most 18 digits (JSON numbers, or the text of strings and CSV cells), or
@@ -25,9 +27,11 @@ the definition rejects and never converts differently; it only declines.
 Data flow::
 
     PATH --spark.read (text+from_json | csv | parquet)--> rows --convert + flag--> observe(rows, bad)
-         --> OUT/results/engine=NAME/ (Parquet, RESULT_SCHEMA)   then: bad == 0 ? rows : (rm -r, None)
+         --> fingerprints per bucket (or, kept: OUT/results/engine=NAME/, Parquet, RESULT_SCHEMA)
+         then: bad == 0 ? rows (the lazy frame remembered with its fingerprints) : (rm -r, None)
 
-Files: the partition directory ``out_dir`` (written by Spark; removed here when the fast path declines).
+Files: the partition directory ``out_dir`` (written by Spark when kept, else by the comparison when the output
+differs; removed here when the fast path declines).
 """
 
 from __future__ import annotations
@@ -239,14 +243,23 @@ def _parquet(spark: Any, path: str, cols: dict[str, str]) -> Any | None:
     return df.select(*_convert(kind, fields, F.lit(False)))
 
 
-def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str, name: str) -> int | None:
+def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str, name: str,
+                   keep: bool | None = None) -> int | None:
     """Read the output at ``path`` with Spark into the ``name`` partition of ``results_dir``; the number of rows,
     or None when a row is outside the rules of the module docstring (nothing is then left in the partition, and
-    the caller reads the file with :func:`oij.testing._got.read_got`)."""
+    the caller reads the file with :func:`oij.testing._got.read_got`).
+
+    Unless ``keep`` (None: :func:`oij.spark.fingerprint.keep_results`, the environment), no row is written here:
+    the pass that parses and vouches for the rows also computes their fingerprints (a partial aggregation, a
+    few thousand rows to the driver), and the rows are remembered as a lazy frame
+    (:func:`oij.spark.fingerprint.register`) that :func:`oij.spark.compare.compare_frames` writes only when
+    the output differs from the reference (:func:`oij.spark.compare.write_remembered`).
+    """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    from oij.spark.compare import engine_dir
+    from oij.spark import fingerprint as fp
+    from oij.spark.compare import _typed, engine_dir
 
     if os.path.isdir(path) or path.endswith(".parquet"):
         rows = _parquet(spark, path, cols)
@@ -261,12 +274,20 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
     counted = rows.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.col("_bad").cast("long")).alias("bad"),
                            mixed.alias("names_kind"))
     out = engine_dir(results_dir, name)
-    write_rows(counted.drop("_names_kind"), results_dir, name)
+    fp.unregister(results_dir, name)
+    shutil.rmtree(out, ignore_errors=True)
+    if fp.keep_results() if keep is None else keep:
+        write_rows(counted.drop("_names_kind"), results_dir, name)
+        prints = None
+    else:
+        prints = fp.fingerprint(counted.select(*_typed()), cells=True)
     got = seen.get
     n_rows, n_kind = int(got.get("rows") or 0), int(got.get("names_kind") or 0)
     if int(got.get("bad") or 0) > 0 or 0 < n_kind < n_rows:
         shutil.rmtree(out, ignore_errors=True)
         return None
+    if prints is not None:
+        fp.register(results_dir, name, rows.drop("_names_kind", "_bad").select(*_typed()), prints)
     return n_rows
 
 

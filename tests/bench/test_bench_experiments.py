@@ -127,7 +127,7 @@ def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_pat
         assert r["agrees"] is True and r["one_machine_same"] is True
         assert r["got_read_by"] == "spark" and r["got_rows"] == r["pairs"]
         steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}
-        assert {"loading --got me", "comparison"} <= steps
+        assert "loading --got me" in steps  # "comparison" runs no job when the fingerprints agree
         assert steps & {"arrival watermarks and late marking", "validating events, watermarks and late marking"}
 
 

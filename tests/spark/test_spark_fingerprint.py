@@ -124,6 +124,9 @@ def test_planted_pair_and_late_differences_are_found_with_replays(spark: Any, tm
         cases = rep.replays[name]
         assert len(cases) == 1 and os.path.isfile(cases[0]["file"]), name
     assert "same" not in rep.replays
+    # the outputs Spark read: only those that differ have their rows written (the others are fingerprints)
+    assert not os.path.exists(engine_dir(rep.results, "same"))
+    assert all(os.path.isdir(engine_dir(rep.results, n)) for n in want)
     # only the buckets that differ hold the oracle's rows
     planted = {_bucket_of(rep.row(n).differences[0]) for n in want}
     assert _oracle_buckets(rep.results) == planted
@@ -136,11 +139,13 @@ def test_agreeing_outputs_write_none_of_the_oracle_unless_kept(spark: Any, tmp_p
     same = _write(tmp_path / "same.jsonl", res)
     rep = _check(tmp_path, p, {"same": same})
     assert rep.all_agree and not os.path.exists(engine_dir(rep.results, "spark-oracle"))
+    assert not os.path.exists(engine_dir(rep.results, "same"))  # the output fingerprinted as it was parsed
     monkeypatch.setenv("OIJ_KEEP_RESULTS", "1")  # control: every row kept on request
     kept = _check(tmp_path, p, {"same": same}, out="kept")
     assert kept.all_agree
     t = ds.dataset(engine_dir(kept.results, "spark-oracle"), format="parquet").to_table()
     assert t.num_rows == len(res.pairs) + len(res.late)
+    assert ds.dataset(engine_dir(kept.results, "same"), format="parquet").to_table().num_rows == t.num_rows
 
 
 def test_one_wrong_aggregate_is_found_and_the_tolerance_kept(spark: Any, tmp_path: Path) -> None:
