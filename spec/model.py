@@ -29,7 +29,7 @@ Key: TypeAlias = int | str
 """A join key.  ``1`` and ``"1"`` are different keys (Python equality)."""
 
 AggregateKind: TypeAlias = Literal["count", "sum", "avg", "min", "max"]
-AGGREGATES: Final = ("count", "sum", "avg", "min", "max")
+AGGREGATES: Final[tuple[AggregateKind, ...]] = ("count", "sum", "avg", "min", "max")
 
 JoinKind: TypeAlias = Literal["inner", "left"]
 JOINS: Final = ("inner", "left")

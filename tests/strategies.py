@@ -13,6 +13,7 @@ from typing import cast
 
 from hypothesis import strategies as st
 from oij.spec.model import (
+    AGGREGATES,
     BASE,
     COND_OPS,
     PROBE,
@@ -56,7 +57,7 @@ def queries(draw: st.DrawFn, *, lateness: bool | None = None, aggregate: bool | 
     lower = draw(st.integers(-12, 12))
     upper = lower + draw(st.integers(0, 14))
     use_lateness = draw(st.booleans()) if lateness is None else lateness
-    kinds: list[AggregateKind] = ["count", "sum", "avg", "min", "max"]
+    kinds: list[AggregateKind] = list(AGGREGATES)
     agg: AggregateKind | None = None
     if aggregate is None:
         agg = draw(st.sampled_from([None, None, *kinds]))

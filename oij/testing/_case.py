@@ -18,6 +18,7 @@ import orjson
 from oij.io.jsonlread import read_jsonl
 from oij.io.jsonlwrite import write_events
 from oij.spec.model import (
+    AGGREGATES,
     TS_LIMIT,
     AggregateKind,
     End,
@@ -31,7 +32,7 @@ from oij.testing._features import DEFAULT_FEATURES, FEATURES
 Impl = Sequence[str] | Callable[[Query, Sequence[Event]], Any]
 """An implementation under test: a command (argv) or a callable ``(query, events) -> Results | lines``."""
 
-KINDS: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
+KINDS: tuple[AggregateKind, ...] = AGGREGATES
 FIELD_VALUES = (0.0, 1.0, -1.0, 2.0, 0.5, 1e16, 1e16 + 2)
 """Values of the named fields x and y: ties, halves, and a pair where ``b.y + 1`` rounds in doubles."""
 COND_ADDS = (0.0, 0.0, 1.0, -1.0, 0.5, 2.0)

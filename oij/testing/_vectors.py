@@ -25,6 +25,7 @@ import orjson
 from oij.io.atomic import write_text
 from oij.io.jsonlwrite import result_lines
 from oij.spec.model import (
+    AGGREGATES,
     COND_OPS,
     TS_LIMIT,
     AggregateKind,
@@ -147,8 +148,7 @@ def vectors() -> Iterator[Vector]:
     yield Vector("keys", "str-equal", "equal string keys join", _case(q, _t("b", 1, 5, "1"), _t("p", 2, 5, "1")))
     yield Vector("keys", "ties", "equal timestamps join once", _case(q, _t("b", 1, 5), _t("p", 2, 5)))
     # aggregates
-    kinds: tuple[AggregateKind, ...] = ("count", "sum", "avg", "min", "max")
-    for kind in kinds:
+    for kind in AGGREGATES:
         qa = Query(-3, 0, aggregate=kind)
         yield Vector("aggregates", f"{kind}-empty", f"{kind} over an empty window",
                      _case(qa, _t("b", 1, 10), _t("p", 2, 20)))

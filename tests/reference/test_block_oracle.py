@@ -35,7 +35,7 @@ from oij.reference import block_oracle as blocks_mod
 from oij.reference.block_oracle import BlockOracle, KeyCodes, event_columns, run_blocks, supports, window_pairs
 from oij.reference.oracle import Oracle, run_events
 from oij.spec.batch import Results
-from oij.spec.model import AggregateKind, End, Event, Query, StreamTuple, Watermark
+from oij.spec.model import AGGREGATES, AggregateKind, End, Event, Query, StreamTuple, Watermark
 
 from oij.cli import main
 from oij.io.jsonlwrite import write_events
@@ -141,7 +141,7 @@ def test_the_watermark_loop_and_aggregates_of_every_kind() -> None:
     """Six channels, watermarks that regress, values whose float sums are not exact: every aggregate, with W
     from the channels x watermarks matrix and from the one-watermark loop (step 1), in blocks of 13."""
     rng = random.Random(7)
-    kinds: list[AggregateKind] = ["count", "sum", "avg", "min", "max"]
+    kinds: list[AggregateKind] = list(AGGREGATES)
     for agg in kinds:
         q = Query(lower=-5, upper=3, upper_inclusive=False, aggregate=agg, channels=6)
         events: list[Event] = []
