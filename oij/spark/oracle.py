@@ -752,7 +752,7 @@ def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | Non
     rules = event_rules(q) if path is not None else []
     masks = []
     for j in range(0, len(rules), _MASK_BITS):
-        bits = [F.when(cond, F.lit(1 << (i - j))).otherwise(F.lit(0))
+        bits = [F.when(cond, F.lit(1 << (i - j)).cast("long")).otherwise(F.lit(0).cast("long"))
                 for i, (_, _, cond) in enumerate(rules[j:j + _MASK_BITS], start=j)]
         mask = bits[0]
         for x in bits[1:]:
