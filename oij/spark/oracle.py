@@ -721,9 +721,9 @@ def _carry_late(candidates: Any, carries: dict[int, list[int]], lateness: int | 
 def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | None = None) -> EventScan | None:
     """Validate (when ``path`` names the input) and mark late the events of ``frame`` in one scan, no shuffle;
     None when the frame's partitions are not runs of consecutive positions (then :func:`mark_late_windows`).
-    With ``sample``, also draw about that many on-time tuples for the salting statistics (:func:`_salt`).
+    With ``sample``, also draw about that many on-time tuples for the salting statistics (``_salt``).
 
-    One ``mapInArrow`` over the columns the checks and W need (:func:`_one_pass`), its rows cached: every rule
+    One ``mapInArrow`` over the columns the checks and W need (``_one_pass``), its rows cached: every rule
     of :func:`oij.spark.frames.event_rules` is a bit of a mask computed by the JVM on the way, and each
     partition runs its own prefix maxima and marks the tuples late by them (the carry from earlier partitions
     can only raise W).  From the partitions' summary rows the driver raises the earliest error (with the exact
@@ -733,8 +733,8 @@ def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | Non
     mode: below W at the tuple's arrival, the channel of the smallest local maximum bounds it), so only the
     candidates under ``U`` are collected and judged exactly on the driver -- few: a tuple under ``U`` is
     already late in lateness mode.  A partition that kept too few candidates to be sure (more than
-    :data:`_CANDIDATES` of its tuples under ``U``) makes the late positions come from one more scan instead
-    (:func:`_scan_runs`, the running maxima with their carries).
+    ``_CANDIDATES`` of its tuples under ``U``) makes the late positions come from one more scan instead
+    (``_scan_runs``, the running maxima with their carries).
 
     Requires ``frame`` in the event-frame layout.  Cost: one scan of the input (``4 + n + masks`` columns read
     into Python as Arrow), O(P * (2 tail + candidates)) rows cached and a summary row per partition to the
