@@ -39,6 +39,7 @@ Results in ``bench/results/archive/`` are history: they are not checked and no g
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -49,7 +50,7 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from oij.bench.host import machine as bench_machine
 
@@ -279,28 +280,27 @@ def _moved_only(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
     old: dict[str, str] = {}
     new: dict[str, str] = {}
     for p in paths:
-        before = _git(repo, "show", f"{commit}:{p}")
+        before = _blob(repo, commit, p)
         if before is not None:
             old[_module_of(p, names)] = before
         if (repo / p).is_file():
             new[_module_of(p, names)] = (repo / p).read_text(encoding="utf-8", errors="replace")
-    same = moved_code(old, new)
+    same = _moved_code_of(tuple(sorted(old.items())), tuple(sorted(new.items())))
     return {p for p in paths if _module_of(p, names) in same}
 
 
-def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
-    """The modules of ``old`` and ``new`` (module name -> Python source, before and after) whose changes only
-    move code among them: the same code once docstrings are dropped and every import of a name from one of these
-    modules is written ``from <moved> import name`` (one name a line, sorted within a run of such imports).  A
-    module equal to its old self in that form is unchanged (its imports were repointed); the rest are unchanged
-    together when their top-level statements other than imports are the same multiset before and after, each
-    import of theirs was already in the old modules or brings a name from these modules, and every such name is
-    defined exactly once on each side (so it resolves to the same code).  Otherwise they count as changed.
-    O(size of the sources)."""
-    import ast
-    from collections import Counter
+@functools.lru_cache(maxsize=256)
+def _moved_code_of(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    """:func:`moved_code`, once per distinct pair of sources (results measured at one commit share them)."""
+    return frozenset(moved_code(dict(old), dict(new)))
 
-    mods = set(old) | set(new)
+
+@functools.lru_cache(maxsize=2048)
+def _normalized(src: str, mods: frozenset[str]) -> tuple[Any, list[tuple[str, str]]]:
+    """``src``'s syntax tree for :func:`moved_code` (docstrings dropped, every import of a name from ``mods``
+    written ``from <moved> import name``), None if it does not parse, and the (module, name) of those imports.
+    Cached: the trees are only read afterwards."""
+    import ast
 
     class _Norm(ast.NodeTransformer):
         def __init__(self) -> None:
@@ -328,31 +328,64 @@ def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
             out += [ast.ImportFrom("<moved>", [ast.alias(n, a)], 0) for n, a in sorted(run, key=str)]
             return out or [ast.Pass()]
 
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None, []
+    walker = _Norm()
+    out = walker.visit(tree)
+    return (out if isinstance(out, ast.Module) else None), walker.refs
+
+
+@functools.lru_cache(maxsize=2048)
+def _bound_names(src: str) -> frozenset[str]:
+    """The names ``src`` binds or uses at any depth, its imports' names and its top-level definitions."""
+    import ast
+
+    tree = ast.parse(src)
+    return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+                     | {a.asname or a.name for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)
+                        for a in s.names}
+                     | {s.name for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef
+                                                                  | ast.ClassDef)})
+
+
+def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
+    """The modules of ``old`` and ``new`` (module name -> Python source, before and after) whose changes only
+    move code among them: the same code once docstrings are dropped and every import of a name from one of these
+    modules is written ``from <moved> import name`` (one name a line, sorted within a run of such imports).  A
+    module equal to its old self in that form is unchanged (its imports were repointed); the rest are unchanged
+    together when their top-level statements other than imports are the same multiset before and after, each
+    import of theirs was already in the old modules or brings a name from these modules, and every such name is
+    defined exactly once on each side (so it resolves to the same code).  Otherwise they count as changed.
+    O(size of the sources)."""
+    import ast
+    from collections import Counter
+
+    mods = set(old) | set(new)
     refs: dict[str, list[tuple[str, str]]] = {}
 
     def norm(src: str, module: str) -> ast.Module | None:
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            return None
-        walker = _Norm()
-        out = walker.visit(tree)
-        refs[module] = walker.refs
-        return out if isinstance(out, ast.Module) else None
+        imported = frozenset(re.findall(r"^\s*from\s+([\w.]+)\s+import", src, re.M)) & mods
+        tree, refs[module] = _normalized(src, imported)
+        return cast("ast.Module | None", tree)
 
     before = {m: norm(s, m) for m, s in old.items()}
     after = {m: norm(s, m) for m, s in new.items()}
-    bound = {m: {n.id for s in ast.walk(ast.parse(src)) for n in ast.walk(s) if isinstance(n, ast.Name)}
-             | {a.asname or a.name for s in ast.parse(src).body if isinstance(s, ast.Import | ast.ImportFrom)
-                for a in s.names}
-             | {s.name for s in ast.parse(src).body
-                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
-             for m, src in new.items() if after.get(m) is not None}
+    bound = {m: _bound_names(src) for m, src in new.items() if after.get(m) is not None}
+    dumps: dict[int, str] = {}
+
+    def dump(node: ast.AST) -> str:  # each statement dumped once (the trees live as long as this call)
+        d = dumps.get(id(node))
+        if d is None:
+            d = dumps[id(node)] = ast.dump(node)
+        return d
+
     # an import of a name its module does not bind is no move (the program would fail; say changed)
     wrong = {m for m in new for mod, name in (refs[m] if after.get(m) is not None else [])
              if mod in new and name not in bound.get(mod, set())}
     same = {m for m in mods if before.get(m) is not None and after.get(m) is not None
-            and ast.dump(before[m]) == ast.dump(after[m])}  # type: ignore[arg-type]
+            and dump(before[m]) == dump(after[m])}  # type: ignore[arg-type]
     if wrong:
         return same - wrong
 
@@ -369,7 +402,7 @@ def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
                     imports.update(ast.dump(ast.ImportFrom(getattr(s, "module", None), [a], getattr(s, "level", 0)))
                                    for a in s.names)
                 else:
-                    stmts[ast.dump(s)] += 1
+                    stmts[dump(s)] += 1
                     if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                         defined[s.name] += 1
                     for target in getattr(s, "targets", [getattr(s, "target", None)]):
@@ -394,14 +427,14 @@ def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
         if s_old == s_new and i_new <= i_old:
             return same | rest
         odd = set((s_old - s_new) + (s_new - s_old))
-        rest = {m for m in rest if not any(ast.dump(s) in odd for tree in (before.get(m), after.get(m))
+        rest = {m for m in rest if not any(dump(s) in odd for tree in (before.get(m), after.get(m))
                                            if tree is not None for s in tree.body)}
     return same
 
 
 def _same_code_since(repo: Path, commit: str, path: str) -> bool:
     """Whether ``path`` of the working tree is ``path`` at ``commit`` up to comments and docstrings."""
-    old = _git(repo, "show", f"{commit}:{path}")
+    old = _blob(repo, commit, path)
     try:
         new = (repo / path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -409,6 +442,20 @@ def _same_code_since(repo: Path, commit: str, path: str) -> bool:
     return old is not None and same_code(old, new)
 
 
+def _blob(repo: Path, commit: str, path: str) -> str | None:
+    """``path`` as ``commit`` holds it (None: not there); a commit named by its full id never changes, so its
+    files are read once per process (``oij bench status`` reads the same few commits for every result)."""
+    if len(commit) != 40:
+        return _git(repo, "show", f"{commit}:{path}")
+    return _blob_at(repo.resolve(), commit, path)
+
+
+@functools.lru_cache(maxsize=8192)
+def _blob_at(repo: Path, commit: str, path: str) -> str | None:
+    return _git(repo, "show", f"{commit}:{path}")
+
+
+@functools.lru_cache(maxsize=4096)
 def same_code(old: str, new: str) -> bool:
     """Whether two Python sources differ in comments, docstrings and layout only: equal syntax trees once every
     statement that is a bare string (a docstring, an attribute's docstring) is dropped.  Such a change cannot
