@@ -36,8 +36,9 @@ def _group(item: pytest.Item) -> str | None:
 
     * ``spark-session``: every test that runs Spark in its own process: on the session-scoped ``spark``
       fixture, or marked ``spark_session`` (test_check_got.py's, which take it through
-      ``request.getfixturevalue`` or run ``oij check`` in-process).  One worker starts one JVM for all of them;
-      on two workers each started its own, and CPU is what the test command is short of.
+      ``request.getfixturevalue`` or run ``oij check`` in-process).  One worker starts one JVM for all of them
+      (a JVM per worker would start one on every worker); but the files of :data:`SECOND_SPARK` are the group
+      ``spark-session-2``, a second JVM on another worker, so that the longest chain of the run is halved.
     * ``flink-gateway``: the tests marked ``flink_gateway``, which drive Flink SQL through PyFlink in their own
       process (test_flink_adapter.py): PyFlink's gateway JVM lives until the process exits, so one per run.
     * ``kit-power``: the tests on the session-scoped accum recording (kit-power's recording: a process pair per
@@ -50,7 +51,8 @@ def _group(item: pytest.Item) -> str | None:
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
-        return "spark-session"
+        rel = Path(str(item.path)).as_posix()
+        return "spark-session-2" if any(rel.endswith(f) for f in SECOND_SPARK) else "spark-session"
     if item.get_closest_marker("flink_gateway") is not None:
         return "flink-gateway"
     if "accum_recording" in names:
@@ -62,6 +64,11 @@ def _group(item: pytest.Item) -> str | None:
 
 
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick"}
+
+SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py")
+"""The Spark tests of the second session group, ``spark-session-2``: the session tests on one worker took about
+as long as the rest of the suite on the other two (the fingerprint and scale tests alone about half of them), so
+they get a second JVM on another worker (about 12 CPU-seconds to start) and the two halves run side by side."""
 """Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 
@@ -197,7 +204,7 @@ def jvms_stay_in_their_groups(request: pytest.FixtureRequest) -> Iterator[None]:
 def jvm_escape(item: pytest.Item, started_before: dict[str, bool]) -> str | None:
     """Why ``item`` (run just now) broke the grouping, or None: it started a group's JVM and is not in it."""
     for group, up in jvms_started().items():
-        if up and not started_before[group] and _group(item) != group:
+        if up and not started_before[group] and not (_group(item) or "").startswith(group):
             mark = group.replace("-", "_")
             return (f"this test started a JVM in-process outside the {group} group: mark it "
                     f"@pytest.mark.{mark} (tests/conftest.py)")
