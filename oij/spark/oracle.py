@@ -510,7 +510,7 @@ class EventScan:
 _BROADCAST_LATE = 1 << 22
 """Up to this many late positions are broadcast to every task; more are joined by a shuffle."""
 
-_CANDIDATES = 4096
+LATE_CANDIDATES = 4096
 """How many of a partition's tuples that are on time by the partition's own prefix (those of smallest ts) the
 one pass keeps for the driver to judge with the carry from earlier partitions (:func:`scan_events`)."""
 
@@ -704,7 +704,7 @@ def _rows_of(frame: Any) -> int:
     return int(frame.count())
 
 
-def _carry_late(candidates: Any, carries: dict[int, list[int]], lateness: int | None) -> list[int]:
+def carry_late(candidates: Any, carries: dict[int, list[int]], lateness: int | None) -> list[int]:
     """The positions of the candidate rows (pos, ts, first, ms) late once the carry ``carries[first]`` (the
     maxima of every earlier partition) joins each row's local prefix maxima ``ms`` (exact integers)."""
     late = []
@@ -733,7 +733,7 @@ def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | Non
     mode: below W at the tuple's arrival, the channel of the smallest local maximum bounds it), so only the
     candidates under ``U`` are collected and judged exactly on the driver -- few: a tuple under ``U`` is
     already late in lateness mode.  A partition that kept too few candidates to be sure (more than
-    ``_CANDIDATES`` of its tuples under ``U``) makes the late positions come from one more scan instead
+    ``LATE_CANDIDATES`` of its tuples under ``U``) makes the late positions come from one more scan instead
     (``_scan_runs``, the running maxima with their carries).
 
     Requires ``frame`` in the event-frame layout.  Cost: one scan of the input (``4 + n + masks`` columns read
@@ -765,7 +765,7 @@ def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | Non
                           F.when(is_tuple, F.coalesce(F.col("id"), F.lit(0))).otherwise(F.lit(0)).alias("id"),
                           F.coalesce(F.col("side") == "base", F.lit(False)).alias("_base"), "key", *masks,
                           *[F.coalesce(c, F.lit(_NONE)).alias(f"_c{i}") for i, c in enumerate(contrib)])
-    keep = _CANDIDATES
+    keep = LATE_CANDIDATES
     out = narrow.mapInArrow(_one_pass(n, q.lateness, len(rules), frac, _TAIL, keep),
                             _pass_schema(frame.schema["key"].dataType))
     out = out.persist(StorageLevel.MEMORY_AND_DISK)
@@ -817,7 +817,7 @@ def scan_events(frame: Any, q: Query, path: str | None = None, sample: int | Non
         under = spark.createDataFrame([(f, u) for f, u, _ in bounds], "first long, _u long")
         cands = (out.where(kind == _CANDIDATE).join(F.broadcast(under), "first").where(F.col("ts") < F.col("_u"))
                  .select("pos", "ts", "first", "ms").collect())
-        extra = _carry_late(cands, dict(zip(firsts, carries, strict=True)), q.lateness)
+        extra = carry_late(cands, dict(zip(firsts, carries, strict=True)), q.lateness)
         if extra:
             late = late.unionByName(spark.createDataFrame([(p,) for p in extra], "pos long"))
             late_count += len(extra)

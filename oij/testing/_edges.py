@@ -75,7 +75,7 @@ EDGE_NEEDS: dict[str, frozenset[str]] = {
 """The features a case needs to hit an edge (``oij conform`` warns about a missed edge only if they are claimed)."""
 
 
-def _alike_ints(x: int, y: int) -> bool:
+def alike_ints(x: int, y: int) -> bool:
     """Different ints equal truncated to 32 bits or read as doubles."""
     return x != y and ((x - y) % (1 << 32) == 0 or float(x) == float(y))
 
@@ -87,7 +87,7 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
     lo, hi = lower_offset(q), upper_offset(q)
     ts = case.tuples
     ids = sorted(t.id for t in ts)
-    if any(_alike_ints(x, y) for x, y in itertools.pairwise(ids)):
+    if any(alike_ints(x, y) for x, y in itertools.pairwise(ids)):
         hits.add(EDGES[17])
     if any(has_repr_value(t.value) for t in ts if t.side != BASE):
         hits.add(EDGES[20])
@@ -103,10 +103,10 @@ def _repr_edges(case: Case, hits: set[str]) -> None:
         if type(x) is type(y) and x == y:
             continue
         if isinstance(x, int) and isinstance(y, int):
-            if _alike_ints(x, y):
+            if alike_ints(x, y):
                 hits.add(EDGES[18])
         elif (isinstance(x, str) and isinstance(y, str) and text_twins(x, y)) or (
-                isinstance(x, str) != isinstance(y, str) and _numeric(x) == _numeric(y) is not None):
+                isinstance(x, str) != isinstance(y, str) and numeric_edges(x) == numeric_edges(y) is not None):
             hits.add(EDGES[19])  # equal folded, normalized, trimmed, or a numeric string and its number
     if q.channels > 1 and q.lateness is None and case.encoding.split("|")[0] != "full":
         import orjson
@@ -146,7 +146,7 @@ _WRAPS = (1 << 32, -(1 << 32), 1 << 31, -(1 << 31))
 """How far a window moves when a difference of timestamps wraps around in 32 bits (signed or not)."""
 
 
-def _numeric(k: int | str) -> float | None:
+def numeric_edges(k: int | str) -> float | None:
     try:
         return float(k)
     except (TypeError, ValueError, OverflowError):

@@ -278,7 +278,7 @@ def run_vectors(impl: Impl | Session, features: frozenset[str], profile: Profile
 
     todo = [Case(v.case.query, v.case.events, f"vector {v.feature}/{v.name}", v.case.encoding, raw=v.case.raw)
             for v in interleaved() if case_features(v.case) <= features]
-    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
+    with contextlib.closing(run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
         first = _first_vector_failure(judged, result)
     return None if first is None else minimize(impl, first, profile, features, timeout, result)
 
@@ -305,7 +305,7 @@ def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Pro
 
     todo = small_scope_cover(features, k) if cover else small_scope_cases(features, k)
     result.small_scope_cover = cover
-    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
+    with contextlib.closing(run_fixed(impl, todo, timeout, jobs, profile, features, result)) as judged:
         for n, (case, outcome, f) in enumerate(judged, 1):
             result.examples += 1
             result.small_scope += 1
@@ -318,7 +318,7 @@ def run_small_scope(impl: Impl | Session, features: frozenset[str], profile: Pro
     return minimize(impl, f, profile, features, timeout, result)
 
 
-def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int, profile: Profile,
+def run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int, profile: Profile,
                features: frozenset[str], result: SearchResult,
                stage: str = "") -> Generator[tuple[Case, Outcome, Failure | None]]:
     """Each case of ``todo`` (a fixed list), its outcome and its failure (None: it passes), in order; up to
@@ -329,7 +329,7 @@ def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int
     passes alone, the command's processes interfere (they share a file, a port, a fixed temporary name) or
     it is not deterministic: ``result.interference`` names the case and the rest of the list, and every later
     fixed list of the run, run one at a time.  Close the iterator when done (the pool is shut down)."""
-    pool, outcomes = _outcomes(impl, todo, timeout, 1 if result.interference else jobs)
+    pool, outcomes = fixed_outcomes(impl, todo, timeout, 1 if result.interference else jobs)
     try:
         for n, (case, outcome) in enumerate(zip(todo, outcomes, strict=False)):
             f = judge(case, outcome, profile, features)
@@ -352,7 +352,7 @@ def _run_fixed(impl: Impl | Session, todo: list[Case], timeout: float, jobs: int
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _outcomes(impl: Impl | Session, todo: list[Case], timeout: float,
+def fixed_outcomes(impl: Impl | Session, todo: list[Case], timeout: float,
               jobs: int) -> tuple[ThreadPoolExecutor | None, Iterator[Outcome]]:
     """The outcomes of ``todo`` in order, up to ``jobs`` at a time for a command (one at a time otherwise), and
     the pool to shut down once they are no longer wanted."""
@@ -369,7 +369,7 @@ def search(impl: Impl | Session, *, features: Iterable[str] | None = None, profi
     """Run ``impl`` on the test vectors it can take (unless ``vectors`` is false), then on every small-scope
     case of up to ``small_scope`` events (with ``small_cover``, their covering array), then on up to
     ``max_examples`` generated cases; on a failure, shrink it to a minimal case.  ``fixed_jobs``: a command
-    runs that many cases at a time, judged in order (:func:`_run_fixed`): the vectors, the small-scope cases,
+    runs that many cases at a time, judged in order (:func:`run_fixed`): the vectors, the small-scope cases,
     and the generated cases, drawn first (:func:`_generated_beside`); a failure among these is searched
     again one at a time, so the verdict is the one of ``fixed_jobs`` 1."""
     feats = DEFAULT_FEATURES if features is None else frozenset(features)
@@ -447,7 +447,7 @@ def _generated_beside(impl: Impl, feats: frozenset[str], profile: Profile, max_e
                       timeout: float, jobs: int, result: SearchResult, answers: dict[str, Outcome]) -> bool:
     """The generated cases of :func:`search`, ``jobs`` at a time: drawn first with the oracle's answers only
     (the same cases, in the same order, as the search draws while none fails), then run as a fixed list
-    (:func:`_run_fixed`).  True: every case passed, counted in ``result``.  False: one failed; ``answers``
+    (:func:`run_fixed`).  True: every case passed, counted in ``result``.  False: one failed; ``answers``
     then holds the outcomes of those before it, which the search (run again, one case at a time, to meet
     the failure where ``jobs`` 1 meets it and shrink it) reuses instead of running them again."""
     drawn: list[tuple[Case, Results]] = []
@@ -460,7 +460,7 @@ def _generated_beside(impl: Impl, feats: frozenset[str], profile: Profile, max_e
     _hypothesis(draw, feats, seed, max_examples)
     trial = SearchResult(interference=result.interference)
     todo = [case for case, _ in drawn]
-    with contextlib.closing(_run_fixed(impl, todo, timeout, jobs, profile, feats, trial, "generated ")) as judged:
+    with contextlib.closing(run_fixed(impl, todo, timeout, jobs, profile, feats, trial, "generated ")) as judged:
         for (case, outcome, f), (_, expected) in zip(judged, drawn, strict=False):
             if f is not None:
                 break

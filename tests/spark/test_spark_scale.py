@@ -94,7 +94,7 @@ def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_
                                             {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
     p = tmp_path / "w.parquet"
     pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
-    monkeypatch.setattr(oracle, "_CANDIDATES", keep)
+    monkeypatch.setattr(oracle, "LATE_CANDIDATES", keep)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
     try:
         q, frame = read_parquet_events(spark, str(p))
@@ -103,7 +103,7 @@ def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_
         slow = _marked(mark_late_windows(frame, q, 512))
         if keep == 4096:
             with monkeypatch.context() as m:
-                m.setattr(oracle, "_carry_late", lambda *a: [])
+                m.setattr(oracle, "carry_late", lambda *a: [])
                 blind = scan_events(frame, q, str(p))
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")

@@ -20,7 +20,7 @@ from oij.spec.model import BASE, PROBE, End, Query, Side, StreamTuple
 from oij.testing import Case
 from oij.testing._case import REPR_EDGES, text_twins
 from oij.testing._cases import cases
-from oij.testing._edges import EDGES, _alike_ints, _numeric, compute_edges
+from oij.testing._edges import EDGES, alike_ints, compute_edges, numeric_edges
 
 PAIR_EDGES = EDGES[15], EDGES[16], EDGES[18], EDGES[19]
 
@@ -48,11 +48,11 @@ def pairwise(case: Case, within: Within = _within) -> set[str]:
                 if not within(lo, d, hi) and any(within(lo, d - m, hi)
                                                  for m in (1 << 32, -(1 << 32), 1 << 31, -(1 << 31))):
                     hits.add(EDGES[16])
-            elif isinstance(a.key, int) and isinstance(b.key, int) and _alike_ints(a.key, b.key):
+            elif isinstance(a.key, int) and isinstance(b.key, int) and alike_ints(a.key, b.key):
                 hits.add(EDGES[18])
             elif (isinstance(a.key, str) and isinstance(b.key, str) and text_twins(a.key, b.key)) or (
                     isinstance(a.key, str) != isinstance(b.key, str)
-                    and _numeric(a.key) == _numeric(b.key) is not None):
+                    and numeric_edges(a.key) == numeric_edges(b.key) is not None):
                 hits.add(EDGES[19])
     return hits
 

@@ -19,7 +19,7 @@ from oij.spec.profiles import CANONICAL
 
 from oij.testing._case import Case
 from oij.testing._features import DEFAULT_FEATURES
-from oij.testing._runner import SearchResult, _outcomes, _run_fixed, judge, search
+from oij.testing._runner import SearchResult, fixed_outcomes, judge, run_fixed, search
 from oij.testing._smallscope import small_scope_cases
 
 IMPLS = Path(__file__).parent.parent / "impls"
@@ -53,7 +53,7 @@ def _run(impl: list[str], jobs: int) -> tuple[SearchResult, list[bool]]:
     """What the kit's callers see: each case judged, up to the first failure."""
     result = SearchResult()
     passed = []
-    with contextlib.closing(_run_fixed(impl, _cases(), 10.0, jobs, CANONICAL, DEFAULT_FEATURES, result)) as gen:
+    with contextlib.closing(run_fixed(impl, _cases(), 10.0, jobs, CANONICAL, DEFAULT_FEATURES, result)) as gen:
         for _, _, f in gen:
             passed.append(f is None)
             if f is not None:
@@ -67,7 +67,7 @@ def test_a_case_failing_only_beside_another_is_run_alone_and_the_rest_one_at_a_t
 
 
 def test_negative_control_its_outcomes_beside_each_other_fail(tmp_path: Path) -> None:
-    pool, outcomes = _outcomes(_shared(tmp_path), _cases(), 10.0, 2)
+    pool, outcomes = fixed_outcomes(_shared(tmp_path), _cases(), 10.0, 2)
     assert pool is not None
     try:
         assert any(judge(c, o, CANONICAL, DEFAULT_FEATURES) is not None
