@@ -384,8 +384,8 @@ def moved_code(old: dict[str, str], new: dict[str, str]) -> set[str]:
     # an import of a name its module does not bind is no move (the program would fail; say changed)
     wrong = {m for m in new for mod, name in (refs[m] if after.get(m) is not None else [])
              if mod in new and name not in bound.get(mod, set())}
-    same = {m for m in mods if before.get(m) is not None and after.get(m) is not None
-            and dump(before[m]) == dump(after[m])}  # type: ignore[arg-type]
+    same = {m for m in mods if (b := before.get(m)) is not None and (a := after.get(m)) is not None
+            and dump(b) == dump(a)}
     if wrong:
         return same - wrong
 
