@@ -146,6 +146,7 @@ def classes_of(parser: argparse.ArgumentParser) -> list[type[Any]]:
 def from_args(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
     """The options dataclass ``cls`` filled from the parsed arguments of the same names (and ``given``, which
     win); a field the namespace lacks keeps its default."""
+    # T is any class here (the commands pass theirs through a TypeVar of their own); fields() wants a dataclass
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     return cls(**{n: getattr(args, n) for n in names if hasattr(args, n)} | given)
 
