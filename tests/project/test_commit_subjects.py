@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import cast
+
+from tests.loadfile import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("commit_subjects", ROOT / ".ci" / "commit_subjects.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CHECK = _script()
+CHECK = load_file("commit_subjects", ROOT / ".ci" / "commit_subjects.py")
 too_long = cast(Callable[[list[tuple[str, str]]], list[tuple[str, str]]], CHECK.too_long)
 main = cast(Callable[..., int], CHECK.main)
 

@@ -4,22 +4,18 @@ the list by hand, so a feature added, renamed or made opt-in in the code shows i
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 from oij.testing._features import FEATURES, OPT_IN
+from tests.loadfile import load_file
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _oijlists() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("oijlists", DOCS / "_ext" / "oijlists.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("oijlists", DOCS / "_ext" / "oijlists.py")
 
 
 def hand_typed_feature_rows(text: str) -> list[str]:
