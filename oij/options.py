@@ -34,8 +34,10 @@ class Option:
     ``flags``: its spellings (default ``--field-name``); ``aliases``: older spellings, accepted but left out of
     ``--help``; ``positional``: an argument without a flag (``nargs`` then says how many); ``negation``: for a
     boolean whose default is True, the flag that sets it False (``--no-spark`` beside ``--spark``), with
-    ``negation_help``; ``group``: the title of the argument group it is listed under.  ``type`` defaults to the
-    field's annotation when that is ``int`` or ``float`` (or one of them or None)."""
+    ``negation_help``; ``group``: the title of the argument group it is listed under; ``consts``: instead of a flag
+    of its own, flags that each set the field to a value, of which one may be given (``--quick`` and ``--full``:
+    ``(flag, value, help)`` each).  ``type`` defaults to the field's annotation when that is ``int`` or ``float``
+    (or one of them or None).  A field without a default is a required argument (a flag given ``required``)."""
 
     help: str | None = None
     flags: tuple[str, ...] = ()
@@ -50,17 +52,19 @@ class Option:
     negation: str | None = None
     negation_help: str | None = None
     group: str | None = None
+    consts: tuple[tuple[str, Any, str | None], ...] = ()
 
 
 def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None,
            help: str | None = None, flags: tuple[str, ...] = (), aliases: tuple[str, ...] = (),
            choices: Sequence[Any] | None = None, metavar: str | None = None, type: Callable[[str], Any] | None = None,
            action: str | None = None, nargs: str | int | None = None, const: Any = None, positional: bool = False,
-           negation: str | None = None, negation_help: str | None = None, group: str | None = None) -> Any:
+           negation: str | None = None, negation_help: str | None = None, group: str | None = None,
+           consts: tuple[tuple[str, Any, str | None], ...] = ()) -> Any:
     """A dataclass field with default ``default`` (or ``factory()``) that :func:`add_options` turns into a flag
     (:class:`Option` says what each keyword means)."""
     meta = {KEY: Option(help, flags, aliases, choices, metavar, type, action, nargs, const, positional, negation,
-                        negation_help, group)}
+                        negation_help, group, consts)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -124,16 +128,26 @@ def add_options(parser: argparse.ArgumentParser, cls: type[Any]) -> argparse.Arg
             kw.update(action=o.action, type=o.type or scalar, choices=o.choices, metavar=o.metavar, nargs=o.nargs,
                       const=o.const)
         kw = {k: v for k, v in kw.items() if v is not None}
+        if default is not dataclasses.MISSING:
+            kw["default"] = default
+        elif not o.positional:
+            kw["required"] = True
         if o.positional:
-            where.add_argument(f.name, default=default, **kw)
+            where.add_argument(f.name, **kw)
+            continue
+        if o.consts:
+            one = where.add_mutually_exclusive_group()
+            for flag, value, text in o.consts:
+                one.add_argument(flag, dest=f.name, action="store_const", const=value, help=text,
+                                 default=kw.get("default"))
             continue
         flags = o.flags or (f"--{f.name.replace('_', '-')}",)
-        where.add_argument(*flags, dest=f.name, default=default, **kw)
+        where.add_argument(*flags, dest=f.name, **kw)
         if o.negation is not None:
             where.add_argument(o.negation, dest=f.name, action="store_false", help=o.negation_help)
         for alias in o.aliases:
             where.add_argument(alias, **(kw | {"dest": f.name, "default": argparse.SUPPRESS,
-                                               "help": argparse.SUPPRESS}))
+                                               "help": argparse.SUPPRESS, "required": False}))
     _CLASSES.setdefault(parser, []).append(cls)
     return parser
 

@@ -74,7 +74,6 @@ def by_hand() -> dict[Path, ByHand]:
 
     from oij.bench.conformtime import measure as conform_time
     from oij.bench.experiment import experiments, plot_dir, run_experiment
-    from oij.bench.kitpower.measure import KitPowerOptions
     from oij.bench.recovery import measure as recovery
     from oij.bench.results import status, write_tables
     from oij.bench.schedule import run_schedule_bench
@@ -90,7 +89,6 @@ def by_hand() -> dict[Path, ByHand]:
                               {"file": "the input", "json": printing, "no_progress": "a progress bar on a terminal"}),
         ("explain",): ByHand(own={"file": "the input", "svg": "a picture written by the command",
                                   "got": "an output compared by the command", "title": "the picture's title"}),
-        ("bench", "kit-power"): ByHand(classes=(KitPowerOptions,)),
         ("bench", "floor"): ByHand((floor,), {"input": ("path", lambda v: v)}),
         ("bench", "status"): ByHand((status,)),
         ("bench", "tables"): ByHand((write_tables,)),

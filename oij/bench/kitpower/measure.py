@@ -21,34 +21,59 @@ from oij.bench.kitpower.runner import STATE_TIMEOUT, Recording, record, run_muta
 from oij.bench.kitpower.score import rescore, summarize
 from oij.errors import UsageError
 from oij.io.atomic import write_text
+from oij.options import option
 
 
 @dataclass
 class KitPowerOptions:
-    """The options of ``oij bench kit-power`` (its ``--help`` says what each does); the defaults are its own."""
+    """The options of ``oij bench kit-power``, each with its flag, help and default (:mod:`oij.options`)."""
 
-    targets: str = "accum,oracle"
-    repo: str = "."
-    manifest: str | None = None
-    sample: str = "0"
-    only: str = ""
-    jobs: int = 2
-    timeout: float = 600.0
-    out: str = "kit-power.json"
-    docs: str | None = None
-    table: str = "kit-power-table.rst"
-    rescore: str | None = None
-    rerun: str | None = None
-    no_replay: bool = False
-    judge_in_replay: bool = False
-    deep: str | None = None
-    exhaustive: str | None = None
-    deep_cases: int = 2000
-    deep_out: str = "kit-power-gaps"
-    state_bound: bool = False
-    state_events: int = 100_000
-    no_shapes: bool = False
-    restarts: bool = False
+    targets: str = option("accum,oracle", help=f"comma-separated: {', '.join(TARGETS)}")
+    repo: str = option(".", help="a checkout of oij (the targets are read from it; default .)")
+    manifest: str | None = option(None, help="equivalent mutants (default REPO/tests/impls/mutants.toml)")
+    sample: str = option("0", help="run only N mutants per target, spread evenly over the list (0: all); or "
+                         "TARGET=N,... (a target not named runs all)")
+    only: str = option("", help="comma-separated TARGET:OPERATOR:OCCURRENCE to run alone")
+    jobs: int = option(2, flags=("-j", "--jobs"), help="mutants run at once (default 2)")
+    timeout: float = option(600.0, help="seconds per mutant before it counts as timeout")
+    out: str = option("kit-power.json", help="where the raw numbers go (default ./kit-power.json)")
+    docs: str | None = option(None, help="also write the table (--table) to this directory")
+    table: str = option("kit-power-table.rst", help="the name of the table --docs writes (default "
+                        "kit-power-table.rst)")
+    rescore: str | None = option(
+        None, metavar="JSON", help="run nothing: apply the manifest again to the survivors of an earlier result "
+        "(after an entry was added or removed) and write --out and --docs")
+    rerun: str | None = option(
+        None, metavar="JSON", help="run again, under the kit as it is now, the survivors of an earlier result "
+        "(after the generation was strengthened) and write the merged result; kills are kept as measured")
+    no_replay: bool = option(
+        False, help="run every mutant through oij conform (slow): no recorded run, no in-process replay, no "
+        "coverage shortcut")
+    judge_in_replay: bool = option(
+        False, help="decide kills from the in-process replay too: the first differing answer the kit's judge "
+        "rejects (confirmed by one fresh run of that case) is where oij conform would fail; fast, but such kills "
+        "have no seconds or replay size (a real run of a sample gives those)")
+    deep: str | None = option(
+        None, metavar="JSON", help="run nothing through oij conform: replay the survivors of an earlier result "
+        "against --deep-cases more generated cases; those they tell apart are gaps of the kit, not equivalent "
+        "(their first differing case goes to --deep-out)")
+    exhaustive: str | None = option(
+        None, metavar="JSON", help="run nothing through oij conform: run the oracle's survivors (and equivalents) "
+        "of an earlier result on every small case of oij/testing/_exhaustive.py (bounded-exhaustive: up to 3 "
+        "events); those told apart go to --deep-out")
+    deep_cases: int = option(2000, help="cases of --deep (default 2000)")
+    deep_out: str = option("kit-power-gaps", help="where --deep puts the cases (default ./kit-power-gaps)")
+    state_bound: bool = option(
+        False, help="also run every survivor on the long cases of oij conform --state-bound (in this process, the "
+        "cases and the oracle's answers made once): a mutant whose state grows with the stream, or whose output "
+        "on them is wrong, is killed there (found by 'state-bound')")
+    state_events: int = option(100_000, help="events per long case (default 100000)")
+    no_shapes: bool = option(False, help="leave out the eight bug shapes of tests/impls/accum_bugs.py (run after "
+                             "the mutants)")
+    restarts: bool = option(
+        False, help="measure the restart mode instead: every state-drop mutant of the oracle's checkpoint "
+        "(tests/impls/state_drop.py) and every recovery bug of tests/impls/restart_bugs.py under oij conform "
+        "--restarts 1 at its defaults; exit 1 unless each is killed or, with its argument, equivalent")
 
 
 def rerun(path: str, repo: Path, jobs: int, timeout: float,
