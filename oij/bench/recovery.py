@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from oij.adapters import get_adapter, restart_command
 from oij.bench.results import capture
+from oij.options import option
 from oij.spec.profiles import get_profile
 from oij.testing._restarts import RestartFailure, plan_json, restart_search, row_text
 
@@ -107,14 +107,26 @@ def _failure(f: RestartFailure) -> dict[str, Any]:
     return d
 
 
-def measure(out: str, *, only: Sequence[str] = (), max_examples: int = 3, restarts: int = 1, seed: int = 0,
-            timeout: float = 300.0, quiet: float = 30.0, shrinking: bool = True,
-            progress: bool = True) -> dict[str, Any]:
-    """Judge every subject (or those whose label is in ``only``); write ``out`` (atomically) after each one,
-    so an interrupted run keeps what it measured."""
+@dataclass
+class RecoveryOptions:
+    """The options of ``oij bench recovery``, each with its flag, help and default (:mod:`oij.options`)."""
+
+    only: str = option("", help="comma-separated subject labels (default: all)")
+    max_examples: int = option(3, help="generated cases per subject (default 3)")
+    restarts: int = option(1, help="kills in a row per plan (default 1)")
+    seed: int = option(0)
+    timeout: float = option(300.0, help="seconds per incarnation (default 300)")
+    shrinking: bool = option(True, flags=("--no-shrink",), help="report a failing case unshrunk")
+    out: str = option("recovery.json", help="where the raw numbers go")
+
+
+def measure(opts: RecoveryOptions, *, quiet: float = 30.0, progress: bool = True) -> dict[str, Any]:
+    """Judge every subject (or those whose label is in ``opts.only``); write ``opts.out`` (atomically) after
+    each one, so an interrupted run keeps what it measured (:class:`ValueError` for an unknown label)."""
     from oij.io.atomic import write_text
 
     prov = capture()
+    only = [x for x in opts.only.split(",") if x]
     chosen = [s for s in SUBJECTS if not only or s.label in only]
     unknown = set(only) - {s.label for s in SUBJECTS}
     if unknown:
@@ -122,14 +134,14 @@ def measure(out: str, *, only: Sequence[str] = (), max_examples: int = 3, restar
                          + ", ".join(s.label for s in SUBJECTS))
     result: dict[str, Any] = {"experiment": "recovery", "provenance": prov, "runs": []}
     for s in chosen:
-        r = judge(s, max_examples=max_examples, restarts=restarts, seed=seed, timeout=timeout, quiet=quiet,
-                  shrinking=shrinking)
+        r = judge(s, max_examples=opts.max_examples, restarts=opts.restarts, seed=opts.seed, timeout=opts.timeout,
+                  quiet=quiet, shrinking=opts.shrinking)
         result["runs"].append(r)
-        write_text(out, json.dumps(result, indent=1) + "\n")
+        write_text(opts.out, json.dumps(result, indent=1) + "\n")
         if progress:
             print(f"{s.label:24s} {r['verdict']:14s} {r['cases']} cases, {r['plans']} plans, {r['wall_s']:.0f} s",
                   flush=True)
     return result
 
 
-__all__ = ["SUBJECTS", "Subject", "judge", "measure"]
+__all__ = ["SUBJECTS", "RecoveryOptions", "Subject", "judge", "measure"]

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from oij.bench.host import machine as bench_machine
+from oij.options import option
 
 RESULTS = Path("bench") / "results"
 MANIFEST = RESULTS / "manifest.toml"
@@ -474,6 +475,14 @@ def same_code(old: str, new: str) -> bool:
     except SyntaxError:
         return False
     return ast.dump(a) == ast.dump(b)
+
+
+@dataclass
+class ResultsOptions:
+    """The options of ``oij bench status`` and ``oij bench tables`` (:mod:`oij.options`): the checkout whose
+    results they read."""
+
+    repo: str = option(".", help="the checkout (default .)")
 
 
 def status(repo: str | Path = ".") -> StatusReport:
