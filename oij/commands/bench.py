@@ -8,11 +8,39 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 from oij.bench.memory import MemoryBenchOptions
 from oij.bench.oracle import OracleBenchOptions
 from oij.commands.common import UsageError, options
-from oij.options import add_options
+from oij.options import add_options, option
+
+
+@dataclass
+class ListOptions:
+    """``oij bench list`` takes no option (an empty dataclass: its parser is made, and compared, like the rest)."""
+
+
+@dataclass
+class PlotFlags:
+    """The arguments of ``oij bench plot`` (:mod:`oij.options`): those of :func:`oij.bench.experiment.plot_dir`."""
+
+    dir: str = option(positional=True, help="a directory of raw results (oij bench EXPERIMENT --out DIR)")
+    to: str | None = option(None, help="where the plots go (default: DIR)")
+
+
+@dataclass
+class ExperimentFlags:
+    """The options of ``oij bench EXPERIMENT`` (:mod:`oij.options`), what :func:`oij.bench.experiment.run_experiment`
+    takes (and ``--plot``, drawn by the command).  The flags of the papers' experiments and of ``oij bench spark``
+    alike; kept here, not in :mod:`oij.bench.experiment`, so that the code the fresh results measured stays as it
+    was."""
+
+    size: str = option("default", consts=(("--quick", "quick", "a few thousand tuples, 2 replicas (CI smoke)"),
+                                          ("--full", "full", "the sizes of the docs' figures")))
+    out: str = option(".", help="directory for NAME.json and NAME.csv (default .)")
+    plot: bool = option(False, help="also draw NAME.png and NAME.svg into --out")
+    no_progress: bool = option(False, help="no progress bar")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,22 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from oij.bench.experiment import experiments
 
     ls = bsub.add_parser("list", help="every experiment, with the figure it reproduces")
+    add_options(ls, ListOptions)
     ls.set_defaults(func=run_list)
     pl = bsub.add_parser("plot", help="redraw NAME.png and NAME.svg from every NAME.json in DIR")
-    pl.add_argument("dir", help="a directory of raw results (oij bench EXPERIMENT --out DIR)")
-    pl.add_argument("--to", default=None, help="where the plots go (default: DIR)")
+    add_options(pl, PlotFlags)
     pl.set_defaults(func=run_plot)
     for e in experiments().values():
         x = bsub.add_parser(e.name, help=f"{e.figure}: {e.title}")
-        size = x.add_mutually_exclusive_group()
-        size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                          help="a few thousand tuples, 2 replicas (CI smoke)")
-        size.add_argument("--full", dest="size", action="store_const", const="full",
-                          help="the sizes of the docs' figures")
-        x.add_argument("--out", default=".", help="directory for NAME.json and NAME.csv (default .)")
-        x.add_argument("--plot", action="store_true", help="also draw NAME.png and NAME.svg into --out")
-        x.add_argument("--no-progress", action="store_true", help="no progress bar")
-        x.set_defaults(func=run_named, experiment=e.name, size="default")
+        add_options(x, ExperimentFlags)
+        x.set_defaults(func=run_named, experiment=e.name)
 
 
 OWN_FLAGS = {"oracle": "the reference oracle: events/s and peak memory", "memory": "peak memory as the stream grows",
@@ -89,11 +110,12 @@ def run_plot(args: argparse.Namespace) -> int:
     from oij.bench.experiment import plot_dir
 
     _need_matplotlib()
-    if not os.path.isdir(args.dir):
-        raise UsageError(f"{args.dir}: not a directory")
-    written = plot_dir(args.dir, args.to)
+    opts = options(PlotFlags, args)
+    if not os.path.isdir(opts.dir):
+        raise UsageError(f"{opts.dir}: not a directory")
+    written = plot_dir(opts.dir, opts.to)
     if not written:
-        raise UsageError(f"{args.dir}: no experiment results (NAME.json) to plot")
+        raise UsageError(f"{opts.dir}: no experiment results (NAME.json) to plot")
     for w in written:
         print(w)
     return 0
@@ -103,15 +125,16 @@ def run_named(args: argparse.Namespace) -> int:
     from oij.bench.experiment import experiments, plot_dir, run_experiment
 
     e = experiments()[args.experiment]
-    if args.plot:
+    opts = options(ExperimentFlags, args)
+    if opts.plot:
         _need_matplotlib()
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out}: not a directory")
-    res = run_experiment(e, args.size, args.out, progress=not args.no_progress)
-    print(f"{e.name} ({e.figure}, {args.size}): {len(res['rows'])} runs in {res['seconds']} s -> "
-          f"{os.path.join(args.out, e.name)}.json/.csv")
-    if args.plot:
-        for w in plot_dir(args.out):
+    if os.path.exists(opts.out) and not os.path.isdir(opts.out):
+        raise UsageError(f"--out {opts.out}: not a directory")
+    res = run_experiment(e, opts.size, opts.out, progress=not opts.no_progress)
+    print(f"{e.name} ({e.figure}, {opts.size}): {len(res['rows'])} runs in {res['seconds']} s -> "
+          f"{os.path.join(opts.out, e.name)}.json/.csv")
+    if opts.plot:
+        for w in plot_dir(opts.out):
             if os.path.basename(w).startswith(e.name + "."):
                 print(w)
     return 0

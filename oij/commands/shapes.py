@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
 from oij.bench.shapes import ShapesOptions
 from oij.commands.common import options
-from oij.options import add_options
+from oij.options import add_options, option
+
+
+@dataclass
+class FloorFlags:
+    """The arguments of ``oij bench floor`` (:mod:`oij.options`), those of :func:`oij.bench.shapes.floor`; kept
+    here, not in :mod:`oij.bench.shapes`, so that the code the fresh ``shapes.json`` measured stays as it was."""
+
+    input: str = option(positional=True, help="an oij-jsonl or .parquet file")
+    result: str = option(positional=True, help="the result file whose bytes the floor writes (e.g. oij join's "
+                         "output)")
 
 
 def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,8 +30,7 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_options(p, ShapesOptions)
     p.set_defaults(func=run)
     f = bsub.add_parser("floor", help="the I/O floor of one input: pyarrow's reader plus writing RESULT's bytes")
-    f.add_argument("input", help="an oij-jsonl or .parquet file")
-    f.add_argument("result", help="the result file whose bytes the floor writes (e.g. oij join's output)")
+    add_options(f, FloorFlags)
     f.set_defaults(func=run_floor)
 
 
@@ -34,5 +44,6 @@ def run(args: argparse.Namespace) -> int:
 def run_floor(args: argparse.Namespace) -> int:
     from oij.bench.shapes import floor
 
-    print(json.dumps(floor(args.input, args.result)))
+    opts = options(FloorFlags, args)
+    print(json.dumps(floor(opts.input, opts.result)))
     return 0
