@@ -11,11 +11,11 @@ from __future__ import annotations
 import io
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oij.errors import UsageError
 from oij.io.atomic import atomic_binary, write_text
+from oij.options import option
 
 
 @dataclass
@@ -40,14 +40,28 @@ class ProveReport:
         return "\n".join(lines)
 
 
-def check_manifest(names: Sequence[str] = (), *, bounds: str = "quick", out: str = "prove-out",
-                   claims: bool = True) -> ProveReport:
-    """Check every model (or those of ``names``) within ``bounds`` (quick or full) and decide every z3 claim
-    (unless not ``claims``); write each counterexample as a trace and a sequence diagram into ``out``."""
+@dataclass
+class ProveOptions:
+    """The options of ``oij prove``, each with its flag, help and default (:mod:`oij.options`)."""
+
+    bounds: str = option("quick", consts=(("--quick", "quick", "the small bounds (the default; what CI runs)"),
+                                          ("--full", "full", "the larger bounds (minutes)")))
+    names: list[str] = option(factory=list, positional=True, nargs="*", metavar="NAME",
+                              help="only these models or claims (default: all)")
+    out: str = option("prove-out", help="directory for traces and diagrams (default ./prove-out)")
+    claims: bool = option(True, flags=("--no-claims",), help="skip the z3 claims")
+
+
+def check_manifest(opts: ProveOptions) -> ProveReport:
+    """Check every model (or those of ``opts.names``) within ``opts.bounds`` (quick or full) and decide every z3
+    claim (unless not ``opts.claims``); write each counterexample as a trace and a sequence diagram into
+    ``opts.out``."""
     from oij.proofs import model, smt
 
+    names, bounds, out = opts.names, opts.bounds, opts.out
+
     models = model.manifest()
-    todo = smt.manifest() if claims else []
+    todo = smt.manifest() if opts.claims else []
     known = {m["name"] for m in models} | {c["name"] for c in smt.manifest()}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -98,4 +112,4 @@ def _write_counterexample(out: str, name: str, d: object, cx: object) -> list[st
     return files
 
 
-__all__ = ["ProveReport", "check_manifest"]
+__all__ = ["ProveOptions", "ProveReport", "check_manifest"]

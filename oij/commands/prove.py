@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import argparse
 
+from oij.commands.common import options
+from oij.options import add_options
+from oij.proofs.run import ProveOptions
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -22,19 +26,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "every z3 claim, print the verdict table, write counterexample traces and sequence diagrams; exit 1 if "
         "a verdict differs from the manifest.",
     )
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="the small bounds (the default; what CI runs)")
-    g.add_argument("--full", action="store_true", help="the larger bounds (minutes)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these models or claims (default: all)")
-    p.add_argument("--out", default="prove-out", help="directory for traces and diagrams (default ./prove-out)")
-    p.add_argument("--no-claims", action="store_true", help="skip the z3 claims")
+    add_options(p, ProveOptions)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from oij.proofs.run import check_manifest
 
-    report = check_manifest(args.names, bounds="full" if args.full else "quick", out=args.out,
-                            claims=not args.no_claims)
+    report = check_manifest(options(ProveOptions, args))
     print(report.text())
     return 1 if report.bad else 0

@@ -70,8 +70,6 @@ def _split(s: str) -> tuple[str, ...]:
 
 def by_hand() -> dict[Path, ByHand]:
     """The commands compared with library signatures (imported here: a test may import what it likes)."""
-    from oij.proofs.run import check_manifest
-
     from oij.bench.schedule import run_schedule_bench
     from oij.flink.userjob import run_flink_user_job
     from oij.spark.userjob import run_spark_user_job
@@ -93,9 +91,6 @@ def by_hand() -> dict[Path, ByHand]:
         ("adapter",): ByHand(own={"name": "the adapter", "file": "the case (- is stdin)", "master": "Spark's",
                                   "features": "prints the adapter's features", "session": "a mode",
                                   "restart_protocol": "a mode", "option": "parsed by the command"}),
-        ("prove",): ByHand((check_manifest,), {"names": ("names", lambda v: tuple(v or ())),
-                                               "no_claims": ("claims", lambda v: not v)},
-                           {"quick": "the default bounds", "full": "bounds='full'"}),
         ("userjob",): ByHand((run_spark_user_job, run_flink_user_job),
                              {"checkpoint": ("checkpoint_dir", lambda v: v),
                               "no_late_side_outputs": ("late_side_outputs", lambda v: not v)},
@@ -238,6 +233,7 @@ def test_a_changed_dataclass_default_is_found() -> None:
     (("bench", "scale-window"), "oij.commands.bench:ExperimentFlags", "ExperimentFlags", "size", "quick"),
     (("bench", "spark"), "oij.commands.bench:ExperimentFlags", "ExperimentFlags", "out", "elsewhere"),
     (("bench", "plot"), "oij.commands.bench:PlotFlags", "PlotFlags", "to", "."),
+    (("prove",), "oij.proofs.run:ProveOptions", "ProveOptions", "bounds", "full"),
 ])
 def test_a_converted_command_is_compared(path: Path, module: str, name: str, dest: str, value: Any) -> None:
     """Negative control on the commands converted last (issue 66): their dataclass with one default altered is
