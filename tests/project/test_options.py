@@ -73,7 +73,6 @@ def by_hand() -> dict[Path, ByHand]:
     from oij.bench.schedule import run_schedule_bench
     from oij.flink.userjob import run_flink_user_job
     from oij.spark.userjob import run_spark_user_job
-    from oij.testing._verify import verify_vectors
     from oij.workloads.describe import describe_events
 
     printing = "how the result is printed"
@@ -84,10 +83,6 @@ def by_hand() -> dict[Path, ByHand]:
                                   "got": "an output compared by the command", "title": "the picture's title"}),
         ("bench", "schedule"): ByHand((run_schedule_bench,), {"engines": ("engines", _split)},
                                       {"out": "where the raw numbers go (a required parameter)"}),
-        ("vectors", "export"): ByHand(own={"dir": "the directory written"}),
-        ("vectors", "verify"): ByHand((verify_vectors,), {"dir": ("directory", lambda v: v)},
-                                      {"cmd": "the command under test", "features": "parsed by the command",
-                                       "timeout": "given to the runner the command builds"}),
         ("adapter",): ByHand(own={"name": "the adapter", "file": "the case (- is stdin)", "master": "Spark's",
                                   "features": "prints the adapter's features", "session": "a mode",
                                   "restart_protocol": "a mode", "option": "parsed by the command"}),
@@ -234,6 +229,7 @@ def test_a_changed_dataclass_default_is_found() -> None:
     (("bench", "spark"), "oij.commands.bench:ExperimentFlags", "ExperimentFlags", "out", "elsewhere"),
     (("bench", "plot"), "oij.commands.bench:PlotFlags", "PlotFlags", "to", "."),
     (("prove",), "oij.proofs.run:ProveOptions", "ProveOptions", "bounds", "full"),
+    (("vectors", "verify"), "oij.commands.vectors:VerifyFlags", "VerifyFlags", "timeout", 31.0),
 ])
 def test_a_converted_command_is_compared(path: Path, module: str, name: str, dest: str, value: Any) -> None:
     """Negative control on the commands converted last (issue 66): their dataclass with one default altered is
