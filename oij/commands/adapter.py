@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from typing import IO
 
 from oij.adapters import (
@@ -28,10 +29,35 @@ from oij.adapters import (
     revisions,
     session_cases,
 )
+from oij.commands.common import options
 from oij.errors import UsageError
 from oij.io.errors import InputError
 from oij.io.jsonlwrite import result_lines
 from oij.io.recovery import Restart, RestartRequest
+from oij.options import add_options, option
+
+
+@dataclass
+class AdapterFlags:
+    """The arguments of ``oij adapter`` (:mod:`oij.options`): the adapter, the case, Spark's master, and the
+    command's modes (``--features``, ``--session``, ``--restart-protocol`` with its ``-o`` options); kept here, not
+    in :mod:`oij.adapters`, whose code the fresh ``conform-time.json`` measures."""
+
+    name: str = option(positional=True, help="the adapter: " + ", ".join(ADAPTERS))
+    file: str = option("-", positional=True, nargs="?", help="the case (default: stdin)")
+    master: str | None = option(None, help="Spark master (default local[2])")
+    features: bool = option(
+        False, help="print the features this adapter implements (for oij conform --features) and exit")
+    session: bool = option(
+        False, help="serve many cases, one after another, in one process: after each case, its result lines and "
+        '{"type":"end"}; until EOF (also OIJ_SESSION=1 in the environment)')
+    restart_protocol: bool = option(
+        False, help="run one incarnation under the restart protocol (docs/recovery.rst: OIJ_STATE_DIR, "
+        "OIJ_CHECKPOINT): the engine restarted from its own checkpoint, its sink's committed rows and checkpoint "
+        "lines printed; what oij conform --restarts N --adapter NAME runs")
+    restart_options: list[str] = option(
+        factory=list, flags=("-o", "--option"), action="append", metavar="KEY=VALUE",
+        help="a restart option of the adapter (e.g. sink=append; docs/recovery.rst lists them)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,66 +68,54 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the command under test: oij conform --features=$(oij adapter spark-ss --features) -- oij adapter "
         "spark-ss. Adapters: " + ", ".join(ADAPTERS) + ".",
     )
-    p.add_argument("name", help="the adapter: " + ", ".join(ADAPTERS))
-    p.add_argument("file", nargs="?", default="-", help="the case (default: stdin)")
-    p.add_argument("--master", help="Spark master (default local[2])")
-    p.add_argument("--features", action="store_true",
-                   help="print the features this adapter implements (for oij conform --features) and exit")
-    p.add_argument("--session", action="store_true",
-                   help="serve many cases, one after another, in one process: after each case, its result lines "
-                   'and {"type":"end"}; until EOF (also OIJ_SESSION=1 in the environment)')
-    p.add_argument("--restart-protocol", action="store_true",
-                   help="run one incarnation under the restart protocol (docs/recovery.rst: OIJ_STATE_DIR, "
-                   "OIJ_CHECKPOINT): the engine restarted from its own checkpoint, its sink's committed rows and "
-                   "checkpoint lines printed; what oij conform --restarts N --adapter NAME runs")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a restart option of the adapter (e.g. sink=append; docs/recovery.rst lists them)")
+    add_options(p, AdapterFlags)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    adapter = get_adapter(args.name)
-    if args.features:
+    flags = options(AdapterFlags, args)
+    adapter = get_adapter(flags.name)
+    if flags.features:
         print(",".join(adapter.features))
         return 0
-    path = "<stdin>" if args.file == "-" else args.file
-    if args.restart_protocol:
-        return _run_restart(adapter, args)
-    if args.option:
+    path = "<stdin>" if flags.file == "-" else flags.file
+    if flags.restart_protocol:
+        return _run_restart(adapter, flags)
+    if flags.restart_options:
         raise UsageError("-o KEY=VALUE goes with --restart-protocol")
-    if args.session or os.environ.get("OIJ_SESSION") == "1":
-        return _run_session(adapter, args, path)
+    if flags.session or os.environ.get("OIJ_SESSION") == "1":
+        return _run_session(adapter, flags, path)
     try:
-        if args.file == "-":
+        if flags.file == "-":
             text = sys.stdin.read()
         else:
-            with open(args.file, encoding="utf-8") as fh:
+            with open(flags.file, encoding="utf-8") as fh:
                 text = fh.read()
     except OSError as e:
         raise InputError(path, 0, "file", e.strerror or str(e)) from None
     q, events = read_case(adapter, text, path)
-    res = adapter.start(args.master)(q, events)
+    res = adapter.start(flags.master)(q, events)
     sys.stdout.writelines(result_lines(res.canonical()))
     _report(adapter)
     return 0
 
 
-def _run_session(adapter: Adapter, args: argparse.Namespace, path: str) -> int:
+def _run_session(adapter: Adapter, flags: AdapterFlags, path: str) -> int:
     """Cases one after another from FILE or stdin, each answered with its result lines and the end line; the
     system started at the first case and stopped at EOF (or at the first case it cannot run: exit 2)."""
     with contextlib.ExitStack() as stack:
-        if args.file == "-":
+        if flags.file == "-":
             stream: IO[bytes] = sys.stdin.buffer
         else:
             try:
-                stream = stack.enter_context(open(args.file, "rb"))
+                stream = stack.enter_context(open(flags.file, "rb"))
             except OSError as e:
                 raise InputError(path, 0, "file", e.strerror or str(e)) from None
         runner: Runner | None = None
         for n, text in enumerate(session_cases(stream), 1):
             q, events = read_case(adapter, text, f"{path} case {n}")
             if runner is None:
-                runner = stack.enter_context(adapter.open_session(args.master))
+                runner = stack.enter_context(adapter.open_session(flags.master))
             res = runner(q, events)
             sys.stdout.writelines(result_lines(res.canonical()))
             sys.stdout.write(END_LINE)
@@ -110,14 +124,14 @@ def _run_session(adapter: Adapter, args: argparse.Namespace, path: str) -> int:
     return 0
 
 
-def _run_restart(adapter: Adapter, args: argparse.Namespace) -> int:
+def _run_restart(adapter: Adapter, flags: AdapterFlags) -> int:
     """One incarnation under the restart protocol, on stdin and stdout."""
-    if args.session or args.file != "-":
+    if flags.session or flags.file != "-":
         raise UsageError("--restart-protocol reads the case on stdin, one incarnation per process")
     if adapter.restart is None:
         restart_command(adapter)  # raises, naming the adapters that do
         return 2
-    req = RestartRequest(Restart.from_environ(), parse_options(args.option), args.master, sys.stdin.buffer,
+    req = RestartRequest(Restart.from_environ(), parse_options(flags.restart_options), flags.master, sys.stdin.buffer,
                          sys.stdout)
     return adapter.restart(req)
 

@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 import orjson
 
-from oij.commands.common import UsageError, add_query_flags, options
-from oij.options import add_options
+from oij.commands.common import UsageError, options
+from oij.options import add_options, option
 from oij.pipelines.files import QueryFlags, input_events, progress
 from oij.pipelines.generate import OUTPUT_REQUIRED, GenerateOptions
+
+
+@dataclass(kw_only=True)
+class DescribeFlags(QueryFlags):
+    """The arguments of ``oij describe`` (:mod:`oij.options`), the query flags last: ``oracle`` and ``limit`` are
+    :func:`oij.workloads.describe.describe_events`'s (kept here, not beside it: the fresh results measure
+    ``oij/workloads/``), the rest the command's (the input, the output format, a progress bar)."""
+
+    file: str = option(positional=True, help="input: oij-jsonl, .parquet, or - for stdin")
+    json: bool = option(False, help="print the statistics as JSON")
+    oracle: bool = option(True, flags=("--no-oracle",),
+                          help="skip the oracle (no late fraction, exact matches, state)")
+    limit: int | None = option(None, help="describe only the first LIMIT events")
+    no_progress: bool = option(False, help="no progress bar")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,12 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="One pass over an event file (oij-jsonl or Parquet), running the reference oracle for the "
         "exact late fraction, matches per base tuple and retained state.",
     )
-    d.add_argument("file", help="input: oij-jsonl, .parquet, or - for stdin")
-    d.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    d.add_argument("--no-oracle", action="store_true", help="skip the oracle (no late fraction, exact matches, state)")
-    d.add_argument("--limit", type=int, help="describe only the first LIMIT events")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_query_flags(d)
+    add_options(d, DescribeFlags)
     d.set_defaults(func=run_describe)
 
 
@@ -77,13 +87,14 @@ def run_generate(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     from oij.workloads.describe import describe_events, format_description
 
-    if args.limit is not None and args.limit < 0:
-        raise UsageError(f"--limit: must be >= 0, got {args.limit}")
-    with input_events(args.file, options(QueryFlags, args)) as (q, events):
-        evs = progress(events, enabled=not args.no_progress, desc="describe")
-        d = describe_events(q, evs, oracle=not args.no_oracle, limit=args.limit)
-    if args.json:
+    opts = options(DescribeFlags, args)
+    if opts.limit is not None and opts.limit < 0:
+        raise UsageError(f"--limit: must be >= 0, got {opts.limit}")
+    with input_events(opts.file, opts) as (q, events):
+        evs = progress(events, enabled=not opts.no_progress, desc="describe")
+        d = describe_events(q, evs, oracle=opts.oracle, limit=opts.limit)
+    if opts.json:
         print(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
     else:
-        sys.stdout.write(format_description(args.file, q, d))
+        sys.stdout.write(format_description(opts.file, q, d))
     return 0

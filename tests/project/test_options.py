@@ -4,9 +4,11 @@ A command declares its options as the fields of a dataclass (:mod:`oij.options`:
 help and choices; the parser is made from it).  This test walks EVERY subcommand of the parser of
 :mod:`oij.cli` and compares each parser action with the field or parameter it stands for: same ``dest``, same
 default, same choices; no flag without a field and no field without a flag.  A command built from a dataclass
-is compared with it; the few commands whose flags go straight to a library function (``BY_HAND``) are compared
-with the function's signature defaults, and the flags the command handles itself are named there with a reason.
-The negative controls change one default (of the parser, and of a dataclass in a copy) and see it reported.
+is compared with it; a command whose flags still go straight to a library function (:func:`by_hand`: only
+``oij bench schedule`` now) is compared with the function's signature defaults, and the flags the command handles
+itself are named there with a reason.  A dataclass kept in the command's module, not beside the library function
+it feeds (:func:`beside_commands`), is also compared with that function's defaults.  The negative controls change
+one default (of the parser, and of a dataclass in a copy) and see it reported.
 """
 
 from __future__ import annotations
@@ -71,27 +73,46 @@ def _split(s: str) -> tuple[str, ...]:
 def by_hand() -> dict[Path, ByHand]:
     """The commands compared with library signatures (imported here: a test may import what it likes)."""
     from oij.bench.schedule import run_schedule_bench
+
+    return {
+        ("bench", "schedule"): ByHand((run_schedule_bench,), {"engines": ("engines", _split)},
+                                      {"out": "where the raw numbers go (a required parameter)"}),
+    }
+
+
+def beside_commands() -> dict[Path, ByHand]:
+    """The commands whose options dataclass sits in the command's module (``oij/commands/``), not beside the
+    library function it feeds (whose module a fresh benchmark result measures, so it stays as measured): their
+    parsers are also compared with that function's signature defaults, as :func:`by_hand` does."""
+    from oij.bench.conformtime import measure as conform_time
+    from oij.bench.experiment import experiments, plot_dir, run_experiment
+    from oij.bench.shapes import floor
     from oij.flink.userjob import run_flink_user_job
+    from oij.pipelines.files import QueryFlags
     from oij.spark.userjob import run_spark_user_job
+    from oij.testing._verify import verify_vectors
     from oij.workloads.describe import describe_events
 
     printing = "how the result is printed"
     table: dict[Path, ByHand] = {
-        ("describe",): ByHand((describe_events,), {"no_oracle": ("oracle", lambda v: not v)},
-                              {"file": "the input", "json": printing, "no_progress": "a progress bar on a terminal"}),
-        ("explain",): ByHand(own={"file": "the input", "svg": "a picture written by the command",
-                                  "got": "an output compared by the command", "title": "the picture's title"}),
-        ("bench", "schedule"): ByHand((run_schedule_bench,), {"engines": ("engines", _split)},
-                                      {"out": "where the raw numbers go (a required parameter)"}),
-        ("adapter",): ByHand(own={"name": "the adapter", "file": "the case (- is stdin)", "master": "Spark's",
-                                  "features": "prints the adapter's features", "session": "a mode",
-                                  "restart_protocol": "a mode", "option": "parsed by the command"}),
-        ("userjob",): ByHand((run_spark_user_job, run_flink_user_job),
-                             {"checkpoint": ("checkpoint_dir", lambda v: v),
-                              "no_late_side_outputs": ("late_side_outputs", lambda v: not v)},
+        ("describe",): ByHand((describe_events,), own={"file": "the input", "json": printing,
+                                                       "no_progress": "a progress bar on a terminal"},
+                              classes=(QueryFlags,)),
+        ("bench", "floor"): ByHand((floor,), {"input": ("path", lambda v: v)}),
+        ("bench", "plot"): ByHand((plot_dir,), {"dir": ("src", lambda v: v), "to": ("dst", lambda v: v)}),
+        ("bench", "conform-time"): ByHand((conform_time,), {"adapters": ("adapters", _split)},
+                                          {"out": "where the raw numbers go (a required parameter)"}),
+        ("vectors", "verify"): ByHand((verify_vectors,), {"dir": ("directory", lambda v: v)},
+                                      {"cmd": "the command under test", "features": "parsed by the command",
+                                       "timeout": "given to the runner the command builds"}),
+        ("userjob",): ByHand((run_spark_user_job, run_flink_user_job), {"checkpoint": ("checkpoint_dir", lambda v: v)},
                              {"engine": "which function", "events": "the input", "output": "the output",
                               "json": printing}),
     }
+    for e in experiments().values():
+        table[("bench", e.name)] = ByHand((run_experiment,), {"no_progress": ("progress", lambda v: not v)},
+                                          {"size": "quick, default or full", "out": "the directory written",
+                                           "plot": "the command draws the plots"})
     return table
 
 
@@ -173,6 +194,18 @@ def test_every_subcommand_is_compared_with_its_options() -> None:
     assert set(table) <= walked, f"by_hand() names commands that do not exist: {set(table) - walked}"
 
 
+def test_the_flags_beside_commands_give_the_library_defaults() -> None:
+    """The dataclasses kept in ``oij/commands/`` (:func:`beside_commands`) agree with the defaults of the library
+    functions they feed; negative control: one default of such a parser changed is reported."""
+    table = beside_commands()
+    parsers = dict(leaves(build_parser()))
+    assert set(table) <= set(parsers), f"beside_commands() names missing commands: {set(table) - set(parsers)}"
+    assert {path: d for path in table if (d := differences(parsers[path], [], table[path]))} == {}
+    parser = command_parser("vectors", "verify")
+    next(a for a in parser._actions if a.dest == "show").default = 4
+    assert differences(parser, [], table[("vectors", "verify")]) == ["show: the function's show=3, the parser 4"]
+
+
 def test_the_commands_with_options_are_made_from_them() -> None:
     """``oij run``, ``check``, ``conform``, ``join``, ``generate`` are built from their dataclasses."""
     from oij.commands.conform import ConformFlags
@@ -201,7 +234,7 @@ def _altered(cls: type[Any], name: str, value: Any) -> type[Any]:
         cls.__name__, [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory,
                                                           metadata=f.metadata))
                        if f.name != name else (f.name, f.type, dataclasses.field(default=value, metadata=f.metadata))
-                       for f in dataclasses.fields(cls)])
+                       for f in dataclasses.fields(cls)], kw_only=True)
 
 
 def test_a_changed_dataclass_default_is_found() -> None:
@@ -230,6 +263,12 @@ def test_a_changed_dataclass_default_is_found() -> None:
     (("bench", "plot"), "oij.commands.bench:PlotFlags", "PlotFlags", "to", "."),
     (("prove",), "oij.proofs.run:ProveOptions", "ProveOptions", "bounds", "full"),
     (("vectors", "verify"), "oij.commands.vectors:VerifyFlags", "VerifyFlags", "timeout", 31.0),
+    (("bench", "status"), "oij.bench.results:ResultsOptions", "ResultsOptions", "repo", ".."),
+    (("bench", "conform-time"), "oij.commands.results:ConformTimeFlags", "ConformTimeFlags", "adapters", "x"),
+    (("describe",), "oij.commands.generate:DescribeFlags", "DescribeFlags", "limit", 10),
+    (("explain",), "oij.commands.explain:ExplainFlags", "ExplainFlags", "lower", 0),
+    (("adapter",), "oij.commands.adapter:AdapterFlags", "AdapterFlags", "file", "case.jsonl"),
+    (("userjob",), "oij.commands.userjob:UserJobFlags", "UserJobFlags", "files", 21),
 ])
 def test_a_converted_command_is_compared(path: Path, module: str, name: str, dest: str, value: Any) -> None:
     """Negative control on the commands converted last (issue 66): their dataclass with one default altered is
@@ -238,7 +277,7 @@ def test_a_converted_command_is_compared(path: Path, module: str, name: str, des
 
     mod, _, attr = module.partition(":")
     cls = getattr(importlib.import_module(mod), attr)
-    parser = command_parser(*path)
+    parser = dict(leaves(build_parser()))[path]
     assert cls in classes_of(parser)
     was = next(a.default for a in parser._actions if a.dest == dest)
     # a set: a field with several flags (--quick, --full) is reported once per flag
