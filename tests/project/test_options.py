@@ -329,3 +329,23 @@ def test_conform_flags_give_the_kits_defaults() -> None:
     from oij.testing import ConformOptions
 
     assert ConformFlags().conform_options() == ConformOptions()
+
+
+def test_a_required_field_and_exclusive_values() -> None:
+    """A field without a default is a required argument (no ``MISSING`` handed to argparse); ``consts`` flags set
+    one field, one of them at a time.  Negative control: the same flags given together are refused."""
+    from oij.options import add_options, from_args, option
+
+    @dataclass
+    class Flags:
+        out: str = option(flags=("-o",))
+        size: str = option("default", consts=(("--quick", "quick", None), ("--full", "full", None)))
+
+    parser = add_options(argparse.ArgumentParser(exit_on_error=False), Flags)
+    assert from_args(Flags, parser.parse_args(["-o", "x"])) == Flags("x", "default")
+    assert from_args(Flags, parser.parse_args(["-o", "x", "--full"])) == Flags("x", "full")
+    assert differences(parser, [Flags]) == []
+    with pytest.raises(argparse.ArgumentError, match="not allowed with"):
+        parser.parse_args(["-o", "x", "--quick", "--full"])
+    with pytest.raises(SystemExit):  # required: argparse exits even with exit_on_error=False
+        parser.parse_args([])
