@@ -374,14 +374,42 @@ def _copy_vectors(src: Path, dst: Path, rows: list[dict[str, Any]]) -> None:
     (dst / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+AS_A_PROCESS_EVERY = 8
+"""test_conform_passes_the_command: one case in this many runs ``oij join -`` as a process, the others its
+:func:`oij.cli.main` in this process."""
+
+
 @pytest.mark.timeout(120)
 def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``oij conform -- oij join -``, the block path forced, conforms on the per-case default (the small-scope
+    covering array) and 30 generated cases.  Every eighth case runs the command as a process (its reading of
+    stdin, its output and exit code); the others run the same parser, block path and writer through
+    :func:`oij.cli.main` in this process, on the case's text (:func:`tests.testing.test_conform.join_in_process`),
+    without an interpreter and numpy started per case (about 0.2 CPU-seconds each)."""
+    import threading
+
+    from oij.testing import _runner
+    from tests.testing.test_conform import join_in_process
+
     monkeypatch.setenv("OIJ_JOIN_PATH", "block")  # the cases are small: auto would take the event path
-    rc = main(["conform", "--no-vectors", "--max-examples", "30", "-j", "2", "--replay-out",
-               str(tmp_path / "fail.jsonl"), "--", *OIJ, "join", "-"])
+    real, here, lock = _runner.run_command, join_in_process(), threading.Lock()
+    runs: list[bool] = []  # per case, whether it ran as a process
+
+    def some_as_processes(argv: Sequence[str], stdin: str, timeout: float) -> _runner.Outcome:
+        assert list(argv) == [*OIJ, "join", "-"], argv
+        with lock:
+            runs.append(len(runs) % AS_A_PROCESS_EVERY == 0)
+            if not runs[-1]:
+                return here(stdin)
+        return real(argv, stdin, timeout)
+
+    monkeypatch.setattr(_runner, "run_command", some_as_processes)
+    rc = main(["conform", "--no-vectors", "--max-examples", "30", "--replay-out", str(tmp_path / "fail.jsonl"),
+               "--", *OIJ, "join", "-"])
     out = capsys.readouterr().out
-    assert rc == 0 and "conforms" in out, out
+    assert rc == 0 and "conforms" in out and "[covering array]" in out, out
+    assert len(runs) >= 150 and sum(runs) >= 18, (len(runs), sum(runs))
 
 
 WORKLOADS = [

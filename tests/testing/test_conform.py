@@ -256,7 +256,7 @@ def test_fingerprint_needs_every_observation() -> None:
     assert fingerprint([(case, got), (case, None)], FEATURES).profiles == []
 
 
-def _join_in_process(*args: str) -> Callable[[str], Outcome]:
+def join_in_process(*args: str) -> Callable[[str], Outcome]:
     """``oij join - ARGS`` run by :func:`oij.cli.main` in this process, the case's text as its stdin: what
     ``oij vectors verify DIR -- oij join - ARGS`` runs as one process per case, without the 372 interpreter
     start-ups (the same parser, reader, oracle and writer; a non-zero exit or an exception is a crash, output
@@ -295,7 +295,7 @@ def _vector_dir(src: Path, dst: Path, rows: list[str]) -> None:
 
 def test_vectors_are_deterministic_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every vector passes ``oij join`` under every profile, judged by ``oij vectors verify``'s own code
-    (:func:`oij.testing._verify.verify_vectors`) with the join run in this process (:func:`_join_in_process`); the
+    (:func:`oij.testing._verify.verify_vectors`) with the join run in this process (:func:`join_in_process`); the
     command itself, a process per case, on a sample of the vectors (the first of every feature and every
     eighth) and on three profiles.  Negative controls: the toy with an upper-bound bug fails the upper-edge
     vectors, and the in-process join under the wrong profile fails the canonical vectors."""
@@ -310,12 +310,12 @@ def test_vectors_are_deterministic_and_verify(tmp_path: Path, capsys: pytest.Cap
     for p in PROFILES:
         n = sum(json.loads(line)["profile"] == p for line in manifest)
         args = () if p == "canonical" else ("--profile", p)  # the default, and the flag
-        rep = verify_vectors(str(a), _join_in_process(*args), profile=p)
+        rep = verify_vectors(str(a), join_in_process(*args), profile=p)
         out = rep.text
         assert rep.failed == 0, (p, out)
         assert re.search(rf"^{n} passed, 0 failed$", out, re.M) and n >= (300 if p == "canonical" else 1), (p, out)
     # the negative control of the in-process judging: late-le's outputs are not the canonical ones
-    rep = verify_vectors(str(a), _join_in_process("--profile", "late-le"))
+    rep = verify_vectors(str(a), join_in_process("--profile", "late-le"))
     assert rep.failed > 0 and re.search(r"^\d+ passed, [1-9]\d* failed$", rep.text, re.M)
     # the command, a process per case: the first vector of every feature and every eighth, and three profiles
     canonical = [line for line in manifest if json.loads(line)["profile"] == "canonical"]
