@@ -1,4 +1,4 @@
-"""Flags shared by the commands, and the option objects the library functions take."""
+"""The option objects the library functions take, filled from parsed flags."""
 
 from __future__ import annotations
 
@@ -6,17 +6,9 @@ import argparse
 from typing import Any, TypeVar
 
 from oij.errors import UsageError
-from oij.options import add_options, from_args
+from oij.options import from_args
 
 T = TypeVar("T")
-
-
-def add_query_flags(p: argparse.ArgumentParser) -> None:
-    """Flags that give (or override) the query of a Parquet input: the fields of
-    :class:`oij.pipelines.files.QueryFlags`."""
-    from oij.pipelines.files import QueryFlags
-
-    add_options(p, QueryFlags)
 
 
 def options(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
@@ -25,4 +17,4 @@ def options(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
     return from_args(cls, args, **given)
 
 
-__all__ = ["UsageError", "add_query_flags", "options"]
+__all__ = ["UsageError", "options"]
