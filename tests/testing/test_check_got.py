@@ -289,7 +289,8 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
     """Past --seq-limit (nothing in memory) ``--profile`` is the Spark oracle's (oij.spark.profiles): the
     profile's own result agrees; negative controls: that output with one pair added and one aggregate-free row
     lost disagrees in exactly those rows (judged in the same run: the Spark oracle computes the profile's result
-    once for both outputs), and the canonical check of the right output disagrees."""
+    once for both outputs), and the canonical check of the right output disagrees, with nothing attributed there
+    by default (``--attribute auto``: no profile simulated past the limits)."""
     from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
@@ -310,6 +311,7 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
     assert f"the {profile} profile (oij.spec.profiles), computed by the Spark oracle" in capsys.readouterr().out
     rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--seq-limit", "0")
     assert rc == 1 and report["engines"][1]["missing"] + report["engines"][1]["extra"] > 0
+    assert report["attribution"] == [], report["attribution"]
 
 
 @pytest.mark.spark
@@ -317,8 +319,9 @@ def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile:
 def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Past --sim-limit, ``--attribute P,P`` computes each profile's result in Spark: spark-ss explains every
-    difference of its own result, late-le only some; by default (auto) nothing is attributed there, and a name
-    that is no profile is a usage error."""
+    difference of its own result, late-le only some; a name that is no profile is a usage error.  (By default,
+    auto, nothing is attributed there: :func:`test_a_profile_is_computed_by_spark_past_the_limits`, whose
+    canonical check is that run.)"""
     from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
@@ -331,8 +334,6 @@ def test_attribution_past_the_limits_runs_the_named_profiles_in_spark(tmp_path: 
     (late_le,) = a["partly"]
     assert late_le["profile"] == "late-le" and late_le["explains"] < a["differences"], a
     assert "are explained by spark-ss" in capsys.readouterr().out
-    rc, report = _check(tmp_path, w, "--got", f"s={got}", "--seq-limit", "0")
-    assert rc == 1 and report["attribution"] == []
     assert main(["check", str(w), "--got", f"s={got}", "--attribute", "spark-sss", "--out", str(tmp_path / "x")]) == 2
 
 
