@@ -340,9 +340,15 @@ def _run(args: list[str], env: dict[str, str] | None = None, stdin: bytes | None
 
 
 @pytest.mark.timeout(120)
-def test_vectors_verify_a_subset(tmp_path: Path) -> None:
+def test_vectors_verify_a_subset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``oij join -`` (stdin, the block path forced: cond vectors take the event path) passes a sample of every
-    feature's vectors; the same sample fails the toy with an upper-bound bug (the verification can fail)."""
+    feature's vectors, judged by ``oij vectors verify``'s own code with the join run in this process
+    (:func:`tests.testing.test_conform.join_in_process`), and the first of them of every feature through the
+    command itself, a process per vector; the upper-edge vectors fail the toy with an upper-bound bug (the
+    verification can fail)."""
+    from oij.testing._verify import verify_vectors
+    from tests.testing.test_conform import join_in_process
+
     a, sub = tmp_path / "all", tmp_path / "sub"
     assert main(["vectors", "export", str(a)]) == 0
     rows = [json.loads(x) for x in (a / "manifest.jsonl").read_text().splitlines()]
@@ -354,10 +360,16 @@ def test_vectors_verify_a_subset(tmp_path: Path) -> None:
     pick = [r for rs in by_feature.values() for r in rs[:: max(1, len(rs) // 3)] if r not in upper] + upper
     assert len(by_feature) >= 8 and 30 <= len(pick) <= 80 and len(upper) == 4
     _copy_vectors(a, sub, pick)
-    r = subprocess.run([*OIJ, "vectors", "verify", str(sub), "-j", "2", "--", *OIJ, "join", "-"],
-                       capture_output=True, text=True, timeout=110, env={**os.environ, "OIJ_JOIN_PATH": "block"})
+    monkeypatch.setenv("OIJ_JOIN_PATH", "block")
+    rep = verify_vectors(str(sub), join_in_process())
+    assert rep.failed == 0 and f"{len(pick)} passed, 0 failed" in rep.text, rep.text
+    firsts = list({r["feature"]: r for r in reversed(pick)}.values())  # the first picked vector of each feature
+    assert len(firsts) == len(by_feature)
+    _copy_vectors(a, tmp_path / "firsts", firsts)
+    r = subprocess.run([*OIJ, "vectors", "verify", str(tmp_path / "firsts"), "-j", "2", "--", *OIJ, "join", "-"],
+                       capture_output=True, text=True, timeout=110)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{len(pick)} passed, 0 failed" in r.stdout
+    assert f"{len(firsts)} passed, 0 failed" in r.stdout
     _copy_vectors(a, tmp_path / "upper", upper)
     toy = [sys.executable, str(Path(__file__).parent.parent / "impls" / "toy_oij.py"), "upper-off-by-one"]
     r = subprocess.run([*OIJ, "vectors", "verify", str(tmp_path / "upper"), "--", *toy], capture_output=True,
