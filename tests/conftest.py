@@ -65,7 +65,8 @@ def _group(item: pytest.Item) -> str | None:
 
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick"}
 
-SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py")
+SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py",
+                "tests/spark/test_spark_schedule.py")
 """The Spark tests of the second session group, ``spark-session-2``: the session tests on one worker took about
 as long as the rest of the suite on the other two (the fingerprint and scale tests alone about half of them), so
 they get a second JVM on another worker (about 12 CPU-seconds to start) and the two halves run side by side."""

@@ -9,6 +9,8 @@ Data flow::
                 --judge up to schedule (the profile's default family)--> verdict, inferred schedules
                 --four planted differences--> each verdict and witness kind
     w1m.jsonl (10^6 tuples) --oij join--> j.jsonl --oij check --got --no-spark, and --schedule any--> seconds each
+    with --spark-tuples N: ws.parquet (N tuples) --oij join--> js.jsonl --oij check --schedule any --seq-limit 0
+        --master M (the judge on Spark, oij.spark.schedule) --> wall and CPU seconds, peak RSS, the verdict
 
 Every run is a fresh process or a call in this one, one after the other; nothing runs concurrently.  Files:
 a temporary directory (removed at the end, also on failure) and the result file (written atomically).
@@ -127,9 +129,54 @@ def _timed(cmd: list[str]) -> tuple[float, float, int]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), p.returncode
 
 
+def timed_rss(cmd: list[str]) -> tuple[float, float, int, int]:
+    """Wall and CPU seconds, the exit code and the peak RSS in bytes of ``cmd`` (``wait4``'s: the process itself
+    and the children it waited for; Spark's JVM, which pyspark does not wait for, is not in it)."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.stderr is not None:
+        p.stderr.close()
+    return wall, ru.ru_utime + ru.ru_stime, p.returncode, ru.ru_maxrss * 1024
+
+
+def spark_judge_cost(d: str, tuples: int, seed: int = 1, master: str = "local[2]") -> dict[str, Any]:
+    """The judge up to schedule on Spark at ``tuples`` tuples (module docstring), as a whole ``oij check``
+    process in ``d``: its wall and CPU seconds (the process and the children it waited for), peak RSS, exit code
+    and verdict (admissible, stats)."""
+    from oij.workloads import WorkloadParams, with_overrides, write_workload
+
+    w = os.path.join(d, "ws.parquet")
+    write_workload(w, with_overrides(WorkloadParams(), ISSUE_PARAMS), tuples, seed, fmt="parquet")
+    j = os.path.join(d, "js.jsonl")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "oij.cli", "join", w, "-o", j, "--no-progress"], check=True,
+                   capture_output=True)
+    join_s = time.perf_counter() - t
+    out = os.path.join(d, "cspark")
+    cmd = [sys.executable, "-m", "oij.cli", "check", w, "--got", f"me={j}", "--schedule", "any", "--seq-limit", "0",
+           "--master", master, "--no-progress", "--out", out]
+    wall, cpu, rc, rss = timed_rss(cmd)
+    judged: dict[str, Any] = {}
+    rep = os.path.join(out, "report.json")
+    if os.path.exists(rep):
+        with open(rep, encoding="utf-8") as fh:
+            rows = [r for r in json.load(fh)["engines"] if r["engine"] == "me"]
+        judged = rows[0]["metrics"]["judged"] if rows else {}
+    return {"tuples": tuples, "master": master, "command": " ".join(["oij", *cmd[3:]]), "join_s": round(join_s, 3),
+            "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_bytes": rss, "exit": rc,
+            "ran_on": judged.get("ran_on"), "admissible": judged.get("admissible"),
+            "undetermined": judged.get("undetermined"), "judge_s": judged.get("seconds"),
+            "stats": judged.get("stats")}
+
+
 def run_schedule_bench(out: str, events: int = 30_000, big: int = 1_000_000, repeat: int = 3, seed: int = 1,
-                       engines: tuple[str, ...] = ("spark", "flink-p1", "flink-p2")) -> dict[str, Any]:
-    """Run the experiment (module docstring) and write its raw numbers to ``out``; returns them."""
+                       engines: tuple[str, ...] = ("spark", "flink-p1", "flink-p2"), spark_tuples: int = 0,
+                       spark_master: str = "local[2]") -> dict[str, Any]:
+    """Run the experiment (module docstring) and write its raw numbers to ``out``; returns them.
+    ``spark_tuples``: also judge that many tuples on Spark (:func:`spark_judge_cost`; 0 leaves it out)."""
     from oij.bench.results import capture
     from oij.io.atomic import write_text
     from oij.io.userjob import read_workload
@@ -187,10 +234,11 @@ def run_schedule_bench(out: str, events: int = 30_000, big: int = 1_000_000, rep
                     "median_cpu_s": round(statistics.median(x[1] for x in ts), 3)} for m, ts in times.items()}}
             cost["ratio_wall"] = round(cost["schedule"]["median_wall_s"] / cost["fixed"]["median_wall_s"], 3)
             cost["ratio_cpu"] = round(cost["schedule"]["median_cpu_s"] / cost["fixed"]["median_cpu_s"], 3)
+        spark_cost = spark_judge_cost(d, spark_tuples, seed, spark_master) if spark_tuples else {}
         result = {"provenance": capture(), "workload": {"tuples": events, "seed": seed, "params": ISSUE_PARAMS,
                                                        "canonical_pairs": len(canonical.pairs),
                                                        "canonical_late": len(canonical.late)},
-                  "runs": runs, "rows": rows, "cost": cost}
+                  "runs": runs, "rows": rows, "cost": cost, **({"spark_cost": spark_cost} if spark_cost else {})}
         write_text(out, json.dumps(result, indent=2, default=str) + "\n")
         return result
     finally:
@@ -220,7 +268,21 @@ def format_table(res: dict[str, Any]) -> str:
                      f"{c['fixed']['median_wall_s']} s wall / {c['fixed']['median_cpu_s']} s CPU, up to schedule "
                      f"{c['schedule']['median_wall_s']} s / {c['schedule']['median_cpu_s']} s: ratio "
                      f"{c['ratio_wall']} wall, {c['ratio_cpu']} CPU")
+    sc = res.get("spark_cost")
+    if sc:
+        lines.append(f"\nthe judge on Spark ({sc['master']}) at {sc['tuples']:,} tuples: {sc['wall_s']} s wall, "
+                     f"{sc['cpu_s']} s CPU of the check process, peak RSS {sc['peak_rss_bytes'] / 2**20:.0f} MiB; "
+                     f"{'admissible' if sc['admissible'] else 'undetermined' if sc['undetermined'] else 'rejected'}"
+                     f" (exit {sc['exit']})")
     return "\n".join(lines)
 
 
-__all__ = ["ISSUE_PARAMS", "PLANTS", "format_table", "plant", "run_schedule_bench"]
+__all__ = [
+    "ISSUE_PARAMS",
+    "PLANTS",
+    "format_table",
+    "plant",
+    "run_schedule_bench",
+    "spark_judge_cost",
+    "timed_rss",
+]

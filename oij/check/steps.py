@@ -517,7 +517,8 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
                    prog: Progress) -> CheckReport:
     """``oij check FILE --got NAME=PATH --schedule any`` (or ``spark-checkpoint DIR``): each output judged up to
     schedule (:mod:`oij.testing._schedule`) on this machine: the events read once as columns, the output's rows
-    validated as ``--got`` reads them, the judge, a replay case per witness, the report."""
+    validated as ``--got`` reads them, the judge, a replay case per witness, the report.  ``--schedule any`` runs
+    on Spark instead where the check would (:func:`_schedule_on_spark`, :func:`_check_schedule_spark`)."""
     from oij.spark.compare import engine_dir
     from oij.testing._got import build_case, read_got
     from oij.testing._schedule import (
@@ -538,6 +539,8 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
         raise UsageError("--schedule judges --got outputs: give at least one --got NAME=PATH")
     if args.file is None:
         raise UsageError("--schedule needs the events FILE the outputs were computed from")
+    if mode == "any" and _schedule_on_spark(args):
+        return _check_schedule_spark(args, gots, got_columns, prog)
     results_dir = _prepare_out(args)
     prog.say(f"reading {args.file} ...")
     q, cols, fw = tuple_columns_from_file(args.file)
@@ -564,28 +567,142 @@ def check_schedule(args: CheckOptions, gots: list[tuple[str, str]], got_columns:
             ws = spark_checkpoint_schedule(args.schedule[1], files)
             v = judge_fixed(name, cols, q, got, ws, args.profile if args.profile != "canonical" else "spark-ss",
                             args.first)
+        v.extra["ran_on"] = "one machine"
         verdicts.append(v)
-        j = v.judgement
-        r = Row(name, agrees=j.admissible, wall_s=time.perf_counter() - t,
-                metrics={"rows": n_rows, "path": path, "judged": v.json()})
-        r.missing = sum(1 for w in j.witnesses if w.kind == "missing")
-        r.extra = sum(1 for w in j.witnesses if w.kind in ("row", "duplicate"))
-        r.wrong = sum(1 for w in j.witnesses if w.kind not in ("missing", "row", "duplicate"))
-        r.differences = [{"kind": w.row.get("kind", "pair"), "issue": w.kind, "n": 1, "base": w.row.get("base"),
-                          "probe": w.row.get("probe"), "id": w.row.get("id"), "text": w.text} for w in j.witnesses]
+        rows.append(_verdict_row(v, n_rows, path, time.perf_counter() - t))
         cases[name] = [build_case(q, picks) for picks in replay_picks(v, cols)]
-        rows.append(r)
-        prog.say(f"{name}: {'admissible' if j.admissible else 'rejected'} ({v.seconds:.1f}s)")
+        prog.say(f"{name}: {_verdict_word(v)} ({v.seconds:.1f}s)")
+    return _schedule_report(args, q, len(cols), len(cols), results_dir, rows, gots, verdicts, cases)
+
+
+def _verdict_word(v: Any) -> str:
+    j = v.judgement
+    return "admissible" if j.admissible else "undetermined" if j.undetermined else "rejected"
+
+
+def _verdict_row(v: Any, n_rows: int, path: str, wall_s: float) -> Row:
+    """The report's row of one output judged up to schedule."""
+    j = v.judgement
+    r = Row(v.name, agrees=j.admissible, wall_s=wall_s, metrics={"rows": n_rows, "path": path, "judged": v.json()})
+    r.missing = sum(1 for w in j.witnesses if w.kind == "missing")
+    r.extra = sum(1 for w in j.witnesses if w.kind in ("row", "duplicate"))
+    r.wrong = sum(1 for w in j.witnesses if w.kind not in ("missing", "row", "duplicate"))
+    r.differences = [{"kind": w.row.get("kind", "pair"), "issue": w.kind, "n": 1, "base": w.row.get("base"),
+                      "probe": w.row.get("probe"), "id": w.row.get("id"), "text": w.text} for w in j.witnesses]
+    return r
+
+
+def _schedule_report(args: CheckOptions, q: Query, n_events: int, n_tuples: int | None, results_dir: str,
+                     rows: list[Row], gots: list[tuple[str, str]], verdicts: list[Any],
+                     cases: dict[str, list[Any]]) -> CheckReport:
     replays = _replays(rows, dict(gots), args.out,
                        lambda engine, ds: [(*cs, None) for cs in cases[engine][:len(ds)]])
     report = CheckReport(
-        workload={"source": args.file, "events": len(cols), "tuples": len(cols), "query": _query_dict(q)},
+        workload={"source": args.file, "events": n_events, "tuples": n_tuples, "query": _query_dict(q)},
         reference="schedule", results=os.path.abspath(results_dir), out=args.out, rows=rows, replays=replays,
         profile="canonical", checked_engines=True, schedule=verdicts)
     data = report.json()
     write_text(os.path.join(args.out, "report.json"), json.dumps(data, indent=2, default=str) + "\n")
     write_text(os.path.join(args.out, "report.md"), markdown(data, rows))
     return report
+
+
+DEFAULT_MASTER = "local[*]"
+"""``--master``'s default: a check given another master runs the schedule judge on Spark whatever its size."""
+
+
+def _count_events(path: str) -> int:
+    """The events of an input file, for routing: a Parquet file's or dataset's rows, an oij-jsonl file's lines
+    after its query line (counted in blocks of bytes, nothing parsed)."""
+    from oij.io.parquet import parquet_rows
+
+    if path.endswith(".parquet") or os.path.isdir(path):
+        return parquet_rows(path)
+    n = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 24), b""):
+            n += chunk.count(b"\n")
+    return max(n - 1, 0)
+
+
+def _schedule_on_spark(args: CheckOptions) -> bool:
+    """``--schedule any`` runs on Spark when the check would: Spark not refused (``--no-spark``) and the input
+    above ``--seq-limit`` events, or a ``--master`` other than the default given."""
+    if not args.spark or args.file is None or not os.path.exists(args.file):
+        return False
+    return args.master != DEFAULT_MASTER or _count_events(args.file) > args.seq_limit
+
+
+def _check_schedule_spark(args: CheckOptions, gots: list[tuple[str, str]], got_columns: dict[str, dict[str, str]],
+                          prog: Progress) -> CheckReport:
+    """``--schedule any`` on Spark (:func:`oij.spark.schedule.judge_spark`): the events as Parquet (an oij-jsonl
+    input written to ``OUT/input.parquet`` first), each output read by Spark into ``OUT/results`` (row by row
+    when Spark cannot vouch for a row), judged with no per-tuple array in this process; a replay case per
+    witness from the few tuples the judge collected."""
+    import pyarrow.parquet as pq
+
+    from oij.spark.compare import engine_dir
+    from oij.spark.frames import KEYS_META, materialize, read_parquet_events, validate_events
+    from oij.spark.got import read_got_spark
+    from oij.spark.schedule import judge_spark
+    from oij.spark.session import check_java
+    from oij.spec.profiles import get_profile
+    from oij.testing._got import build_case, read_got
+    from oij.testing._schedule import ScheduleVerdict, make_family
+
+    assert args.file is not None
+    check_java()
+    profile = get_profile(args.profile)
+    fam = make_family(profile, args.family, args.parallelism, args.max_lag)
+    results_dir = _prepare_out(args)
+    parquet_in = args.file.endswith(".parquet") or os.path.isdir(args.file)
+    with input_events(args.file, args, int64_ids=True) as (q, it):
+        if parquet_in:
+            from oij.spark.frames import check_schema
+
+            check_schema(args.file)
+            spark_input = os.path.abspath(args.file)
+            n_events = _count_events(args.file)
+        else:
+            spark_input = os.path.join(args.out, "input.parquet")
+            prog.say(f"reading {args.file} into {spark_input} ...")
+            _, n_events = materialize(q, progress(it, enabled=not args.no_progress, desc="read"), spark_input, 0)
+    tagged = os.path.isfile(spark_input) and (pq.read_schema(spark_input).metadata or {}).get(KEYS_META) == b"tagged"
+    log = _start_spark(args, prog)
+    spark = log.spark
+    _, frame = read_parquet_events(spark, spark_input, q)
+    if parquet_in:
+        with log.step("validating events"):
+            validate_events(frame, q, args.file)
+    rows: list[Row] = []
+    verdicts = []
+    cases: dict[str, list[Any]] = {}
+    n_tuples: int | None = None
+    for name, path in gots:
+        prog.say(f"reading {name}: {path} ...")
+        t = time.perf_counter()
+        with log.step(f"loading --got {name}"):
+            n_rows = read_got_spark(spark, path, got_columns[name], results_dir, name, keep=True)
+            if n_rows is None:
+                prog.say(f"{name}: a row Spark cannot vouch for; reading {path} row by row")
+                n_rows = read_got(path, got_columns[name], engine_dir(results_dir, name))
+        prog.say(f"judging {name} up to schedule on Spark ...")
+        t_judge = time.perf_counter()
+        with log.step(f"judging {name} up to schedule"):
+            try:
+                sj = judge_spark(spark, frame, q, profile, fam, spark.read.parquet(engine_dir(results_dir, name)),
+                                 args.first, tagged=tagged)
+            except ValueError as e:
+                raise UsageError(f"--schedule: {e}") from None
+        n_tuples = sj.n_tuples
+        v = ScheduleVerdict(name, profile.name, fam, sj.judgement, time.perf_counter() - t_judge,
+                            {"ran_on": "spark", "master": args.master})
+        sj.release()
+        verdicts.append(v)
+        rows.append(_verdict_row(v, n_rows, path, time.perf_counter() - t))
+        cases[name] = [build_case(q, picks) for picks in sj.picks]
+        prog.say(f"{name}: {_verdict_word(v)} ({v.seconds:.1f}s)")
+    return _schedule_report(args, q, n_events, n_tuples, results_dir, rows, gots, verdicts, cases)
 
 
 def _input_files_of_tuples(ckpt: str, cols: Any) -> list[str]:

@@ -16,6 +16,10 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="tuples of the cost comparison (default 10^6; 0 leaves it out)")
     p.add_argument("--repeat", type=int, default=3, help="interleaved repetitions of the cost comparison")
     p.add_argument("--engines", default="spark,flink-p1,flink-p2", help="comma-separated: spark, flink-p1, flink-p2")
+    p.add_argument("--spark-tuples", type=int, default=0,
+                   help="also judge this many tuples up to schedule on Spark, as one oij check process (default 0: "
+                   "left out; e.g. 10000000)")
+    p.add_argument("--spark-master", default="local[2]", help="the Spark master of --spark-tuples (default local[2])")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="schedule.json", help="where the raw numbers go (default ./schedule.json)")
     p.set_defaults(func=run)
@@ -25,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from oij.bench.schedule import format_table, run_schedule_bench
 
     res = run_schedule_bench(args.out, args.events, args.big, args.repeat, args.seed,
-                             tuple(e.strip() for e in args.engines.split(",") if e.strip()))
+                             tuple(e.strip() for e in args.engines.split(",") if e.strip()), args.spark_tuples,
+                             args.spark_master)
     print(format_table(res))
     return 0

@@ -341,6 +341,9 @@ class ScheduleVerdict:
                            f"{lp.get('p99', 0):g}, max {lp.get('max', 0):g}")
         for w in j.witnesses:
             out.append(f"  witness ({w.kind}): {w.text}")
+        if self.extra.get("ran_on") == "spark":
+            out.append(f"  judged on Spark (master {self.extra.get('master')}): the driver held per-block summaries "
+                       "and the witnesses' rows, no per-tuple array")
         return out
 
     def json(self) -> dict[str, Any]:
