@@ -132,13 +132,16 @@ def value_cell(v: Any) -> tuple[Any, Any, Any, Any, Any]:
     from pyspark.sql import functions as F
 
     ax = F.abs(v)
+    inside = v.isNotNull() & ~F.isnan(v) & (ax >= F.lit(2.0 ** -900)) & (ax <= F.lit(2.0 ** 900))
+    # the cell is computed of 1.0 for a value outside the range (its cell is not used): a subnormal's s would be
+    # 0, and ax / s an error under ANSI SQL (Spark 4's default)
+    ax = F.when(inside, ax).otherwise(F.lit(1.0))
     e = F.floor(F.log2(ax))
     s = F.pow(F.lit(2.0), (e - CELL_BITS).cast("double"))
     m = F.floor(ax / s)
     lo = m.cast("double") * s
     hi = (m + 1).cast("double") * s
-    ok = (v.isNotNull() & ~F.isnan(v) & (ax >= F.lit(2.0 ** -900)) & (ax <= F.lit(2.0 ** 900))
-          & (ax >= lo) & (ax < hi) & ((hi - lo) <= F.lit(CELL_WIDTH) * lo))
+    ok = inside & (ax >= lo) & (ax < hi) & ((hi - lo) <= F.lit(CELL_WIDTH) * lo)
     ok = F.coalesce(ok, F.lit(False))
     zero = F.lit(0).cast("long")
     tag = F.when(v.isNull(), F.lit(0)).when(ok, F.lit(1)).otherwise(F.lit(2)).cast("long")

@@ -24,8 +24,15 @@ cell) -- makes the function remove what it wrote and return None, and the caller
 ``read_got``, which raises the precise error or converts the rare shape.  So the fast path never accepts what
 the definition rejects and never converts differently; it only declines.
 
+JSON lines are first parsed by pyarrow on the executors, in byte ranges (:mod:`oij.spark.gotparse`, with the
+rules of :func:`oij.testing._schedule.fast_got_table`), and fingerprinted in the same Python workers; only a
+file one of whose ranges declines is read with ``from_json`` as below.  The executors read the file at its
+absolute path (on a cluster it must be on storage they all see, as the events file must).
+
 Data flow::
 
+    PATH.jsonl --byte ranges: pyarrow.json, rules, numpy hashes (mapInArrow)--> fingerprints per bucket
+         + the same parse as a lazy frame of rows (remembered) --(a range declines)--> the path below
     PATH --spark.read (text+from_json | csv | parquet)--> rows --convert + flag--> observe(rows, bad)
          --> fingerprints per bucket (or, kept: OUT/results/engine=NAME/, Parquet, RESULT_SCHEMA)
          then: bad == 0 ? rows (the lazy frame remembered with its fingerprints) : (rm -r, None)
@@ -244,7 +251,7 @@ def _parquet(spark: Any, path: str, cols: dict[str, str]) -> Any | None:
 
 
 def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str, name: str,
-                   keep: bool | None = None) -> int | None:
+                   keep: bool | None = None, reader: str = "auto", range_bytes: int | None = None) -> int | None:
     """Read the output at ``path`` with Spark into the ``name`` partition of ``results_dir``; the number of rows,
     or None when a row is outside the rules of the module docstring (nothing is then left in the partition, and
     the caller reads the file with :func:`oij.testing._got.read_got`).
@@ -254,19 +261,55 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
     few thousand rows to the driver), and the rows are remembered as a lazy frame
     (:func:`oij.spark.fingerprint.register`) that :func:`oij.spark.compare.compare_frames` writes only when
     the output differs from the reference (:func:`oij.spark.compare.write_remembered`).
+
+    JSON lines are first parsed column-wise by pyarrow on the executors (:mod:`oij.spark.gotparse`, byte
+    ranges of ``range_bytes``); where a range cannot vouch for its lines, the whole file is read again by
+    Spark's ``from_json`` as below.  ``reader``: ``auto`` (that order), ``arrow`` (the pyarrow parse only:
+    None where it declines) or ``spark`` (``from_json`` only), the last two for the tests.
     """
+    if reader not in ("auto", "arrow", "spark"):
+        raise ValueError(f"reader must be auto, arrow or spark, not {reader!r}")
+    if os.path.isdir(path) or path.endswith(".parquet"):
+        return None if reader == "arrow" else _take(_parquet(spark, path, cols), results_dir, name, keep)
+    if path.endswith(".csv"):
+        return None if reader == "arrow" else _take(_csv(spark, path, cols), results_dir, name, keep)
+    if reader != "spark":
+        n = _arrow(spark, path, cols, results_dir, name, keep, range_bytes)
+        if n is not None or reader == "arrow":
+            return n
+    return _take(_jsonl(spark, path, cols), results_dir, name, keep)
+
+
+def _arrow(spark: Any, path: str, cols: dict[str, str], results_dir: str, name: str, keep: bool | None,
+           range_bytes: int | None) -> int | None:
+    """JSON lines parsed by pyarrow on the executors (:mod:`oij.spark.gotparse`): fingerprinted in the workers
+    (only partial sums per range reach the JVM) and remembered as a lazy frame, or written when kept; the number
+    of rows, or None (nothing left behind) when a range declines."""
+    from oij.spark import fingerprint as fp
+    from oij.spark import gotparse
+    from oij.spark.compare import _typed, engine_dir
+
+    if fp.keep_results() if keep is None else keep:
+        return _take(gotparse.arrow_rows(spark, path, cols, range_bytes), results_dir, name, True)
+    fp.unregister(results_dir, name)
+    shutil.rmtree(engine_dir(results_dir, name), ignore_errors=True)
+    prints = gotparse.arrow_prints(spark, path, cols, range_bytes)
+    rows = gotparse.arrow_rows(spark, path, cols, range_bytes)
+    if prints is None or rows is None:
+        return None
+    fp.register(results_dir, name, rows.drop("_bad").select(*_typed()), prints)
+    return sum(v[0] for v in prints.values())
+
+
+def _take(rows: Any | None, results_dir: str, name: str, keep: bool | None) -> int | None:
+    """Vouch for ``rows`` (converted, with ``_bad``) in one pass that also fingerprints them (or writes them when
+    kept); the number of rows, or None (nothing left behind) when a row is bad."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from oij.spark import fingerprint as fp
     from oij.spark.compare import _typed, engine_dir
 
-    if os.path.isdir(path) or path.endswith(".parquet"):
-        rows = _parquet(spark, path, cols)
-    elif path.endswith(".csv"):
-        rows = _csv(spark, path, cols)
-    else:
-        rows = _jsonl(spark, path, cols)
     if rows is None:
         return None
     seen = Observation("got")
@@ -276,8 +319,9 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
     out = engine_dir(results_dir, name)
     fp.unregister(results_dir, name)
     shutil.rmtree(out, ignore_errors=True)
+    extra = [c for c in ("_names_kind", "_bad") if c in rows.columns]
     if fp.keep_results() if keep is None else keep:
-        write_rows(counted.drop("_names_kind"), results_dir, name)
+        write_rows(counted.drop(*extra), results_dir, name)
         prints = None
     else:
         prints = fp.fingerprint(counted.select(*_typed()), cells=True)
@@ -287,7 +331,7 @@ def read_got_spark(spark: Any, path: str, cols: dict[str, str], results_dir: str
         shutil.rmtree(out, ignore_errors=True)
         return None
     if prints is not None:
-        fp.register(results_dir, name, rows.drop("_names_kind", "_bad").select(*_typed()), prints)
+        fp.register(results_dir, name, rows.drop(*extra).select(*_typed()), prints)
     return n_rows
 
 

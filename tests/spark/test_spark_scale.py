@@ -215,14 +215,16 @@ def _written_by_python(path: str, cols: dict[str, str], d: Path) -> Counter[tupl
 
 def _written_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | None:
     """The rows read_got_spark reads, both ways: written (keep) and remembered with their fingerprints (the
-    check's default); both must hold the same rows, the fingerprints theirs."""
+    check's default); both must hold the same rows, the fingerprints theirs.  JSON lines are read by Spark's
+    ``from_json`` only (``reader="spark"``, the path a declining pyarrow parse falls back to); the pyarrow parse
+    on the executors is checked against read_got in ``test_spark_gotparse.py``."""
     from oij.spark import fingerprint as fp
 
     results = str(d / "sp")
     shutil.rmtree(results, ignore_errors=True)
-    n = read_got_spark(spark, path, cols, results, "x", keep=True)
+    n = read_got_spark(spark, path, cols, results, "x", keep=True, reader="spark")
     lazy_dir = str(d / "lazy")
-    n_lazy = read_got_spark(spark, path, cols, lazy_dir, "x", keep=False)
+    n_lazy = read_got_spark(spark, path, cols, lazy_dir, "x", keep=False, reader="spark")
     assert n_lazy == n
     if n is None:
         assert not os.path.exists(engine_dir(results, "x")), "a declined read leaves nothing behind"
