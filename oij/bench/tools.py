@@ -11,7 +11,12 @@ one-core workers started from pyspark's scripts, :mod:`oij.spark.cluster`):
 outputs, then cmp), and ``oij check --got`` of that output on Spark, each a
 fresh process, with the per-step breakdown of its report (Spark's task
 metrics).  Sizes: 2x10^5, 2x10^6 and 10^7 tuples; ``--full`` adds 10^8 on the
-cluster.
+cluster.  Then, on ``local[2]`` at 10^7 tuples (``planted_tuples``), one
+difference planted into a copy of that output per cell (``plant``): a pair
+dropped, a pair duplicated, one extra late id (a joined base), and one
+aggregate value off by 2e-9 relative (on the same workload with sums); each
+row says whether the check found exactly that difference and listed its
+replay case, and the check's wall time.
 """
 
 from __future__ import annotations
@@ -74,9 +79,18 @@ def _spark_cells(size: str) -> list[Cell]:
     sizes = by_size(size, (20_000,), (200_000, 2_000_000, 10_000_000), (200_000, 2_000_000, 10_000_000, 100_000_000))
     masters = by_size(size, ("local[2]",), ("local[1]", "local[2]", "standalone-2"),
                       ("local[1]", "local[2]", "standalone-2"))
+    cells: list[Cell] = [{"tuples": n, "master": m} for m in masters for n in sizes
+                         if not (n >= 100_000_000 and m != "standalone-2")]
+    planted = by_size(size, 20_000, 10_000_000, 10_000_000)
+    # the planted differences on local[2] (their own key, so that no selector of the plain cells picks them);
     # the standalone cells last: the cluster is started once, by the first of them, and its JVMs then stay up
-    return [{"tuples": n, "master": m} for m in masters for n in sizes
-            if not (n >= 100_000_000 and m != "standalone-2")]
+    return ([c for c in cells if c["master"] != "standalone-2"]
+            + [{"plant": p, "planted_tuples": planted, "master": "local[2]"} for p in PLANTS]
+            + [c for c in cells if c["master"] == "standalone-2"])
+
+
+PLANTS = ("missing-pair", "duplicate-pair", "extra-late", "wrong-aggregate")
+"""The differences planted into a copy of ``oij join``'s output (the last on the workload with sums)."""
 
 
 SPARK_WORKLOAD = {"rate": 100_000.0, "delay_max": 500, "lateness": 500, "lower": -1000, "upper": 0, "aggregate": None,
@@ -137,15 +151,14 @@ def _cluster(ctx: Context) -> str:
 def _spark(cell: Cell, ctx: Context) -> Row:
     """One size on one master: ``oij join`` plus a sorted diff on one machine (once per size), and ``oij check
     --got`` of that output on Spark in a fresh process (its JVM start included), with the step breakdown of
-    its report."""
+    its report; a planted cell: :func:`_planted`."""
     import json
 
     from oij.workloads import resolve, with_overrides, write_workload
 
-    if "dir" not in ctx.cache:
-        ctx.cache["dir"] = tempfile.TemporaryDirectory(prefix="oij-bench-spark-")
-        ctx.closers.append(ctx.cache["dir"].cleanup)
-    d = ctx.cache["dir"].name
+    if "plant" in cell:
+        return _planted(cell, ctx)
+    d = _spark_dir(ctx)
     n = cell["tuples"]
     path = os.path.join(d, f"w-{n}.parquet")
     if not os.path.exists(path):
@@ -186,10 +199,125 @@ def _spark(cell: Cell, ctx: Context) -> Row:
     }
 
 
+def _spark_dir(ctx: Context) -> str:
+    """The run's scratch directory (workloads, outputs; removed at the end)."""
+    if "dir" not in ctx.cache:
+        ctx.cache["dir"] = tempfile.TemporaryDirectory(prefix="oij-bench-spark-")
+        ctx.closers.append(ctx.cache["dir"].cleanup)
+    d: str = ctx.cache["dir"].name
+    return d
+
+
+def _target(src: str, want: Any) -> tuple[int, int, dict[str, Any]]:
+    """The first line past the middle of the oij-jsonl result file ``src`` whose row satisfies ``want``:
+    (its first byte, one past its newline, the row)."""
+    import json
+
+    with open(src, "rb") as fh:
+        fh.seek(os.path.getsize(src) // 2)
+        at = fh.tell() + len(fh.readline())  # the rest of the line the middle falls in
+        for line in iter(fh.readline, b""):
+            row = json.loads(line)
+            if want(row):
+                return at, at + len(line), row
+            at += len(line)
+    raise RuntimeError(f"{src}: no row to plant a difference into past the middle")
+
+
+def _copy(fin: Any, fout: Any, n: int) -> None:
+    while n > 0:
+        block = fin.read(min(n, 1 << 22))
+        if not block:
+            break
+        fout.write(block)
+        n -= len(block)
+
+
+def plant(src: str, dst: str, how: str) -> dict[str, Any]:
+    """Copy the oij-jsonl result file ``src`` (ending in a newline) to ``dst`` with one difference ``how`` (one
+    of :data:`PLANTS`) planted past its middle; the difference ``oij check`` must report (kind, issue and the
+    row's ids)."""
+    import json
+
+    size = os.path.getsize(src)
+    if how == "wrong-aggregate":
+        a, b, row = _target(src, lambda r: r["type"] == "aggregate" and r.get("value") not in (None, 0, 0.0))
+        row["value"] = row["value"] * (1 + 2e-9)  # twice the tolerance of 1e-9 relative
+        middle = json.dumps(row, separators=(",", ":")).encode() + b"\n"
+        want = {"kind": "aggregate", "issue": "wrong", "base": row["base"]}
+    else:
+        a, b, row = _target(src, lambda r: r["type"] == "pair" and r.get("probe") is not None)
+        with open(src, "rb") as fh:
+            fh.seek(a)
+            line = fh.read(b - a)
+        if how == "missing-pair":
+            middle, want = b"", {"kind": "pair", "issue": "missing", "base": row["base"], "probe": row["probe"]}
+        elif how == "duplicate-pair":
+            middle, want = line + line, {"kind": "pair", "issue": "extra", "base": row["base"], "probe": row["probe"]}
+        elif how == "extra-late":  # a joined base is on time: its id as late is one extra late id
+            a = b = size
+            middle, want = b'{"type":"late","id":%d}\n' % row["base"], {"kind": "late", "issue": "extra",
+                                                                           "id": row["base"]}
+        else:
+            raise ValueError(f"unknown plant {how!r}")
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        _copy(fin, fout, a)
+        fout.write(middle)
+        fin.seek(b)
+        _copy(fin, fout, size - b)
+    return want
+
+
+def _planted(cell: Cell, ctx: Context) -> Row:
+    """``oij check --got`` of a copy of ``oij join``'s output with one planted difference: its wall time, whether
+    it reported exactly that difference (and nothing else), and whether it listed one replay case for it."""
+    import json
+
+    from oij.workloads import resolve, with_overrides, write_workload
+
+    d = _spark_dir(ctx)
+    n, how = cell["planted_tuples"], cell["plant"]
+    agg = how == "wrong-aggregate"
+    path = os.path.join(d, f"w-{n}{'-sum' if agg else ''}.parquet")
+    if not os.path.exists(path):
+        over = {**SPARK_WORKLOAD, "aggregate": "sum"} if agg else SPARK_WORKLOAD
+        write_workload(path, with_overrides(resolve("scale-oij-default"), over), n, 1, fmt="parquet")
+    joined = os.path.join(d, f"join-{n}{'-sum' if agg else ''}.jsonl")
+    if not agg and f"one-machine-{n}" in ctx.cache:  # the plain cells' output of this size
+        joined = ctx.cache[f"one-machine-{n}"]["join_out"]
+    elif not os.path.exists(joined):
+        _timed([sys.executable, "-m", "oij.cli", "join", path, "-o", joined])
+    got = os.path.join(d, "planted.jsonl")
+    want = plant(joined, got, how)
+    out = os.path.join(d, "check-planted")
+    cmd = [sys.executable, "-m", "oij.cli", "check", path, "--got", f"me={got}", "--seq-limit", "0",
+           "--master", cell["master"], "--out", out, "--no-progress"]
+    wall, _, rss, _ = _timed(cmd)
+    try:
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        me = next(r for r in rep["engines"] if r["engine"] == "me")
+        diffs = me.get("differences") or []
+        issue = {"missing": (1, 0, 0), "extra": (0, 1, 0), "wrong": (0, 0, 1)}[want["issue"]]
+        found = ((me.get("missing"), me.get("extra"), me.get("wrong")) == issue and len(diffs) == 1
+                 and all(diffs[0].get(k) == v for k, v in want.items()))
+        cases = rep.get("replays", {}).get("me", [])
+        listed = len(cases) == 1 and os.path.isfile(cases[0].get("file", ""))
+        by = {s["step"]: s for s in rep.get("spark_steps", [])}
+        load = by.get("loading --got me", {})
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        os.remove(got)
+    return {"check_s": round(wall, 2), "found": found, "replay_listed": listed, "planted": want,
+            "agrees": bool(rep["all_agree"]), "got_rows": me["metrics"].get("rows"),
+            "got_load_s": load.get("wall_s"), "got_load_task_s": load.get("task_s"),
+            "driver_python_peak_rss_mib": round(rss, 1)}
+
+
 def _plot_spark(result: dict[str, Any], fig: Any) -> None:
     from oij.bench.papers import _lines
 
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if "plant" not in r]  # the planted cells: a table, not a curve
     a, b = fig.subplots(1, 2)
     _lines(a, rows, "tuples", "check_s", "master", {}, label="oij check --got, ")
     one = sorted({(r["tuples"], r["one_machine_s"]) for r in rows})

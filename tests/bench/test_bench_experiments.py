@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from oij.bench.experiment import experiments
+from oij.bench.tools import PLANTS, plant
 from oij.cli import main
 
 pytestmark = pytest.mark.timeout(600)
@@ -120,15 +121,69 @@ def test_plot_redraws_png_and_svg(quick_results: Path, tmp_path: Path, capsys: p
 def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_path: Path) -> None:
     """``oij bench spark``: Spark's check agrees with oij join's output, read by Spark itself, every row counted
     (the pairs of the one-machine run), and its report breaks the time down into Spark's steps; its plot is
-    drawn."""
+    drawn.  The planted cells find their one difference and list its replay case (the plain cells, which
+    agree, are their negative control; :func:`test_a_plant_changes_one_row` checks the planting)."""
     assert main(["bench", "plot", str(spark_results), "--to", str(tmp_path)]) == 0
     assert (tmp_path / f"{ON_SPARK}.png").stat().st_size > 1000
-    for r in _rows_and_csv(spark_results, ON_SPARK):
+    rows = _rows_and_csv(spark_results, ON_SPARK)
+    planted = [r for r in rows if "plant" in r]
+    # each difference planted into a copy of the output is found alone and given its replay case
+    assert sorted(str(r["plant"]) for r in planted) == sorted(PLANTS)
+    for r in planted:
+        assert r["agrees"] is False and r["found"] is True and r["replay_listed"] is True, r
+    for r in rows:
+        if "plant" in r:
+            continue
         assert r["agrees"] is True and r["one_machine_same"] is True
         assert r["got_read_by"] == "spark" and r["got_rows"] == r["pairs"]
         steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}
         assert "loading --got me" in steps  # "comparison" runs no job when the fingerprints agree
         assert steps & {"arrival watermarks and late marking", "validating events, watermarks and late marking"}
+
+
+def test_a_plant_changes_one_row(tmp_path: Path) -> None:
+    """Each plant of ``oij bench spark`` changes exactly the row it reports, past the file's middle: one pair
+    fewer or one more, one more late id (a joined base, so not late already), one aggregate value off by 2e-9
+    relative; every other line stays, in order."""
+    from collections import Counter
+
+    from oij.spec.batch import Results
+
+    from oij.io.jsonlwrite import result_lines
+
+    pairs: list[tuple[int, int | None]] = [(i, i + 1) for i in range(40)]
+    res = Results(pairs=pairs, aggregates=[], late=[1000, 1001])
+    src = tmp_path / "src.jsonl"
+    src.write_text("".join(result_lines(res)))
+    agg_src = tmp_path / "agg.jsonl"
+    agg_src.write_text("".join(result_lines(Results(pairs=[], aggregates=[(i, 2, 1.5 * i) for i in range(40)],
+                                                    late=[]))))
+
+    def rows(p: Path) -> Counter[str]:
+        return Counter(json.dumps(json.loads(x), sort_keys=True) for x in p.read_text().splitlines())
+
+    for how in PLANTS:
+        base = agg_src if how == "wrong-aggregate" else src
+        dst = tmp_path / f"{how}.jsonl"
+        want = plant(str(base), str(dst), how)
+        before, after = rows(base), rows(dst)
+        gone, new = before - after, after - before
+        if how == "missing-pair":
+            assert not new and [json.loads(k) for k in gone] == [{"type": "pair", "base": want["base"],
+                                                                  "probe": want["probe"]}]
+        elif how == "duplicate-pair":
+            assert not gone and [json.loads(k) for k in new] == [{"type": "pair", "base": want["base"],
+                                                                 "probe": want["probe"]}]
+            assert new[next(iter(new))] == 1 and before[next(iter(new))] == 1
+        elif how == "extra-late":
+            assert not gone and [json.loads(k) for k in new] == [{"type": "late", "id": want["id"]}]
+            assert want["id"] in {a for a, _ in pairs} and want["id"] not in res.late
+        else:
+            (old,), (bent,) = [json.loads(k) for k in gone], [json.loads(k) for k in new]
+            assert old["base"] == bent["base"] == want["base"] and old["value"]
+            assert abs(bent["value"] - old["value"]) > 1e-9 * max(abs(bent["value"]), abs(old["value"]))
+        if how != "extra-late":
+            assert want["base"] >= 20  # past the middle
 
 
 def test_a_failing_measured_command_is_one_line_and_leaves_the_old_result(
