@@ -131,7 +131,8 @@ def _timed(cmd: list[str]) -> tuple[float, float, int]:
 
 def timed_rss(cmd: list[str]) -> tuple[float, float, int, int]:
     """Wall and CPU seconds, the exit code and the peak RSS in bytes of ``cmd`` (``wait4``'s: the process itself
-    and the children it waited for; Spark's JVM, which pyspark does not wait for, is not in it)."""
+    and the children it waited for; Spark's JVM, which pyspark does not wait for, is in neither the CPU seconds
+    nor the RSS: they are the driver Python's)."""
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -144,8 +145,8 @@ def timed_rss(cmd: list[str]) -> tuple[float, float, int, int]:
 
 def spark_judge_cost(d: str, tuples: int, seed: int = 1, master: str = "local[2]") -> dict[str, Any]:
     """The judge up to schedule on Spark at ``tuples`` tuples (module docstring), as a whole ``oij check``
-    process in ``d``: its wall and CPU seconds (the process and the children it waited for), peak RSS, exit code
-    and verdict (admissible, stats)."""
+    process in ``d``: its wall seconds, the driver Python's CPU seconds and peak RSS (:func:`timed_rss`), exit
+    code and verdict (admissible, stats)."""
     from oij.workloads import WorkloadParams, with_overrides, write_workload
 
     w = os.path.join(d, "ws.parquet")
@@ -271,7 +272,7 @@ def format_table(res: dict[str, Any]) -> str:
     sc = res.get("spark_cost")
     if sc:
         lines.append(f"\nthe judge on Spark ({sc['master']}) at {sc['tuples']:,} tuples: {sc['wall_s']} s wall, "
-                     f"{sc['cpu_s']} s CPU of the check process, peak RSS {sc['peak_rss_bytes'] / 2**20:.0f} MiB; "
+                     f"{sc['cpu_s']} s CPU of the driver Python, its peak RSS {sc['peak_rss_bytes'] / 2**20:.0f} MiB; "
                      f"{'admissible' if sc['admissible'] else 'undetermined' if sc['undetermined'] else 'rejected'}"
                      f" (exit {sc['exit']})")
     return "\n".join(lines)
