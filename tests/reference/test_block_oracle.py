@@ -401,14 +401,14 @@ def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixtur
     without an interpreter and numpy started per case (about 0.2 CPU-seconds each)."""
     import threading
 
-    from oij.testing import _runner
+    import oij.testing._runner as runner
     from tests.testing.test_conform import join_in_process
 
     monkeypatch.setenv("OIJ_JOIN_PATH", "block")  # the cases are small: auto would take the event path
-    real, here, lock = _runner.run_command, join_in_process(), threading.Lock()
+    real, here, lock = runner.run_command, join_in_process(), threading.Lock()
     runs: list[bool] = []  # per case, whether it ran as a process
 
-    def some_as_processes(argv: Sequence[str], stdin: str, timeout: float) -> _runner.Outcome:
+    def some_as_processes(argv: Sequence[str], stdin: str, timeout: float) -> runner.Outcome:
         assert list(argv) == [*OIJ, "join", "-"], argv
         with lock:
             runs.append(len(runs) % AS_A_PROCESS_EVERY == 0)
@@ -416,7 +416,7 @@ def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixtur
                 return here(stdin)
         return real(argv, stdin, timeout)
 
-    monkeypatch.setattr(_runner, "run_command", some_as_processes)
+    monkeypatch.setattr(runner, "run_command", some_as_processes)
     rc = main(["conform", "--no-vectors", "--max-examples", "30", "--replay-out", str(tmp_path / "fail.jsonl"),
                "--", *OIJ, "join", "-"])
     out = capsys.readouterr().out
