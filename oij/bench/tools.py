@@ -85,12 +85,17 @@ def _spark_cells(size: str) -> list[Cell]:
     # the planted differences on local[2] (their own key, so that no selector of the plain cells picks them);
     # the standalone cells last: the cluster is started once, by the first of them, and its JVMs then stay up
     return ([c for c in cells if c["master"] != "standalone-2"]
-            + [{"plant": p, "planted_tuples": planted, "master": "local[2]"} for p in PLANTS]
+            + [{"plant": p, "planted_tuples": planted, "master": "local[2]"}
+               for p in by_size(size, QUICK_PLANTS, PLANTS, PLANTS)]
             + [c for c in cells if c["master"] == "standalone-2"])
 
 
 PLANTS = ("missing-pair", "duplicate-pair", "extra-late", "wrong-aggregate")
 """The differences planted into a copy of ``oij join``'s output (the last on the workload with sums)."""
+QUICK_PLANTS = ("missing-pair",)
+"""The plants of the quick size (the tests' run): each plant is a whole ``oij check`` process on Spark (about 30
+CPU-seconds, the sums' workload a second ``oij generate`` and ``oij join`` besides); the four kinds are found at
+small size by ``tests/spark/test_spark_fingerprint.py`` and planted by ``tests/bench/test_bench_experiments.py``."""
 
 
 SPARK_WORKLOAD = {"rate": 100_000.0, "delay_max": 500, "lateness": 500, "lower": -1000, "upper": 0, "aggregate": None,
