@@ -82,17 +82,22 @@ def cases(draw: st.DrawFn, max_tuples: int = 4, aggregate: bool | None = None) -
     if not draw(st.booleans()):
         got.late = []  # an engine that drops late tuples silently
     if how == "perturbed":
-        kind = draw(st.sampled_from(["drop", "dup", "late", "agg"]))
-        if kind == "drop" and got.pairs:
-            got.pairs.pop(draw(st.integers(0, len(got.pairs) - 1)))
-        elif kind == "dup" and got.pairs:
-            got.pairs.append(got.pairs[0])
-        elif kind == "late":
-            got.late = sorted({*got.late, draw(st.sampled_from(tuples)).id})
-        elif kind == "agg" and got.aggregates:
-            a, c, v = got.aggregates[0]
-            got.aggregates[0] = (a, c + 1, v)
+        perturb(draw, got, tuples, draw(st.sampled_from(["drop", "dup", "late", "agg"])))
     return Case(tuples, q, p, f, got.canonical())
+
+
+def perturb(draw: st.DrawFn, got: Results, tuples: list[StreamTuple], kind: str) -> None:
+    """Changes ``got`` in place as ``kind`` says: a pair dropped, the first pair duplicated, a tuple listed late,
+    the first aggregate's count raised by one (each only where there is such a row); ``none`` changes nothing."""
+    if kind == "drop" and got.pairs:
+        got.pairs.pop(draw(st.integers(0, len(got.pairs) - 1)))
+    elif kind == "dup" and got.pairs:
+        got.pairs.append(got.pairs[0])
+    elif kind == "late":
+        got.late = sorted({*got.late, draw(st.sampled_from(tuples)).id})
+    elif kind == "agg" and got.aggregates:
+        a, c, v = got.aggregates[0]
+        got.aggregates[0] = (a, c + 1, v)
 
 
 def fast(c: Case) -> bool:

@@ -27,6 +27,7 @@ from oij.io.jsonlwrite import result_lines
 from oij.spark import schedule as ss
 from oij.spark.compare import engine_dir, write_results
 from oij.spark.frames import materialize, read_parquet_events
+from tests.reference.test_schedule import perturb
 
 pytestmark = pytest.mark.spark
 
@@ -64,16 +65,7 @@ def cases(draw: st.DrawFn) -> tuple[list[StreamTuple], Query, Profile, Family, R
     got = result_under_schedule(tuples, w, q, p)
     if draw(st.booleans()):
         got.late = []
-    kind = draw(st.sampled_from(["none", "drop", "dup", "late", "agg"]))
-    if kind == "drop" and got.pairs:
-        got.pairs.pop(draw(st.integers(0, len(got.pairs) - 1)))
-    elif kind == "dup" and got.pairs:
-        got.pairs.append(got.pairs[0])
-    elif kind == "late":
-        got.late = sorted({*got.late, draw(st.sampled_from(tuples)).id})
-    elif kind == "agg" and got.aggregates:
-        a, c, v = got.aggregates[0]
-        got.aggregates[0] = (a, c + 1, v)
+    perturb(draw, got, tuples, draw(st.sampled_from(["none", "drop", "dup", "late", "agg"])))
     return tuples, q, p, f, got.canonical()
 
 
