@@ -25,11 +25,24 @@ def register(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+ENGINES = ("spark", "flink-p1", "flink-p2")
+"""The real jobs ``--engines`` names."""
+
+
 def run(args: argparse.Namespace) -> int:
     from oij.bench.schedule import format_table, run_schedule_bench
+    from oij.errors import UsageError
 
-    res = run_schedule_bench(args.out, args.events, args.big, args.repeat, args.seed,
-                             tuple(e.strip() for e in args.engines.split(",") if e.strip()), args.spark_tuples,
+    for name in ("events", "big", "spark_tuples"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')}: a number of tuples, at least 0; got {getattr(args, name)}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: at least 1; got {args.repeat}")
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        raise UsageError(f"--engines: unknown {unknown[0]!r} (known: {', '.join(ENGINES)})")
+    res = run_schedule_bench(args.out, args.events, args.big, args.repeat, args.seed, engines, args.spark_tuples,
                              args.spark_master)
     print(format_table(res))
     return 0

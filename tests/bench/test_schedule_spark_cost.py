@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from oij.bench import schedule as bs
+from oij.cli import main
 
 pytestmark = pytest.mark.spark
 
@@ -32,3 +33,15 @@ def test_the_spark_cost_hook_records_a_whole_check_process(tmp_path: Path, monke
     (tmp_path / "b").mkdir()
     bad = bs.spark_judge_cost(str(tmp_path / "b"), 50, seed=2, master="local[1]")
     assert bad["exit"] == 2 and bad["admissible"] is None, bad
+
+
+@pytest.mark.parametrize("flags", [["--spark-tuples", "-1"], ["--events", "-1"], ["--big", "-2"], ["--repeat", "0"],
+                                   ["--engines", "spark,flonk"]])
+def test_bad_flags_of_bench_schedule_are_one_line_and_exit_2(flags: list[str], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before any job starts: one line naming the flag, exit 2, nothing written."""
+    out = tmp_path / "s.json"
+    assert main(["bench", "schedule", *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flags[0] in err[0], err
+    assert not out.exists()
