@@ -4,10 +4,11 @@ what the ``flink-datastream`` profile predicts.
 Each hand-made case isolates one rule of the DataStream ``intervalJoin``
 (docs/findings.rst) and runs through the real engine; each must differ from
 a profile without that rule (the negative control).  One of Flink's own
-operator-test scenarios runs through the engine too.  The drive is paced, so
-one case is run twice.  A session (``oij adapter flink-ds --session``, one JVM
-for many cases) answers each case as a run of its own would, and leaves no JVM
-behind.
+operator-test scenarios runs through the engine too.  A session (``oij adapter
+flink-ds --session``, one JVM for many cases) answers each case as a run of its
+own would, and leaves no JVM behind; so the cases run in one session (a JVM per
+case would start five), and two of them also alone.  The drive is paced, so one
+case is run three times.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ pytest.importorskip("pyflink")
 if shutil.which("javac") is None:
     pytest.skip("the flink-ds adapter compiles its Java job with javac", allow_module_level=True)
 
+from oij.spec.batch import Results
 from oij.spec.model import End, Query, StreamTuple, Watermark
 
 from oij.flink.datastream import Session, run_case
@@ -57,34 +60,55 @@ CASES: dict[str, tuple[Case, str]] = {
 }
 
 
+OPERATOR = next(v for v in flink_operator_vectors() if v.name == "late-data").case
+"""Flink's IntervalJoinOperatorTest.testLateData, as a vector."""
+
+
+@dataclass
+class Answers:
+    """The cases above and Flink's operator scenario through one :class:`Session` (one JVM and MiniCluster, a
+    job per case: a session answers each case as a run of its own would, as the session test below checks
+    against runs of their own), and the session's JVM, closed."""
+
+    cases: dict[str, Results]
+    operator: Results
+    pid: int
+    alive_after_close: bool
+
+
+@pytest.fixture(scope="module")
+def answers() -> Answers:
+    with Session() as s:
+        cases = {name: s.run_case(case.query, list(case.events)) for name, (case, _) in CASES.items()}
+        operator = s.run_case(OPERATOR.query, list(OPERATOR.events))
+        pid = s.pid
+    return Answers(cases, operator, pid, alive(pid))
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_flink_datastream_output_is_the_profiles(name: str) -> None:
+def test_flink_datastream_output_is_the_profiles(name: str, answers: Answers) -> None:
     case, other = CASES[name]
-    got = run_case(case.query, list(case.events))
+    got = answers.cases[name]
     want = expected_output(case, "flink-datastream")
     assert (got.pairs, got.late) == (want.pairs, want.late), name
     control = expected_output(case, other)
     assert (control.pairs, control.late) != (got.pairs, got.late), f"{name}: does not separate from {other}"
 
 
-def test_flinks_own_operator_scenario_through_the_engine() -> None:
+def test_flinks_own_operator_scenario_through_the_engine(answers: Answers) -> None:
     """Flink's IntervalJoinOperatorTest.testLateData, as a vector, through the real job: pairs and side outputs."""
-    v = next(v for v in flink_operator_vectors() if v.name == "late-data")
-    got = run_case(v.case.query, list(v.case.events))
-    want = expected_output(v.case, "flink-datastream")
+    got = answers.operator
+    want = expected_output(OPERATOR, "flink-datastream")
     assert (got.pairs, got.late) == (want.pairs, want.late)
     assert got.late  # the side outputs carried the late elements
 
 
-def test_the_paced_drive_repeats() -> None:
-    case, _ = CASES["per-input-watermark"]
-    assert run_case(case.query, list(case.events)) == run_case(case.query, list(case.events))
-
-
 @pytest.mark.timeout(300)
-def test_a_session_answers_each_case_as_a_run_of_its_own() -> None:
+def test_a_session_answers_each_case_as_a_run_of_its_own(answers: Answers) -> None:
     """Three cases through one ``oij adapter flink-ds --session``: each answered with what a per-case run gives,
-    then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0."""
+    then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0.  The drive is
+    paced, so this is also the repeat: the same case three times (twice in the session, once alone), one
+    answer."""
     names = ["per-input-watermark", "late-side-output", "per-input-watermark"]
     r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--session"],
                        input="".join(CASES[n][0].to_jsonl() for n in names), capture_output=True, text=True,
@@ -94,18 +118,17 @@ def test_a_session_answers_each_case_as_a_run_of_its_own() -> None:
     assert rest == "" and len(blocks) == len(names)
     single = {n: run_case(CASES[n][0].query, list(CASES[n][0].events)) for n in set(names)}
     for n, block in zip(names, blocks, strict=True):
-        assert parse_output(block) == single[n], n
+        assert parse_output(block) == single[n] == answers.cases[n], n  # the module's session's too
     assert single["late-side-output"].late  # the cases are not all empty
 
 
 @pytest.mark.timeout(120)
-def test_a_session_leaves_no_jvm_behind() -> None:
-    """The session's JVM exits on close, and is killed when a case overruns its timeout."""
+def test_a_session_leaves_no_jvm_behind(answers: Answers) -> None:
+    """The session's JVM exits on close (the module's session, which answered every case), and is killed when a
+    case overruns its timeout."""
     case, _ = CASES["late-side-output"]
-    with Session() as s:
-        pid = s.pid
-        assert s.run_case(case.query, list(case.events)) == expected_output(case, "flink-datastream")
-    assert not alive(pid)
+    assert answers.cases["late-side-output"] == expected_output(case, "flink-datastream")
+    assert not answers.alive_after_close and not alive(answers.pid)
     s = Session()
     pid = s.pid
     long_case = [b(1, 0)] + [p(i, 0) for i in range(2, 200)]  # 6 s of pacing alone

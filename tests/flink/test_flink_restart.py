@@ -2,7 +2,8 @@
 oij/flink/recovery.py): a JVM per incarnation, restored from Flink's own retained checkpoint, its two-phase sink's
 commits printed; the kit (:mod:`oij.testing._restarts`) kills it with SIGKILL and judges what was committed.
 
-The cases are small (a handful of events) and the plans few: each incarnation starts a JVM and a MiniCluster.
+The cases are small (a handful of events) and the plans few: each incarnation starts a JVM and a MiniCluster, so
+one run kills several incarnations in turn (a kill of each kind) where a run per kill would start more JVMs.
 The cases that pass under kills have a lateness no event comes near, because Flink does not checkpoint
 watermarks (docs: the restored job starts at the bottom), which the kit finds on cases with late tuples.
 """
@@ -28,10 +29,10 @@ if shutil.which("javac") is None:
 
 from oij.spec.model import End, Query, StreamTuple
 from oij.spec.profiles import get_profile
-from oij.spec.recovery import Checkpoint, committed, restart_point
+from oij.spec.recovery import Checkpoint, committed, judge_committed, restart_point
 
 from oij.adapters import get_adapter, restart_command
-from oij.flink.datastream import run_case
+from oij.flink.datastream import Session
 from oij.testing import Case, expected_output
 from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, parse_line, run_incarnation, run_plan
 
@@ -71,7 +72,19 @@ def run(case: Case, plan: Sequence[KillPoint], *options: str) -> RestartRun:
     return r
 
 
-def test_a_clean_run_commits_the_adapters_output(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def normal() -> dict[str, Counter[object]]:
+    """The flink-ds adapter's rows without the protocol, for both cases, from one session (one JVM, a job per
+    case: it answers each case as a run of its own would, test_flink_ds_adapter.py checks)."""
+    with Session() as s:
+        out: dict[str, Counter[object]] = {}
+        for name, case in (("on-time", ON_TIME), ("with-late", WITH_LATE)):
+            res = s.run_case(case.query, [e for e in case.events if not isinstance(e, End)])
+            out[name] = Counter[object]([("pair", *x) for x in res.pairs] + [("late", x) for x in res.late])
+        return out
+
+
+def test_a_clean_run_commits_the_adapters_output(tmp_path: Path, normal: dict[str, Counter[object]]) -> None:
     """No kill: the checkpoint lines are in order and what the incarnation committed is exactly what the adapter
     outputs without the protocol (and what the profile predicts), each row once."""
     lines = WITH_LATE.to_jsonl().splitlines(keepends=True)
@@ -80,41 +93,59 @@ def test_a_clean_run_commits_the_adapters_output(tmp_path: Path) -> None:
     marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
     assert marks and marks == sorted(set(marks)) and marks[-1] == len(WITH_LATE), marks  # ends at the last
     got = Counter(committed(inc.output, completed=True))
-    normal = run_case(WITH_LATE.query, [e for e in WITH_LATE.events if not isinstance(e, End)])
-    assert got == Counter([("pair", *x) for x in normal.pairs] + [("late", x) for x in normal.late])
-    assert got == rows_of(WITH_LATE) and ("late", 5) in got
+    assert got == normal["with-late"] == rows_of(WITH_LATE) and ("late", 5) in got
     # the sink's files are Flink's checkpoints' commits, the last one holding the offset of the whole input
     sink = sorted((tmp_path / "sink").glob("*.txt"))
     assert sink and sink[-1].read_text().splitlines()[0] == f"K {len(WITH_LATE)}"
 
 
-@pytest.mark.parametrize("kill", [KillPoint("fed", 2), KillPoint("checkpoint", 1), KillPoint("row", 1)],
-                         ids=str)
-def test_the_two_phase_sink_is_exactly_once_across_a_kill(kill: KillPoint) -> None:
-    r = run(ON_TIME, (kill,))
-    assert len(r.incarnations) == 2 and r.incarnations[0].killed == kill, r.timeline()
+def run_in(state: Path, case: Case, plan: Sequence[KillPoint], *options: str) -> RestartRun:
+    """The kit's :func:`run_plan`, on the state directory ``state`` (kept: the JVMs' logs, the input log and the
+    sink's files stay there to be read), the rows of every incarnation judged as it judges them."""
+    lines = case.to_jsonl().splitlines(keepends=True)
+    r = RestartRun(case, tuple(plan))
+    start = 0
+    for i, kill in enumerate([*plan, None]):
+        inc = run_incarnation(command(*options), lines, start, str(state), i, kill, TIMEOUT, REST)
+        r.incarnations.append(inc)
+        assert inc.problem is None, (i, inc.problem, inc.stderr[-2000:], r.timeline())
+        if kill is not None and inc.killed is None:
+            break  # it finished before its kill point came
+        start = restart_point(inc.output, start)
+    r.verdict = judge_committed(list(rows_of(case).elements()), [inc.output for inc in r.incarnations],
+                                r.incarnations[-1].killed is None)
+    return r
+
+
+KILLS = (KillPoint("fed", 2), KillPoint("row", 1))
+"""Two kinds of kill in one run of three incarnations (each a JVM).  Each is sure to come: the first incarnation
+is given events 1..2 only, and the second has rows to print after event 2 (events 4 and 5 make pairs).  A kill on
+a checkpoint line has a run of its own (test_a_kill_on_a_checkpoint_line): it may come after every event, leaving
+a next kill nothing to come on."""
+
+
+def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None:
+    """One run on ON_TIME: incarnation 0 is given events 1..2 and killed once it has checkpointed them (between
+    events); incarnation 1, at OIJ_CHECKPOINT=2, restores the newest retained checkpoint (its JVM says which),
+    reprints the uncommitted epochs and is killed on its first result row (mid-output); incarnation 2 finishes.
+    The rows all three committed are exactly the result, each once, and each event was logged once."""
+    r = run_in(tmp_path, ON_TIME, KILLS)
+    assert [inc.killed for inc in r.incarnations] == [*KILLS, None], r.timeline()
     assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
-    if kill.kind == "fed":  # killed between events after its checkpoint at 2: the restart resumed there
-        assert r.incarnations[1].start == 2, r.timeline()
-
-
-def test_a_restart_restores_flinks_checkpoint_and_reprints_uncommitted_epochs(tmp_path: Path) -> None:
-    """By hand: incarnation 0 is given events 1..2 and killed once it has checkpointed them; incarnation 1, at
-    OIJ_CHECKPOINT=2, restores the newest retained checkpoint (its JVM says which) and commits the rest."""
-    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
-    first = run_incarnation(command(), lines, 0, str(tmp_path), 0, KillPoint("fed", 2), TIMEOUT, REST)
-    assert first.killed is not None and first.problem is None
-    k = max(x.events for x in first.output if isinstance(x, Checkpoint))
-    assert k == 2, first.output
-    second = run_incarnation(command(), lines, k, str(tmp_path), 1, None, TIMEOUT)
-    assert second.problem is None and second.exit_code == 0
+    # killed between events after its checkpoint at 2: the restart resumed there, from Flink's checkpoint
+    assert r.incarnations[1].start == 2, r.timeline()
     log = (tmp_path / "jvm-1.log").read_text()
     assert "oij: restoring from" in log and "/chk-" in log, log[-2000:]
-    got = Counter(committed(first.output, completed=False)) + Counter(committed(second.output, completed=True))
-    assert got == rows_of(ON_TIME)
+    assert r.incarnations[-1].exit_code == 0
     # each event logged once (the second incarnation was given events 3.. only), the keys as dense ints
     assert (tmp_path / "input.log").read_text().splitlines() == [
         "0 0 1 5 0", "0 1 2 5 0", "0 1 3 6 1", "0 0 4 7 1", "0 1 5 4 0", "E"]
+
+
+def test_a_kill_on_a_checkpoint_line() -> None:
+    r = run(ON_TIME, (KillPoint("checkpoint", 1),))
+    assert len(r.incarnations) == 2 and r.incarnations[0].killed == KillPoint("checkpoint", 1), r.timeline()
+    assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
 
 
 def test_the_direct_sink_is_caught() -> None:
@@ -167,7 +198,7 @@ def _sink_epochs(state: Path) -> list[tuple[int, int]]:
     return [(int(f.stem), int(f.read_text().splitlines()[0][2:])) for f in sorted((state / "sink").glob("*.txt"))]
 
 
-def test_savepoint_every_stops_and_resumes_exactly(tmp_path: Path) -> None:
+def test_savepoint_every_stops_and_resumes_exactly(tmp_path: Path, normal: dict[str, Counter[object]]) -> None:
     """savepoint-every=2, no kill: the job is stopped with a savepoint after events 2 and 4 and resumed from it
     twice (the JVM's log says so); what it committed is exactly the adapter's output, and the savepoints took
     their ids from the checkpoints' counter: each is a sink epoch whose k is the event it stopped at, and the
@@ -178,9 +209,7 @@ def test_savepoint_every_stops_and_resumes_exactly(tmp_path: Path) -> None:
     marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
     assert marks == sorted(set(marks)) and marks[-1] == len(ON_TIME), marks
     got = Counter(committed(inc.output, completed=True))
-    normal = run_case(ON_TIME.query, [e for e in ON_TIME.events if not isinstance(e, End)])
-    assert got == Counter([("pair", *x) for x in normal.pairs] + [("late", x) for x in normal.late])
-    assert got == rows_of(ON_TIME)
+    assert got == normal["on-time"] == rows_of(ON_TIME)
     log = (tmp_path / "jvm-0.log").read_text()
     stops = [x for x in log.splitlines() if SAVEPOINT_STOP in x]
     assert list(dict.fromkeys(x.rsplit(" ", 1)[1] for x in stops)) == ["2", "4"], log[-3000:]  # tries repeat
@@ -207,16 +236,19 @@ def test_a_savepoint_resume_forgets_the_watermark(tmp_path: Path) -> None:
     # without savepoints the same JVM job outputs the late row (test_a_clean_run_commits_the_adapters_output)
 
 
-@pytest.mark.parametrize("kill", [KillPoint("fed", 2), KillPoint("row", 1)], ids=str)
-def test_savepoints_are_exactly_once_across_a_kill(kill: KillPoint) -> None:
-    """The kit's kills with savepoint-every=2: fed 2 lands after the savepoint at event 2 committed (its
-    checkpoint line out), row 1 right after that savepoint's commit printed its row, while the stopped job
-    finishes and the next one starts; the restart restores the newest snapshot and the rows are exact."""
-    r = run(ON_TIME, (kill,), "savepoint-every=2")
-    assert len(r.incarnations) == 2 and r.incarnations[0].killed == kill, r.timeline()
+SAVEPOINT_KILLS = (KillPoint("fed", 2), KillPoint("row", 1))
+
+
+def test_savepoints_are_exactly_once_across_kills() -> None:
+    """The kit's kills with savepoint-every=2, in one run of three incarnations: fed 2 lands after the savepoint
+    at event 2 committed (its checkpoint line out); the next incarnation, restored from that snapshot, is killed
+    on its first row, right after a commit printed it (the savepoint at event 4's, while the stopped job
+    finishes and the next one starts, or a checkpoint's before it); the last one restores the newest snapshot
+    and finishes.  The rows are exact."""
+    r = run(ON_TIME, SAVEPOINT_KILLS, "savepoint-every=2")
+    assert [inc.killed for inc in r.incarnations] == [*SAVEPOINT_KILLS, None], r.timeline()
     assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
-    if kill.kind == "fed":
-        assert r.incarnations[1].start == 2, r.timeline()
+    assert r.incarnations[1].start == 2, r.timeline()
 
 
 def test_a_kill_during_stop_with_savepoint(tmp_path: Path) -> None:
