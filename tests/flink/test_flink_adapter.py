@@ -4,7 +4,8 @@ Runs wherever PyFlink is installed (``.ci/run`` installs the extra).  Each
 hand-made case isolates one rule of Flink SQL's interval join
 (docs/findings.rst); the canonical output must differ where the case says so
 (the negative control).  The drive is paced in wall-clock time, so one test
-runs a case twice and asks for the same output.
+runs a case twice and asks for the same output.  Every case runs through one
+``oij adapter flink-sql --session`` (one gateway JVM, a job per case).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import pytest
 
 pytest.importorskip("pyflink")
 
+from oij.spec.batch import Results
 from oij.spec.model import End, Query, StreamTuple, Watermark
 
 from oij.flink.sql import Unsupported, run_case
 from oij.testing import Case, expected_output
+from oij.testing._protocol import parse_output
 
-# PyFlink's gateway JVM runs in the worker's process: the module is one xdist group (tests/conftest.py)
+# one xdist group (tests/conftest.py): the module's tests share one adapter session, a module fixture (and
+# run_case, if a test calls it, starts PyFlink's gateway JVM in the worker's process)
 pytestmark = [pytest.mark.flink, pytest.mark.flink_gateway, pytest.mark.timeout(600)]
 
 
@@ -51,36 +55,62 @@ CASES: dict[str, tuple[Case, bool]] = {
 }
 
 
+# the aggregate cases: base 1's window over a late probe that is stored; a float sum in arrival order
+AGG = Case(Query(-5, 5, lateness=0, aggregate="sum"), (b(1, 10), p(2, 30, 9), p(3, 9, v=2.5), b(4, 12), End()))
+FLOAT_SUM = Case(Query(-5, 5, lateness=100, aggregate="sum"),
+                 (b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), End()))
+SESSION = [*CASES, "late-rows-join-and-stay", "agg", "float-sum"]
+"""What the module's one ``oij adapter flink-sql --session`` is given, in order: every case, one of them twice (the
+drive is paced in wall-clock time: the repeat), and the aggregate cases."""
+
+
+@pytest.fixture(scope="module")
+def session() -> list[str]:
+    """The answers of one ``oij adapter flink-sql --session`` process (one PyFlink gateway JVM for every case, each
+    its own job, as a run of its own would give it; a gateway per case would start eight), each answer's text
+    before its end line.  The command line is how the adapter's users (and ``oij conform``) run it."""
+    cases = {**{n: c for n, (c, _) in CASES.items()}, "agg": AGG, "float-sum": FLOAT_SUM}
+    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-sql", "--session"],
+                       input="".join(cases[n].to_jsonl() for n in SESSION), capture_output=True, text=True,
+                       timeout=540, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    *blocks, rest = r.stdout.split('{"type":"end"}\n')
+    assert rest == "" and len(blocks) == len(SESSION), r.stdout
+    return blocks
+
+
+def answer(session: list[str], name: str) -> Results:
+    """The session's answer to the case ``name`` (its first)."""
+    return parse_output(session[SESSION.index(name)])
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_flink_output_is_the_profiles(name: str) -> None:
+def test_flink_output_is_the_profiles(name: str, session: list[str]) -> None:
     case, separates = CASES[name]
-    got = run_case(case.query, list(case.events))
+    got = answer(session, name)
     want = expected_output(case, "flink-sql")
     assert sorted(got.pairs, key=str) == sorted(want.pairs, key=str), name
     canonical = expected_output(case, "canonical")
     assert (sorted(canonical.pairs, key=str) != sorted(got.pairs, key=str)) == separates, name
 
 
-def test_aggregates_are_the_group_by_over_the_left_join() -> None:
+def test_aggregates_are_the_group_by_over_the_left_join(session: list[str]) -> None:
     """flink-sql-agg: GROUP BY base over the LEFT JOIN, its changelog consolidated.  The late probe at 9 joins
     the base at 10 and is stored, so the late base at 12 meets it too: two rows of 2.5; canonically the probe
     and that base are late and base 1 has an empty window (the negative control)."""
-    q = Query(-5, 5, lateness=0, aggregate="sum")
-    case = Case(q, (b(1, 10), p(2, 30, 9), p(3, 9, v=2.5), b(4, 12), End()))
-    got = run_case(q, list(case.events))
-    assert got.aggregates == expected_output(case, "flink-sql").aggregates == [(1, 1, 2.5), (4, 1, 2.5)]
-    assert expected_output(case, "canonical").aggregates != got.aggregates
+    got = answer(session, "agg")
+    assert got.aggregates == expected_output(AGG, "flink-sql").aggregates == [(1, 1, 2.5), (4, 1, 2.5)]
+    assert expected_output(AGG, "canonical").aggregates != got.aggregates
     # a finding, pinned: Flink's SUM is float arithmetic in arrival order (1e16 + 1 - 1e16 = 0.0), not the
     # exact sum (1.0) of oij.spec.aggregate; if Flink ever sums exactly, this fails: update docs/findings.rst
-    q = Query(-5, 5, lateness=100, aggregate="sum")
-    events = (b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), End())
-    assert expected_output(Case(q, events), "flink-sql").aggregates == [(1, 3, 1.0)]
-    assert run_case(q, list(events)).aggregates == [(1, 3, 0.0)]
+    assert expected_output(FLOAT_SUM, "flink-sql").aggregates == [(1, 3, 1.0)]
+    assert answer(session, "float-sum").aggregates == [(1, 3, 0.0)]
 
 
-def test_a_paced_run_repeats() -> None:
-    case, _ = CASES["late-rows-join-and-stay"]
-    assert run_case(case.query, list(case.events)).pairs == run_case(case.query, list(case.events)).pairs
+def test_a_paced_run_repeats(session: list[str]) -> None:
+    first, again = (i for i, n in enumerate(SESSION) if n == "late-rows-join-and-stay")
+    assert parse_output(session[first]).pairs == parse_output(session[again]).pairs
+    assert parse_output(session[first]).pairs  # not empty
 
 
 def test_unsupported_cases_are_refused() -> None:
@@ -88,14 +118,9 @@ def test_unsupported_cases_are_refused() -> None:
         run_case(Query(0, 1), [b(1, 1), Watermark(3), End()])
 
 
-def test_the_command_line_adapter(tmp_path: Path) -> None:
-    case, _ = CASES["stored-iff-w-below-edge"]
-    f = tmp_path / "case.jsonl"
-    f.write_text(case.to_jsonl())
-    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-sql", str(f)], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout == '{"type":"pair","base":1,"probe":2}\n'
+def test_the_command_line_adapter(session: list[str]) -> None:
+    """The command's answer, byte for byte: one pair line, then the session's end line (split off)."""
+    assert session[SESSION.index("stored-iff-w-below-edge")] == '{"type":"pair","base":1,"probe":2}\n'
 
 
 def test_a_stale_flink_ds_jar_without_javac_is_unsupported_not_a_traceback(
