@@ -91,7 +91,10 @@ def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeyp
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """``oij conform --adapter flink-ds --as-run``: two seeded workloads (parallelism 1, then 2) through the
     ordinary job, each admissible up to schedule.  Negative control: a job whose output loses one pair of two
-    tuples that stay in other rows fails the run with a replay case."""
+    tuples that stay in other rows fails the run with a replay case (the output of the real job on the same
+    workload, recorded in the first run, with the pair taken out: a job run less)."""
+    import io
+
     from oij.bench.schedule import plant
     from oij.cli import main
     from oij.flink import userjob
@@ -101,15 +104,25 @@ def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeyp
 
     args = ["conform", "--adapter", "flink-ds", "--as-run", "--runs", "2", "--run-events", "1500",
             "--replay-out", str(tmp_path / "fail.jsonl")]
+    real = userjob.run_flink_user_job
+    ran: dict[bytes, tuple[bytes, dict[str, Any]]] = {}  # workload's bytes -> the real job's output and info
+
+    def recorded(events_path: str, out_path: str, **kw: Any) -> dict[str, Any]:
+        info = real(events_path, out_path, **kw)
+        ran[Path(events_path).read_bytes()] = (Path(out_path).read_bytes(), info)
+        return info
+
+    monkeypatch.setattr(userjob, "run_flink_user_job", recorded)
     assert main(args) == 0
     assert "2 of 2 runs admissible" in capsys.readouterr().out
-    real = userjob.run_flink_user_job
+    assert len(ran) == 2
 
     def lossy(events_path: str, out_path: str, **kw: Any) -> dict[str, Any]:
-        info = real(events_path, out_path, **kw)
+        """The real job's output on this workload (the same seeded workloads as the run above: its output, not a
+        second run of the job) with one pair lost."""
+        out, info = ran[Path(events_path).read_bytes()]
         q, tuples = read_workload(events_path)
-        with open(out_path, encoding="utf-8") as f:
-            got = parse_result_lines(f)
+        got = parse_result_lines(io.BytesIO(out))
         Path(out_path).write_text("".join(result_lines(plant("missing", got, tuples, q.lateness or 0, q.upper))))
         return info
 
