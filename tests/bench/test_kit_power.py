@@ -5,7 +5,9 @@
   ``oij conform`` at its defaults with a replay of at most 6 events, and by
   the generated cases alone (``--no-vectors``), so neither half of the kit
   hides behind the other (two of the runs start the command per case, the
-  others run it in this process).
+  others run it in this process; the generated cases alone of every shape
+  but one are tests/testing/test_kit_regressions.py's, the same search:
+  :data:`SEARCH_ONLY_HERE`).
 * The correct implementation and the oracle run as a command conform (at the defaults, in this process);
   kit-power's recording of it (a process pair per case) holds every case.
 * A sample of cosmic-ray mutants, spread evenly over the list (not picked),
@@ -57,8 +59,18 @@ the command in this process (:func:`tests.testing.test_kit_regressions.in_proces
 lines out), which turns thousands of process starts (about 150 CPU-seconds) into one each."""
 
 
-@pytest.mark.parametrize("vectors", ["with-vectors", "search-only"])
-@pytest.mark.parametrize("bug", sorted(BUGS))
+SEARCH_ONLY_HERE = {bug for bug, vectors in AS_A_PROCESS if vectors == "search-only"}
+"""The shapes whose search-only run (``--no-vectors --small-scope 0``) runs here: the one as a process.  Every other
+shape's is the same search, with the same verdict, shrunk case and finder:
+tests/testing/test_kit_regressions.py::test_a_default_run_still_catches_every_known_shape runs
+:func:`oij.testing._runner.search` at the same defaults (200 cases, seed 0, no vectors, no small-scope stage) on
+every shape of accum_bugs.py with the command in its process, and asserts a failure of at most 6 events found by
+``search, case N``; ``oij conform`` calls that search with these options (its ``fixed_jobs`` 2 searches a failure
+again one at a time, so its verdict is that of 1), and the run here checks that path, as a process, end to end."""
+
+
+@pytest.mark.parametrize(("bug", "vectors"), [(bug, "with-vectors") for bug in sorted(BUGS)]
+                         + [(bug, "search-only") for bug in sorted(SEARCH_ONLY_HERE)])
 def test_each_bug_shape_is_caught_at_the_defaults_with_a_small_replay(
         bug: str, vectors: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     if (bug, vectors) not in AS_A_PROCESS:
