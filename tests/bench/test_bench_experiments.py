@@ -7,7 +7,7 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
@@ -18,8 +18,9 @@ from oij.cli import main
 pytestmark = pytest.mark.timeout(600)
 
 ON_SPARK = "spark"
-"""The experiment that runs Spark: on the worker's session (the conftest's ``spark``: no JVM of its own), in the
-``spark-session`` group; the others run outside it, on either worker."""
+"""The experiment that runs Spark: each of its cells is a whole ``oij check`` process on Spark (a JVM of its own), so
+it needs no session of the worker's and stays out of the ``spark-session`` group (the suite's longest chain): it
+runs beside it, on any worker; the others run in the ``bench-quick`` group."""
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,9 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def spark_results(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
-    """The Spark experiment's quick run, on the worker's session."""
+def spark_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Spark experiment's quick run: its ``oij check`` processes start their own JVMs (no session in this
+    process)."""
     d = tmp_path_factory.mktemp("bench-spark")
     assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
     return d
@@ -118,6 +120,7 @@ def test_plot_redraws_png_and_svg(quick_results: Path, tmp_path: Path, capsys: p
     assert "no experiment results" in capsys.readouterr().err
 
 
+@pytest.mark.spark
 def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_path: Path) -> None:
     """``oij bench spark``: Spark's check agrees with oij join's output, read by Spark itself, every row counted
     (the pairs of the one-machine run), and its report breaks the time down into Spark's steps; its plot is
