@@ -131,13 +131,20 @@ def test_oij_join_state_passes_the_restart_mode() -> None:
 
 
 def test_conform_restarts_cli_reports_and_replays(tmp_path: Path) -> None:
+    """``oij conform --restarts`` as a command: the first failure printed before the verdict, a shrink budget of
+    0 s stops the shrinking and says so (the shrinking itself: the tests of :func:`restart_search` here), the case
+    and its kill plan written, and their replay failing again, and passing with the correct mode; usage errors
+    exit 2 in one line.  (One search serves every check: each is a run of the same deterministic cases.)"""
     import subprocess
 
     out = tmp_path / "f.jsonl"
-    p = subprocess.run(["oij", "conform", "--restarts", "1", "--max-examples", "10", "--replay-out", str(out), "--",
-                        *_cmd("no-restore")], capture_output=True, text=True, timeout=240)
+    p = subprocess.run(["oij", "conform", "--restarts", "1", "--max-examples", "10", "--shrink-budget", "0",
+                        "--replay-out", str(out), "--", *_cmd("no-restore")], capture_output=True, text=True,
+                       timeout=240)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "is NOT exactly once (lossy" in p.stdout and "lost (" in p.stdout
+    first, verdict = p.stdout.index("first failure ("), p.stdout.index("is NOT exactly once")
+    assert first < verdict and "stopped by its budget of 0 s" in p.stdout[verdict:], p.stdout
     plan = tmp_path / "f.plan.json"
     assert read_plan(plan.read_text())
     again = subprocess.run(["oij", "conform", "--replay", str(out), "--kill-plan", str(plan), "--restarts", "1",
@@ -149,6 +156,9 @@ def test_conform_restarts_cli_reports_and_replays(tmp_path: Path) -> None:
     bad = subprocess.run(["oij", "conform", "--restarts", "1", "--session", "--", *_cmd("correct")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    bad = subprocess.run(["oij", "conform", "--restarts", "1", "--shrink-budget", "-1", "--", *_cmd("correct")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--shrink-budget" in bad.stderr
 
 
 # ------------------------------------------------------------------------- restarts that find lost state
@@ -215,7 +225,9 @@ def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path
     from oij.bench.restartpower import RESTART_BUGS, RestartMutant, restart_power
 
     real = restartpower.list_mutants
-    few = ("--max-examples", "6")
+    # the verdict is the exit code alone: a killed mutant's failure is not shrunk here (``--no-shrink``; the
+    # shrinking of a restart failure is the tests' above and below)
+    few = ("--max-examples", "6", "--no-shrink")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(restartpower, "list_mutants",
                    lambda repo: [m for m in real(repo) if m.name in ("matched:drop", "wakeups:drop")])
@@ -282,17 +294,3 @@ def test_a_failing_restart_run_prints_its_first_failure_before_shrinking(tmp_pat
     assert late.search.shrunk is not None and late.search.shrunk.cut and late.search.shrunk.runs == 0
     assert "stopped by its budget of 0 s" in late.text() and "minimal case" not in late.text()
     assert late.search.failure is late.search.first
-
-
-def test_conform_restarts_cli_takes_a_shrink_budget(tmp_path: Path) -> None:
-    import subprocess
-
-    p = subprocess.run(["oij", "conform", "--restarts", "1", "--max-examples", "10", "--shrink-budget", "0",
-                        "--replay-out", str(tmp_path / "f.jsonl"), "--", *_cmd("no-restore")],
-                       capture_output=True, text=True, timeout=240)
-    assert p.returncode == 1, p.stdout + p.stderr
-    first, verdict = p.stdout.index("first failure ("), p.stdout.index("is NOT exactly once")
-    assert first < verdict and "stopped by its budget of 0 s" in p.stdout[verdict:], p.stdout
-    bad = subprocess.run(["oij", "conform", "--restarts", "1", "--shrink-budget", "-1", "--", *_cmd("correct")],
-                         capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--shrink-budget" in bad.stderr
