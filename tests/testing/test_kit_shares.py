@@ -9,6 +9,7 @@ run generates do not depend on the implementation while it answers right.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections import Counter
 from collections.abc import Sequence
@@ -36,7 +37,10 @@ def feature_sets() -> dict[tuple[frozenset[str], str], str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def generated(features: frozenset[str], profile: str) -> SearchResult:
+    """A default run's search (no vectors) with the oracle as the implementation; the last one kept (the floor's
+    test ends with the kit's own run, which the report's test prints: one search for both)."""
     from oij.spec.profiles import get_profile
 
     p = get_profile(profile)
@@ -49,7 +53,7 @@ def generated(features: frozenset[str], profile: str) -> SearchResult:
 
 def test_no_situation_the_features_allow_falls_below_the_floor() -> None:
     low = []
-    for (feats, profile), name in feature_sets().items():
+    for (feats, profile), name in reversed(feature_sets().items()):
         res = generated(feats, profile)
         assert res.failure is None and res.generated == 200
         low += [(name, s, n) for s, n, _, below in shares(res.tags, res.generated, feats) if below]
