@@ -213,29 +213,49 @@ def _written_by_python(path: str, cols: dict[str, str], d: Path) -> Counter[tupl
     return _rows(out)
 
 
-def _written_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | None:
-    """The rows read_got_spark reads, both ways: written (keep) and remembered with their fingerprints (the
-    check's default); both must hold the same rows, the fingerprints theirs.  JSON lines are read by Spark's
-    ``from_json`` only (``reader="spark"``, the path a declining pyarrow parse falls back to); the pyarrow parse
-    on the executors is checked against read_got in ``test_spark_gotparse.py``."""
-    from oij.spark import fingerprint as fp
-
+def _kept_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | None:
+    """The rows read_got_spark writes when every row is kept (``keep=True``, no fingerprint: one Spark job), or
+    None where it declines (and then leaves nothing behind).  JSON lines are read by Spark's ``from_json`` only
+    (``reader="spark"``, the path a declining pyarrow parse falls back to); the pyarrow parse on the executors is
+    checked against read_got in ``test_spark_gotparse.py``."""
     results = str(d / "sp")
     shutil.rmtree(results, ignore_errors=True)
     n = read_got_spark(spark, path, cols, results, "x", keep=True, reader="spark")
-    lazy_dir = str(d / "lazy")
-    n_lazy = read_got_spark(spark, path, cols, lazy_dir, "x", keep=False, reader="spark")
-    assert n_lazy == n
     if n is None:
         assert not os.path.exists(engine_dir(results, "x")), "a declined read leaves nothing behind"
-        assert fp.registered(lazy_dir, "x") is None
         return None
     rows = _rows(engine_dir(results, "x"))
     assert sum(rows.values()) == n
+    return rows
+
+
+def _written_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> Counter[tuple[Any, ...]] | None:
+    """The rows read_got_spark reads, both ways: written (keep, :func:`_kept_by_spark`) and remembered with their
+    fingerprints (the check's default); both must hold the same rows, the fingerprints theirs.  The fingerprints
+    of the written rows are computed by :func:`oij.spark.gotparse.fingerprint_table` (numpy, held to Spark's
+    own fingerprint to the bit in ``test_spark_gotparse.py``) instead of a second Spark fingerprint: a Spark
+    fingerprint is the most expensive job here (the value cells' expressions), and the remembered one is
+    still Spark's."""
+    import pyarrow.dataset as ds
+
+    from oij.spark import fingerprint as fp
+    from oij.spark import gotparse
+
+    results = str(d / "sp")
+    rows = _kept_by_spark(spark, path, cols, d)
+    lazy_dir = str(d / "lazy")
+    n_lazy = read_got_spark(spark, path, cols, lazy_dir, "x", keep=False, reader="spark")
+    if rows is None:
+        assert n_lazy is None
+        assert fp.registered(lazy_dir, "x") is None
+        return None
+    assert n_lazy == sum(rows.values())
     lazy = fp.registered(lazy_dir, "x")
     assert lazy is not None and not os.path.exists(engine_dir(lazy_dir, "x"))
     assert Counter(tuple(r) for r in lazy.frame.collect()) == rows
-    assert lazy.fingerprint == fp.fingerprint(spark.read.parquet(engine_dir(results, "x")))
+    f = gotparse.fingerprint_table(ds.dataset(engine_dir(results, "x"), format="parquet").to_table())
+    names = ("n", *(f"s{i}" for i in range(2 * fp.HASHES)))
+    assert lazy.fingerprint == {int(b): tuple(int(f[c][i]) for c in names) for i, b in enumerate(f["bucket"])}
     fp.unregister(lazy_dir, "x")
     return rows
 
@@ -275,28 +295,21 @@ def jsonl_lines(draw: Any) -> str:
     return f"{lead}{line}{trail}"
 
 
-@given(lines=st.lists(st.one_of(jsonl_lines(), st.sampled_from(["", "   ", "[1]", "{bad"])), min_size=1,
-                      max_size=6))
-@settings(max_examples=examples(25, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_spark_reads_jsonl_as_read_got_does_or_declines(spark: Any, tmp_path: Path, lines: list[str]) -> None:
+JSONL_FILES = st.lists(st.one_of(jsonl_lines(), st.sampled_from(["", "   ", "[1]", "{bad"])), min_size=1, max_size=6)
+CSV_FILES = st.tuples(st.lists(st.tuples(st.sampled_from(["pair", "aggregate", "late", "", "null", "bad"]), CSV_INT,
+                                         CSV_VALUE), min_size=1, max_size=5),
+                      st.sampled_from([["kind", "base", "probe", "count", "value", "id"], ["base", "probe"], ["a", "b"],
+                                       ["type", "base", "count", "value"]]))
+
+
+def _jsonl_file(tmp_path: Path, lines: list[str]) -> tuple[str, dict[str, str]]:
     path = tmp_path / "got.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    want = _written_by_python(str(path), {}, tmp_path)
-    got = _written_by_spark(spark, str(path), {}, tmp_path)
-    if isinstance(want, InputError):
-        assert got is None, f"read_got rejects ({want}) but Spark accepted"
-    else:
-        assert got is None or got == want
+    return str(path), {}
 
 
-@given(rows=st.lists(st.tuples(st.sampled_from(["pair", "aggregate", "late", "", "null", "bad"]),
-                               CSV_INT, CSV_VALUE),
-                     min_size=1, max_size=5),
-       header=st.sampled_from([["kind", "base", "probe", "count", "value", "id"], ["base", "probe"],
-                               ["a", "b"], ["type", "base", "count", "value"]]))
-@settings(max_examples=examples(20, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_spark_reads_csv_as_read_got_does_or_declines(spark: Any, tmp_path: Path, rows: list[tuple[str, str, str]],
-                                                      header: list[str]) -> None:
+def _csv_file(tmp_path: Path, drawn: tuple[list[tuple[str, str, str]], list[str]]) -> tuple[str, dict[str, str]]:
+    rows, header = drawn
     path = tmp_path / "got.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_MINIMAL)
@@ -304,13 +317,49 @@ def test_spark_reads_csv_as_read_got_does_or_declines(spark: Any, tmp_path: Path
         for kind, i, v in rows:
             cells = {"kind": kind, "type": kind, "value": v}
             w.writerow([cells.get(h, "" if i == "null" else i) for h in header])
-    cols = {"base": "a", "probe": "b"} if header == ["a", "b"] else {}
-    want = _written_by_python(str(path), cols, tmp_path)
-    got = _written_by_spark(spark, str(path), cols, tmp_path)
+    return str(path), {"base": "a", "probe": "b"} if header == ["a", "b"] else {}
+
+
+def _as_read_got_does_or_declines(spark: Any, tmp_path: Path, path: str, cols: dict[str, str],
+                                  both: bool) -> None:
+    """Spark's rows are read_got's, or Spark declines; read_got's rejection is always declined.  ``both``: the
+    rows remembered with their fingerprints too (:func:`_written_by_spark`), else only the rows written."""
+    want = _written_by_python(path, cols, tmp_path)
+    got = (_written_by_spark if both else _kept_by_spark)(spark, path, cols, tmp_path)
     if isinstance(want, InputError):
         assert got is None, f"read_got rejects ({want}) but Spark accepted"
     else:
         assert got is None or got == want
+
+
+# Each format twice: the conversion and the verdict on many drawn files, through the written rows (a Spark job a
+# file); and the same on fewer drawn files through both ways of read_got_spark, the remembered rows and their
+# fingerprints too (a Spark fingerprint a file, the most expensive job here).  Both share one conversion (the
+# frame of _jsonl or _csv, then _take); at OIJ_TESTS=full both see 200 files.
+@given(lines=JSONL_FILES)
+@settings(max_examples=examples(25, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_reads_jsonl_as_read_got_does_or_declines(spark: Any, tmp_path: Path, lines: list[str]) -> None:
+    _as_read_got_does_or_declines(spark, tmp_path, *_jsonl_file(tmp_path, lines), both=False)
+
+
+@given(lines=JSONL_FILES)
+@settings(max_examples=examples(6, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_remembers_jsonl_as_it_writes_it(spark: Any, tmp_path: Path, lines: list[str]) -> None:
+    _as_read_got_does_or_declines(spark, tmp_path, *_jsonl_file(tmp_path, lines), both=True)
+
+
+@given(drawn=CSV_FILES)
+@settings(max_examples=examples(20, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_reads_csv_as_read_got_does_or_declines(spark: Any, tmp_path: Path,
+                                                      drawn: tuple[list[tuple[str, str, str]], list[str]]) -> None:
+    _as_read_got_does_or_declines(spark, tmp_path, *_csv_file(tmp_path, drawn), both=False)
+
+
+@given(drawn=CSV_FILES)
+@settings(max_examples=examples(5, 200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_spark_remembers_csv_as_it_writes_it(spark: Any, tmp_path: Path,
+                                             drawn: tuple[list[tuple[str, str, str]], list[str]]) -> None:
+    _as_read_got_does_or_declines(spark, tmp_path, *_csv_file(tmp_path, drawn), both=True)
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
@@ -372,6 +421,11 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
                              no_progress=True))
     assert rep.all_agree
     assert rep.row("me").metrics["read_by"] == "spark"
+    # agreeing outputs write none of the oracle's rows, nor the output's (fingerprinted as it was parsed); the
+    # control, every row written when kept, is test_spark_fingerprint.py's
+    # test_agreeing_outputs_are_written_whole_when_kept
+    assert not os.path.exists(engine_dir(rep.results, "spark-oracle"))
+    assert not os.path.exists(engine_dir(rep.results, "me"))
     steps = {s["step"]: s for s in rep.spark_steps}
     for name in ("loading --got me", "validating events, watermarks and late marking",
                  "range join, aggregation and writing results"):
