@@ -2,10 +2,10 @@
 
 Planted differences -- a missing pair, a duplicated pair, a lost left-join ``(a, null)`` row, one extra late id,
 one wrong aggregate value -- are each found, listed and given a replay case, with the unmodified output as the
-negative control (it agrees, and then none of the oracle's rows is written).  The fingerprint path is checked
-against the row-by-row comparison (:func:`oij.spark.compare.compare_frames_by_rows`) on random outputs, the value
-cells against the tolerance (a cell twice as wide is caught), and the sums against XOR (which a duplicate
-cancels).
+negative control (it agrees; where every output agrees none of the oracle's rows is written, unless kept).  The
+fingerprint path is checked against the row-by-row comparison (:func:`oij.spark.compare.compare_frames_by_rows`)
+on random outputs, the value cells against the tolerance (a cell twice as wide is caught), and the sums against
+XOR (which a duplicate cancels).
 """
 
 from __future__ import annotations
@@ -133,14 +133,14 @@ def test_planted_pair_and_late_differences_are_found_with_replays(spark: Any, tm
     _same_verdicts(spark, rep, ["same", *want])
 
 
-def test_agreeing_outputs_write_none_of_the_oracle_unless_kept(spark: Any, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agreeing_outputs_are_written_whole_when_kept(spark: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control of test_spark_scale.py's test_check_reports_where_sparks_time_went, which asserts that an
+    agreeing output and the oracle have none of their rows written (they are fingerprinted): with
+    ``OIJ_KEEP_RESULTS`` every row of both is written."""
     p, res = _workload(tmp_path, {"aggregate": None}, n=1500)
     same = _write(tmp_path / "same.jsonl", res)
-    rep = _check(tmp_path, p, {"same": same})
-    assert rep.all_agree and not os.path.exists(engine_dir(rep.results, "spark-oracle"))
-    assert not os.path.exists(engine_dir(rep.results, "same"))  # the output fingerprinted as it was parsed
-    monkeypatch.setenv("OIJ_KEEP_RESULTS", "1")  # control: every row kept on request
+    monkeypatch.setenv("OIJ_KEEP_RESULTS", "1")
     kept = _check(tmp_path, p, {"same": same}, out="kept")
     assert kept.all_agree
     t = ds.dataset(engine_dir(kept.results, "spark-oracle"), format="parquet").to_table()
@@ -214,11 +214,37 @@ def _outputs(draw: Any) -> tuple[Results, Results]:
     return ref, got
 
 
-@settings(max_examples=examples(5, 40), deadline=None, suppress_health_check=list(HealthCheck))
-@given(_outputs(), st.booleans())
+def _shifted(r: Results, by: int) -> Results:
+    """``r`` with every id (base, probe, late id) moved by ``by``."""
+    def m(x: int | None) -> int | None:
+        return None if x is None else x + by
+
+    return Results(pairs=[(a + by, m(b)) for a, b in r.pairs], aggregates=[(a + by, n, v) for a, n, v in r.aggregates],
+                   late=[a + by for a in r.late])
+
+
+SHIFTS = [0, -100, 100, -200, 200, -300, 300, -400]
+"""Where each drawn pair of outputs is moved (ids -5..40 to 95..140, -105..-60, ...): apart, in buckets of their
+own (the buckets are ids modulo 4096), negative and positive."""
+
+
+@settings(max_examples=examples(3, 40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_outputs(), min_size=1, max_size=len(SHIFTS)), st.booleans())
 def test_fingerprints_agree_with_the_row_by_row_comparison(spark: Any, tmp_path_factory: Any,
-                                                           outs: tuple[Results, Results], remembered: bool) -> None:
-    ref, got = outs
+                                                           drawn: list[tuple[Results, Results]],
+                                                           remembered: bool) -> None:
+    """Up to eight drawn pairs of outputs compared at once, each moved to ids of its own (:data:`SHIFTS`): every
+    bucket holds the rows of one pair only, so a difference the fingerprints miss or invent in one pair is one in
+    the whole (every difference is listed: ``first`` above their number).  A single pair, empty outputs
+    included, is drawn as often as Hypothesis likes (one Spark fingerprint per side and example, whatever the
+    number of pairs)."""
+    ref = Results(pairs=[], aggregates=[], late=[])
+    got = Results(pairs=[], aggregates=[], late=[])
+    for (r, g), by in zip(drawn, SHIFTS, strict=False):
+        for whole, part in ((ref, _shifted(r, by)), (got, _shifted(g, by))):
+            whole.pairs += part.pairs
+            whole.aggregates += part.aggregates
+            whole.late += part.late
     d = str(tmp_path_factory.mktemp("fp") / "results")
     write_results(d, "got", got)
     if remembered:  # the reference fingerprinted, not written (as oij check does with the oracle)
@@ -226,8 +252,10 @@ def test_fingerprints_agree_with_the_row_by_row_comparison(spark: Any, tmp_path_
         assert fp.registered(d, "ref") is not None
     else:
         write_results(d, "ref", ref)
-    by_fp = compare_frames(spark, d, "ref", ["got"], first=50)["got"]
-    by_rows = compare_frames_by_rows(spark, d, "ref", ["got"], first=50)["got"]
+    first = 1000  # above every count of differences drawn: all of them listed
+    by_fp = compare_frames(spark, d, "ref", ["got"], first=first)["got"]
+    by_rows = compare_frames_by_rows(spark, d, "ref", ["got"], first=first)["got"]
+    assert len(by_rows.differences) < first
     assert (by_fp.missing, by_fp.extra, by_fp.wrong, by_fp.by_kind, by_fp.differences) == \
         (by_rows.missing, by_rows.extra, by_rows.wrong, by_rows.by_kind, by_rows.differences)
     fp.unregister(d, "ref")
