@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 import types
 from collections import Counter
 from pathlib import Path
@@ -211,14 +212,18 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
 TAKEN = {"own", "spaces and orders", "absent optional fields", "no last newline", "mapped columns", "huge value"}
 
 
-def _read(spark: Any, path: str, cols: dict[str, str], d: Path, reader: str,
-          width: int | None = 16) -> tuple[Counter[tuple[Any, ...]], dict[int, tuple[int, ...]]] | None:
+Prints = dict[int, tuple[int, ...]]
+
+
+def _read(spark: Any, path: str, cols: dict[str, str], d: Path, reader: str, width: int | None = 16,
+          later: list[tuple[Any, Prints]] | None = None) -> tuple[Counter[tuple[Any, ...]], Prints] | None:
     """The rows and fingerprints ``read_got_spark`` remembers with ``reader`` (None: it declined); the lazy
-    frame's rows are collected, so the rows are those the comparison would write."""
+    frame's rows are collected, so the rows are those the comparison would write.  The workers' fingerprints
+    (any reader but ``spark``) are checked against Spark's own of the rows here, or, given ``later``, appended
+    there (frame, fingerprints) for :func:`_check_prints` to check several reads in one Spark job."""
     from oij.spark import fingerprint as fp
 
-    results = str(d / f"sp-{reader}")
-    shutil.rmtree(results, ignore_errors=True)
+    results = tempfile.mkdtemp(prefix=f"sp-{reader}-", dir=d)  # a frame kept in ``later`` may read from it
     if width is not None:  # at most about 8 ranges: each is a task
         width = max(width, Path(path).stat().st_size // 8)
     n = read_got_spark(spark, path, cols, results, "x", keep=False, reader=reader, range_bytes=width)
@@ -231,63 +236,86 @@ def _read(spark: Any, path: str, cols: dict[str, str], d: Path, reader: str,
     rows = Counter(tuple(r) for r in lazy.frame.collect())
     assert sum(rows.values()) == n
     if reader != "spark":  # the workers' fingerprints are Spark's own of the rows remembered
-        assert lazy.fingerprint == fp.fingerprint(lazy.frame)
+        if later is None:
+            assert lazy.fingerprint == fp.fingerprint(lazy.frame)
+        else:
+            later.append((lazy.frame, lazy.fingerprint))
     return rows, lazy.fingerprint
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_arrow_path_reads_as_from_json_and_read_got_do(spark: Any, tmp_path: Path, case: str) -> None:
-    """Each shape read by the new path (ranges of 16 bytes, at most 8 ranges: most lines are split) and by
-    read_got; where the new path takes the file (the shapes in ``TAKEN``: the negative control of a path that
-    always declines), by today's ``from_json`` path too, with the same rows and fingerprints.  Where the new
-    path declines, today's path is what ``test_spark_scale.py`` checks; here the default reader is seen to
-    fall back to it (on CRLF lines), and to take the new path's answer where it accepts (on oij's own lines)."""
-    text, cols = CASES[case]
-    path = tmp_path / "got.jsonl"
-    path.write_text(text, newline="")
-    want = _defined(str(path), cols, tmp_path)
-    arrow = _read(spark, str(path), cols, tmp_path, "arrow")
-    assert (arrow is not None) == (case in TAKEN), case
-    if isinstance(want, InputError):
-        assert arrow is None
-        return
-    old = _read(spark, str(path), cols, tmp_path, "spark") if arrow is not None or case == "CRLF" else None
-    if arrow is not None:
-        assert arrow[0] == want
-        if old is not None:  # today's path declines some shapes the new one takes (a huge value's text)
-            assert arrow == old  # the same rows and the same fingerprints
-        else:
-            from oij.spark import fingerprint as fp
+def _check_prints(reads: list[tuple[Any, Prints]]) -> None:
+    """The workers' fingerprints of several reads against Spark's own, in one Spark job: fingerprints add up bucket
+    by bucket (a count and sums), so Spark's fingerprint of the union of the reads' rows is the sum of each read's.
+    Each read's frame is a scan of its own Parquet partition; a difference in one read's fingerprints shows in the
+    sum (unless another read's differs by exactly its opposite in all seven numbers of a bucket)."""
+    from functools import reduce
 
-            assert arrow[1] == fp.fingerprint(spark.read.parquet(str(tmp_path / "py")))
-    if case in ("own", "CRLF"):
-        assert old is not None
-        assert _read(spark, str(path), cols, tmp_path, "auto") == (arrow if arrow is not None else old)
+    from oij.spark import fingerprint as fp
+
+    assert reads
+    total: dict[int, list[int]] = {}
+    for _, prints in reads:
+        for b, v in prints.items():
+            total[b] = [x + y for x, y in zip(total.get(b, [0] * len(v)), v, strict=True)]
+    union = reduce(lambda a, b: a.unionByName(b), [f for f, _ in reads])
+    assert {b: tuple(v) for b, v in total.items()} == fp.fingerprint(union)
 
 
-def test_one_range_or_many_gives_the_same_rows(spark: Any, tmp_path: Path) -> None:
-    """The default width (one range per core here) and ranges of 7 bytes (most hold no line start)."""
-    path = tmp_path / "got.jsonl"
+def test_the_arrow_path_reads_as_from_json_and_read_got_do(spark: Any, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each shape of ``CASES`` read by the new path (ranges of 16 bytes, at most 8 ranges: most lines are split)
+    and by read_got; where the new path takes the file (the shapes in ``TAKEN``: the negative control of a path
+    that always declines), by today's ``from_json`` path too, with the same rows and fingerprints.  Where the new
+    path declines, today's path is what ``test_spark_scale.py`` checks; here the default reader is seen to fall
+    back to it (on CRLF lines), and to take the new path's answer where it accepts (on oij's own lines).  A few of
+    oij's own lines are also read in one range (the default width: one per core here) and in ranges of 7 bytes
+    (most hold no line start), with the same rows.  Every case in one test: the workers' fingerprints of all the reads
+    are checked against Spark's in one job (:func:`_check_prints`), not one per read.
+
+    Negative control, on oij's own lines: a mutant that rounds values to float32 on the workers is seen by both
+    comparisons (its rows and its fingerprints, each its own, differ from today's path).  Had only the rows been
+    bent, ``_read`` would catch the workers' fingerprints disagreeing with Spark's of the rows."""
+    later: list[tuple[Any, Prints]] = []
+    own: tuple[Path, Path, Any] | None = None
+    for i, (case, (text, cols)) in enumerate(CASES.items()):
+        d = tmp_path / f"case{i}"
+        d.mkdir()
+        path = d / "got.jsonl"
+        path.write_text(text, newline="")
+        want = _defined(str(path), cols, d)
+        arrow = _read(spark, str(path), cols, d, "arrow", later=later)
+        assert (arrow is not None) == (case in TAKEN), case
+        if isinstance(want, InputError):
+            assert arrow is None, case
+            continue
+        old = _read(spark, str(path), cols, d, "spark") if arrow is not None or case == "CRLF" else None
+        if arrow is not None:
+            assert arrow[0] == want, case
+            if old is not None:  # today's path declines some shapes the new one takes (a huge value's text)
+                assert arrow == old, case  # the same rows and the same fingerprints
+            else:  # read_got's rows, as Spark fingerprints them
+                later.append((spark.read.parquet(str(d / "py")), arrow[1]))
+        if case == "own":
+            own = (path, d, old)
+        if case in ("own", "CRLF"):
+            assert old is not None, case
+            assert _read(spark, str(path), cols, d, "auto", later=later) == (arrow if arrow is not None else old), \
+                case
+    # the default width (one range per core here) and ranges of 7 bytes (most hold no line start)
+    path = tmp_path / "few.jsonl"
     path.write_text(_own_lines(6, 3))
-    wide = _read(spark, str(path), {}, tmp_path, "arrow", None)
-    narrow = _read(spark, str(path), {}, tmp_path, "arrow", 7)
+    wide = _read(spark, str(path), {}, tmp_path, "arrow", None, later=later)
+    narrow = _read(spark, str(path), {}, tmp_path, "arrow", 7, later=later)
     assert wide is not None and wide == narrow
-
-
-def test_a_value_read_otherwise_changes_rows_and_fingerprints(spark: Any, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Negative control: a mutant that rounds values to float32 on the workers is seen by both comparisons (its
-    rows and its fingerprints, each its own, differ from today's path).  Had only the rows been bent, ``_read``
-    would catch the workers' fingerprints disagreeing with Spark's of the rows."""
-    path = tmp_path / "got.jsonl"
-    path.write_text(CASES["own"][0])
-    old = _read(spark, str(path), {}, tmp_path, "spark")
-    assert old is not None and old == _read(spark, str(path), {}, tmp_path, "arrow")
+    _check_prints(later)
+    assert own is not None
+    path, d, old = own
+    assert old is not None
     mutant = _mutant("kept(pc.cast(value, pa.float64()), agg)",
                      "kept(pc.cast(pc.cast(value, pa.float32()), pa.float64()), agg)")
     monkeypatch.setattr(gp, "arrow_rows", mutant.arrow_rows)
     monkeypatch.setattr(gp, "arrow_prints", mutant.arrow_prints)
-    bent = _read(spark, str(path), {}, tmp_path, "arrow")
+    bent = _read(spark, str(path), {}, d, "arrow")
     assert bent is not None
     assert bent[0] != old[0] and bent[1] != old[1]
 
