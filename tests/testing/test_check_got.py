@@ -253,7 +253,9 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A system that follows spark-ss (here: that profile's result) differs from the canonical result in hundreds
     of rows, every one explained by spark-ss, and ``--profile spark-ss`` agrees with it; negative control: the
-    same output with one pair lost is explained by no profile, and --profile spark-ss finds the lost pair."""
+    same output with one pair lost is explained by no profile, and --profile spark-ss finds the lost pair.  Both
+    outputs are judged in each run (the in-memory attribution simulates every profile once for both; Spark
+    computes the spark-ss result once for both)."""
     from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
@@ -262,55 +264,60 @@ def test_differences_are_attributed_to_the_profile_that_explains_them(tmp_path: 
     ss = compute_profile_result(evs, q, get_profile("spark-ss")).canonical()
     assert ss != run_events(evs, q).canonical()
     got = _write(tmp_path / "ss.jsonl", ss)
-    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"spark={got}")
-    assert rc == 1
-    (a,) = report["attribution"]
-    assert a["differences"] > 10 and "spark-ss" in a["explained_by"], a
-    assert "are explained by spark-ss" in capsys.readouterr().out
-    rc, report = _check(tmp_path, w, "--got", f"spark={got}", "--profile", "spark-ss")
-    assert rc == 0 and report["profile"] == "spark-ss"
     lost = Results(pairs=ss.pairs[1:], aggregates=ss.aggregates, late=ss.late)
     bad = _write(tmp_path / "bad.jsonl", lost)
-    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"spark={bad}")
-    (a,) = report["attribution"]
-    assert rc == 1 and a["explained_by"] == [] and a["partly"][0]["profile"] == "spark-ss", a
-    assert a["partly"][0]["explains"] == a["differences"] - 1  # all but the lost pair
-    assert "no named profile explains all" in capsys.readouterr().out
-    rc, report = _check(tmp_path, w, *NO_ATTRIBUTION, "--got", f"spark={bad}", "--profile", "spark-ss")
-    spark_row = next(r for r in report["engines"] if r["engine"] == "spark")
-    assert rc == 1 and spark_row["missing"] == 1, spark_row
+    rc, report = _check(tmp_path, w, "--no-spark", "--got", f"spark={got}", "--got", f"bad={bad}")
+    assert rc == 1
+    a, b = report["attribution"]
+    assert a["system"] == "spark" and a["differences"] > 10 and "spark-ss" in a["explained_by"], a
+    assert b["system"] == "bad" and b["explained_by"] == [] and b["partly"][0]["profile"] == "spark-ss", b
+    assert b["partly"][0]["explains"] == b["differences"] - 1  # all but the lost pair
+    out = capsys.readouterr().out
+    assert "are explained by spark-ss" in out and "no named profile explains all" in out
+    rc, report = _check(tmp_path, w, *NO_ATTRIBUTION, "--got", f"spark={got}", "--got", f"bad={bad}",
+                        "--profile", "spark-ss")
+    assert report["profile"] == "spark-ss" and report["reference"] == "spark-oracle"
+    rows = {r["engine"]: r for r in report["engines"]}
+    assert rows["spark"]["agrees"] and (rows["spark"]["missing"], rows["spark"]["extra"]) == (0, 0), rows["spark"]
+    assert rc == 1 and (rows["bad"]["missing"], rows["bad"]["extra"], rows["bad"]["wrong"]) == (1, 0, 0), rows
 
 
 @pytest.mark.spark
 @pytest.mark.spark_session
-@pytest.mark.parametrize("profile", ["flink-sql", "pathway-cutoff"])
-def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, profile: str,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """Past --seq-limit (nothing in memory) ``--profile`` is the Spark oracle's (oij.spark.profiles): the
-    profile's own result agrees; negative controls: that output with one pair added and one aggregate-free row
-    lost disagrees in exactly those rows (judged in the same run: the Spark oracle computes the profile's result
-    once for both outputs), and the canonical check of the right output disagrees, with nothing attributed there
-    by default (``--attribute auto``: no profile simulated past the limits)."""
+def test_a_profile_is_computed_by_spark_past_the_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Past --seq-limit (nothing in memory) ``--profile`` is the Spark oracle's (oij.spark.profiles): for
+    flink-sql and for pathway-cutoff, the profile's own result agrees; negative controls: that output with one
+    pair added and one aggregate-free row lost disagrees in exactly those rows (judged in the same run: the
+    Spark oracle computes the profile's result once for both outputs), and the canonical check of both right
+    outputs (one run) disagrees with each, with nothing attributed there by default (``--attribute auto``: no
+    profile simulated past the limits)."""
     from oij.spec.profiles import compute_profile_result, get_profile
 
     w = tmp_path / "late.jsonl"
     write_workload(str(w), resolve("teach-late"), 600, 5)
     q, evs = _read(w)
-    want = compute_profile_result(evs, q, get_profile(profile)).canonical()
-    assert want != run_events(evs, q).canonical()
-    got = _write(tmp_path / "sys.jsonl", want)
-    extra = (want.pairs[0][0], 10**9)
-    bad = _write(tmp_path / "bad.jsonl", Results(pairs=sorted([*want.pairs[1:], extra]), aggregates=want.aggregates,
-                                                 late=want.late))
-    rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--got", f"bad={bad}", "--profile", profile,
-                        "--seq-limit", "0")
+    canonical = run_events(evs, q).canonical()
+    right: list[str] = []
+    for profile in ("flink-sql", "pathway-cutoff"):
+        want = compute_profile_result(evs, q, get_profile(profile)).canonical()
+        assert want != canonical
+        got = _write(tmp_path / f"{profile}.jsonl", want)
+        right += ["--got", f"{profile}={got}"]
+        extra = (want.pairs[0][0], 10**9)
+        bad = _write(tmp_path / "bad.jsonl", Results(pairs=sorted([*want.pairs[1:], extra]),
+                                                     aggregates=want.aggregates, late=want.late))
+        rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--got", f"bad={bad}", "--profile", profile,
+                            "--seq-limit", "0")
+        rows = {r["engine"]: r for r in report["engines"]}
+        assert list(rows) == ["spark-oracle", "sys", "bad"], rows
+        assert rows["sys"]["agrees"] and (rows["sys"]["missing"], rows["sys"]["extra"]) == (0, 0), rows["sys"]
+        assert rc == 1 and not report["all_agree"] and (rows["bad"]["missing"], rows["bad"]["extra"]) == (1, 1), \
+            rows
+        assert f"the {profile} profile (oij.spec.profiles), computed by the Spark oracle" in capsys.readouterr().out
+    rc, report = _check(tmp_path, w, *right, "--seq-limit", "0")
     rows = {r["engine"]: r for r in report["engines"]}
-    assert list(rows) == ["spark-oracle", "sys", "bad"], rows
-    assert rows["sys"]["agrees"] and (rows["sys"]["missing"], rows["sys"]["extra"]) == (0, 0), rows["sys"]
-    assert rc == 1 and not report["all_agree"] and (rows["bad"]["missing"], rows["bad"]["extra"]) == (1, 1), rows
-    assert f"the {profile} profile (oij.spec.profiles), computed by the Spark oracle" in capsys.readouterr().out
-    rc, report = _check(tmp_path, w, "--got", f"sys={got}", "--seq-limit", "0")
-    assert rc == 1 and report["engines"][1]["missing"] + report["engines"][1]["extra"] > 0
+    assert list(rows) == ["spark-oracle", "flink-sql", "pathway-cutoff"], rows
+    assert rc == 1 and all(rows[p]["missing"] + rows[p]["extra"] > 0 for p in ("flink-sql", "pathway-cutoff")), rows
     assert report["attribution"] == [], report["attribution"]
 
 
