@@ -166,7 +166,7 @@ def _cell_steps() -> list[dict[str, Callable[[Env], Any]]]:
 def value_cell(v: Any) -> tuple[Any, Any, Any, Any, Any]:
     """(tag, sign, e, m, exact) for the value column ``v``: tag 0 null, 1 a cell (sign, e, m: longs), 2 the
     exact double (``exact``; the other parts 0).  See the module docstring for why a cell cannot hide a
-    difference the tolerance reports.  One expression (:func:`_cell_steps` composed)."""
+    difference the tolerance reports.  One expression (``_cell_steps`` composed)."""
     env: Env = {"v": v}
     for step in _cell_steps():
         env.update({name: f(env) for name, f in step.items()})
@@ -211,7 +211,7 @@ def encoding(cells: bool = True) -> list[Any]:
 def fingerprint_frame(rows: Any, cells: bool = True) -> Any:
     """Per bucket (``bucket``): ``n`` rows and the sums ``s0`` .. ``s5`` (module docstring), one partial
     aggregation over ``rows`` (columns kind, base, probe, count, value, id).  The columns of :func:`encoding`,
-    the value's cell computed one step a projection (:func:`_cell_steps`), then the three hashes, then the
+    the value's cell computed one step a projection (``_cell_steps``), then the three hashes, then the
     sums: the same numbers as the composed expressions, each part planned and evaluated once."""
     from pyspark.sql import functions as F
 
