@@ -8,6 +8,7 @@ negative control: a broken router, a broken carry and a broken output range are 
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import subprocess
@@ -159,6 +160,12 @@ def test_the_routing_check_catches_a_dp_that_does_not_broadcast(monkeypatch: pyt
 # ---------------------------------------------------------------- files: parallel reading
 
 
+FILE_EVENTS = 2000
+"""Events per file: oij-jsonl in 4,096-byte ranges is 43 pieces per file (14 rounds of three replicas, a line cut
+at nearly every edge), with late tuples in every file (307 in two; the watermark file's one at seed 7) and
+aggregates; 6,000 events (128 pieces) cost three times as much and crossed the same kinds of edges."""
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("blocks")
@@ -170,11 +177,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         p = with_overrides(resolve("teach-late"), over)
         for ext in ("jsonl", "parquet"):
             f = d / f"{name}.{ext}"
-            write_workload(str(f), p, 6000, 5)
+            write_workload(str(f), p, FILE_EVENTS, 7)
             out[f"{name}.{ext}"] = f
+    for f in out.values():  # what the tests below claim of these files
+        assert '{"type":"late"' in _expected(f), f.name
+    assert '{"type":"aggregate"' in _expected(out["aggregate.jsonl"])
     return out
 
 
+@functools.cache
 def _expected(path: Path) -> str:
     from oij.io import open_events
 
