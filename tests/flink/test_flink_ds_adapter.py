@@ -32,6 +32,7 @@ from oij.flink.datastream import Session, run_case
 from oij.testing import Case, expected_output
 from oij.testing._protocol import parse_output
 from oij.testing._vectors import flink_operator_vectors
+from tests.flink.test_flink_restart import SAVEPOINTED, WITH_LATE
 from tests.procs import alive
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]
@@ -60,6 +61,11 @@ CASES: dict[str, tuple[Case, str]] = {
 }
 
 
+RESTART_CASES = {"with-late": WITH_LATE, "savepointed": SAVEPOINTED}
+"""test_flink_restart.py's cases that it runs without kills, whose committed rows it holds to the profile's: here
+the adapter's own answers (without the restart protocol) are held to the same rows, in the module's session (a
+job each on its JVM, where that module started a JVM for them)."""
+
 OPERATOR = next(v for v in flink_operator_vectors() if v.name == "late-data").case
 """Flink's IntervalJoinOperatorTest.testLateData, as a vector."""
 
@@ -72,6 +78,7 @@ class Answers:
 
     cases: dict[str, Results]
     operator: Results
+    restart_cases: dict[str, Results]
     pid: int
     alive_after_close: bool
 
@@ -81,8 +88,9 @@ def answers() -> Answers:
     with Session() as s:
         cases = {name: s.run_case(case.query, list(case.events)) for name, (case, _) in CASES.items()}
         operator = s.run_case(OPERATOR.query, list(OPERATOR.events))
+        restart_cases = {name: s.run_case(case.query, list(case.events)) for name, case in RESTART_CASES.items()}
         pid = s.pid
-    return Answers(cases, operator, pid, alive(pid))
+    return Answers(cases, operator, restart_cases, pid, alive(pid))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -103,12 +111,22 @@ def test_flinks_own_operator_scenario_through_the_engine(answers: Answers) -> No
     assert got.late  # the side outputs carried the late elements
 
 
+def test_the_restart_cases_without_the_protocol(answers: Answers) -> None:
+    """The adapter without the restart protocol answers test_flink_restart.py's unkilled cases with the profile's
+    rows (there, the protocol's committed rows are held to the same), the late probe included."""
+    for name, case in RESTART_CASES.items():
+        got, want = answers.restart_cases[name], expected_output(case, "flink-datastream")
+        assert (got.pairs, got.late) == (want.pairs, want.late), name
+        assert got.late == [5], name
+
+
 @pytest.mark.timeout(300)
 def test_a_session_answers_each_case_as_a_run_of_its_own(answers: Answers) -> None:
-    """Three cases through one ``oij adapter flink-ds --session``: each answered with what a per-case run gives,
-    then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0.  The drive is
-    paced, so this is also the repeat: the same case three times (twice in the session, once alone), one
-    answer."""
+    """Three cases through one ``oij adapter flink-ds --session``: each answered with what the module's session
+    gave (held to the profile above) and, the one with late rows, with what a per-case run (a JVM of its own)
+    gives, then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0.  The
+    drive is paced, so this is also the repeat: the same case three times (twice in this session, once in the
+    module's), one answer.  (One per-case run, not one per case: each is a JVM.)"""
     names = ["per-input-watermark", "late-side-output", "per-input-watermark"]
     r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--session"],
                        input="".join(CASES[n][0].to_jsonl() for n in names), capture_output=True, text=True,
@@ -116,10 +134,10 @@ def test_a_session_answers_each_case_as_a_run_of_its_own(answers: Answers) -> No
     assert r.returncode == 0, r.stderr
     *blocks, rest = r.stdout.split('{"type":"end"}\n')
     assert rest == "" and len(blocks) == len(names)
-    single = {n: run_case(CASES[n][0].query, list(CASES[n][0].events)) for n in set(names)}
     for n, block in zip(names, blocks, strict=True):
-        assert parse_output(block) == single[n] == answers.cases[n], n  # the module's session's too
-    assert single["late-side-output"].late  # the cases are not all empty
+        assert parse_output(block) == answers.cases[n], n  # the module's session's
+    single = run_case(CASES["late-side-output"][0].query, list(CASES["late-side-output"][0].events))
+    assert parse_output(blocks[1]) == single and single.late  # a run of its own; the cases are not all empty
 
 
 @pytest.mark.timeout(120)

@@ -32,7 +32,6 @@ from oij.spec.profiles import get_profile
 from oij.spec.recovery import Checkpoint, committed, judge_committed, restart_point
 
 from oij.adapters import get_adapter, restart_command
-from oij.flink.datastream import Session
 from oij.testing import Case, expected_output
 from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, parse_line, run_incarnation, run_plan
 
@@ -55,6 +54,11 @@ def p(i: int, ts: int, key: int | str = 1) -> StreamTuple:
 ON_TIME = Case(Query(-2, 2, lateness=100), (b(1, 5), p(2, 5), p(3, 6, "1"), b(4, 7, "1"), p(5, 4), End()))
 # a pair per key and a late probe (W = max ts - 1 - 1 = 4 > 1): the late side output
 WITH_LATE = Case(Query(-2, 2, lateness=1), (b(1, 5), p(2, 5), p(3, 6, "1"), b(4, 7, "1"), p(5, 1), End()))
+# for savepoint-every=2 (a job stopped with a savepoint after events 2, 4 and 6, each resumed from it): base 4
+# pairs with probe 2 of the state restored at 2 (and not with probe 3, key "1"); probe 5 is late in the whole
+# stream (W = 6 - 1 - 1 = 4 > 1) but comes first after the resume at 4; probe 6 (on time) pairs with bases 1 and
+# 4 of the state restored at 4
+SAVEPOINTED = Case(Query(-2, 2, lateness=1), (b(1, 5), p(2, 5), p(3, 6, "1"), b(4, 6), p(5, 1), p(6, 5), End()))
 
 
 def command(*options: str) -> list[str]:
@@ -72,28 +76,17 @@ def run(case: Case, plan: Sequence[KillPoint], *options: str) -> RestartRun:
     return r
 
 
-@pytest.fixture(scope="module")
-def normal() -> dict[str, Counter[object]]:
-    """The flink-ds adapter's rows without the protocol, for both cases, from one session (one JVM, a job per
-    case: it answers each case as a run of its own would, test_flink_ds_adapter.py checks)."""
-    with Session() as s:
-        out: dict[str, Counter[object]] = {}
-        for name, case in (("on-time", ON_TIME), ("with-late", WITH_LATE)):
-            res = s.run_case(case.query, [e for e in case.events if not isinstance(e, End)])
-            out[name] = Counter[object]([("pair", *x) for x in res.pairs] + [("late", x) for x in res.late])
-        return out
-
-
-def test_a_clean_run_commits_the_adapters_output(tmp_path: Path, normal: dict[str, Counter[object]]) -> None:
-    """No kill: the checkpoint lines are in order and what the incarnation committed is exactly what the adapter
-    outputs without the protocol (and what the profile predicts), each row once."""
+def test_a_clean_run_commits_the_adapters_output(tmp_path: Path) -> None:
+    """No kill: the checkpoint lines are in order and what the incarnation committed is exactly what the profile
+    predicts, each row once: what the adapter outputs without the protocol (test_flink_ds_adapter.py's
+    ``test_the_restart_cases_without_the_protocol``: its session's job per case, a JVM this module saves)."""
     lines = WITH_LATE.to_jsonl().splitlines(keepends=True)
     inc = run_incarnation(command(), lines, 0, str(tmp_path), 0, None, TIMEOUT)
     assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
     marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
     assert marks and marks == sorted(set(marks)) and marks[-1] == len(WITH_LATE), marks  # ends at the last
     got = Counter(committed(inc.output, completed=True))
-    assert got == normal["with-late"] == rows_of(WITH_LATE) and ("late", 5) in got
+    assert got == rows_of(WITH_LATE) and ("late", 5) in got
     # the sink's files are Flink's checkpoints' commits, the last one holding the offset of the whole input
     sink = sorted((tmp_path / "sink").glob("*.txt"))
     assert sink and sink[-1].read_text().splitlines()[0] == f"K {len(WITH_LATE)}"
@@ -117,18 +110,20 @@ def run_in(state: Path, case: Case, plan: Sequence[KillPoint], *options: str) ->
     return r
 
 
-KILLS = (KillPoint("fed", 2), KillPoint("row", 1))
-"""Two kinds of kill in one run of three incarnations (each a JVM).  Each is sure to come: the first incarnation
-is given events 1..2 only, and the second has rows to print after event 2 (events 4 and 5 make pairs).  A kill on
-a checkpoint line has a run of its own (test_a_kill_on_a_checkpoint_line): it may come after every event, leaving
-a next kill nothing to come on."""
+KILLS = (KillPoint("fed", 2), KillPoint("row", 1), KillPoint("checkpoint", 1))
+"""The three kinds of kill in one run of four incarnations (each a JVM; a run per kind would start five).  Each
+is sure to come: the first incarnation is given events 1..2 only, the second has rows to print after event 2
+(events 4 and 5 make pairs), and the third, given the rest and the end line, prints a checkpoint line at the
+latest when its final checkpoint commits.  The kill on a checkpoint line comes last: it may come after every
+event, leaving a next kill nothing to come on."""
 
 
 def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None:
     """One run on ON_TIME: incarnation 0 is given events 1..2 and killed once it has checkpointed them (between
     events); incarnation 1, at OIJ_CHECKPOINT=2, restores the newest retained checkpoint (its JVM says which),
-    reprints the uncommitted epochs and is killed on its first result row (mid-output); incarnation 2 finishes.
-    The rows all three committed are exactly the result, each once, and each event was logged once."""
+    reprints the uncommitted epochs and is killed on its first result row (mid-output); incarnation 2 is killed
+    on its first checkpoint line (the commit printed, the next incarnation resumes after it); incarnation 3
+    finishes.  The rows all four committed are exactly the result, each once, and each event was logged once."""
     r = run_in(tmp_path, ON_TIME, KILLS)
     assert [inc.killed for inc in r.incarnations] == [*KILLS, None], r.timeline()
     assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
@@ -140,12 +135,6 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     # each event logged once (the second incarnation was given events 3.. only), the keys as dense ints
     assert (tmp_path / "input.log").read_text().splitlines() == [
         "0 0 1 5 0", "0 1 2 5 0", "0 1 3 6 1", "0 0 4 7 1", "0 1 5 4 0", "E"]
-
-
-def test_a_kill_on_a_checkpoint_line() -> None:
-    r = run(ON_TIME, (KillPoint("checkpoint", 1),))
-    assert len(r.incarnations) == 2 and r.incarnations[0].killed == KillPoint("checkpoint", 1), r.timeline()
-    assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
 
 
 def test_the_direct_sink_is_caught() -> None:
@@ -198,42 +187,38 @@ def _sink_epochs(state: Path) -> list[tuple[int, int]]:
     return [(int(f.stem), int(f.read_text().splitlines()[0][2:])) for f in sorted((state / "sink").glob("*.txt"))]
 
 
-def test_savepoint_every_stops_and_resumes_exactly(tmp_path: Path, normal: dict[str, Counter[object]]) -> None:
-    """savepoint-every=2, no kill: the job is stopped with a savepoint after events 2 and 4 and resumed from it
-    twice (the JVM's log says so); what it committed is exactly the adapter's output, and the savepoints took
-    their ids from the checkpoints' counter: each is a sink epoch whose k is the event it stopped at, and the
-    epochs (the sink's file names) and the checkpoint lines increase."""
-    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
+def test_savepoint_every_stops_resumes_and_forgets_the_watermark(tmp_path: Path) -> None:
+    """savepoint-every=2, no kill, on SAVEPOINTED: the job is stopped with a savepoint after events 2, 4 and 6
+    and resumed from it three times (the JVM's log says so), and the savepoints took their ids from the
+    checkpoints' counter: each is a sink epoch whose k is the event it stopped at, and the epochs (the sink's file
+    names) and the checkpoint lines increase.  What it committed is exactly the profile's rows but one, the
+    pairs made with the state restored at 2 and at 4 included: the finding, measured: like a restore from a
+    checkpoint, a job resumed from a savepoint starts with no watermark (Flink does not snapshot it), so the
+    probe that is late in the whole stream (event 5, right after the savepoint at event 4) is judged on time by
+    the resumed job: its late row is lost, and nothing else.  (Without savepoints the same JVM job outputs the
+    late row: test_a_clean_run_commits_the_adapters_output.)  One run checks both (a run each started two
+    JVMs)."""
+    lines = SAVEPOINTED.to_jsonl().splitlines(keepends=True)
     inc = run_incarnation(command("savepoint-every=2"), lines, 0, str(tmp_path), 0, None, TIMEOUT)
     assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
     marks = [x.events for x in inc.output if isinstance(x, Checkpoint)]
-    assert marks == sorted(set(marks)) and marks[-1] == len(ON_TIME), marks
+    assert marks == sorted(set(marks)) and marks[-1] == len(SAVEPOINTED), marks
     got = Counter(committed(inc.output, completed=True))
-    assert got == normal["on-time"] == rows_of(ON_TIME)
+    want = rows_of(SAVEPOINTED)
+    assert want - got == Counter([("late", 5)]) and not got - want, got
+    assert {("pair", 4, 2), ("pair", 1, 6), ("pair", 4, 6)} <= set(got), got  # made after the restores
     log = (tmp_path / "jvm-0.log").read_text()
     stops = [x for x in log.splitlines() if SAVEPOINT_STOP in x]
-    assert list(dict.fromkeys(x.rsplit(" ", 1)[1] for x in stops)) == ["2", "4"], log[-3000:]  # tries repeat
+    assert list(dict.fromkeys(x.rsplit(" ", 1)[1] for x in stops)) == ["2", "4", "6"], log[-3000:]  # tries repeat
     restored = _restored(log)
-    assert len(restored) == 2 and all("/savepoints/savepoint-" in x for x in restored), log[-3000:]
+    assert len(restored) == 3 and all("/savepoints/savepoint-" in x for x in restored), log[-3000:]
     epochs = _sink_epochs(tmp_path)
     ids = [int(x.rsplit("(checkpoint id ", 1)[1].rstrip(")")) for x in log.splitlines() if "stopped with" in x]
-    assert len(ids) == 2 and ids == sorted(set(ids)), log[-3000:]
-    assert [k for e, k in epochs if e in ids] == [2, 4], epochs  # the savepoints' epochs, their k the stop's
+    assert len(ids) == 3 and ids == sorted(set(ids)), log[-3000:]
+    assert [k for e, k in epochs if e in ids] == [2, 4, 6], epochs  # the savepoints' epochs, their k the stop's
     assert [k for _, k in epochs] == sorted(k for _, k in epochs), epochs
     ledger = [tuple(map(int, x.split())) for x in (tmp_path / "ledger").read_text().splitlines()]
     assert ledger == sorted(set(ledger)) and [k for _, k in ledger] == marks, ledger
-
-
-def test_a_savepoint_resume_forgets_the_watermark(tmp_path: Path) -> None:
-    """The finding, measured: like a restore from a checkpoint, a job resumed from a savepoint starts with no
-    watermark (Flink does not snapshot it), so the probe that is late in the whole stream (event 5, after the
-    savepoint at event 4) is judged on time by the resumed job: its late row is lost, and nothing else."""
-    lines = WITH_LATE.to_jsonl().splitlines(keepends=True)
-    inc = run_incarnation(command("savepoint-every=2"), lines, 0, str(tmp_path), 0, None, TIMEOUT)
-    assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
-    got = Counter(committed(inc.output, completed=True))
-    assert rows_of(WITH_LATE) - got == Counter([("late", 5)]) and not got - rows_of(WITH_LATE), got
-    # without savepoints the same JVM job outputs the late row (test_a_clean_run_commits_the_adapters_output)
 
 
 SAVEPOINT_KILLS = (KillPoint("fed", 2), KillPoint("row", 1))
