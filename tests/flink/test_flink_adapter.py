@@ -55,21 +55,22 @@ CASES: dict[str, tuple[Case, bool]] = {
 }
 
 
-# the aggregate cases: base 1's window over a late probe that is stored; a float sum in arrival order
-AGG = Case(Query(-5, 5, lateness=0, aggregate="sum"), (b(1, 10), p(2, 30, 9), p(3, 9, v=2.5), b(4, 12), End()))
-FLOAT_SUM = Case(Query(-5, 5, lateness=100, aggregate="sum"),
-                 (b(1, 10), p(2, 9, v=1e16), p(3, 10), p(4, 11, v=-1e16), End()))
-SESSION = [*CASES, "late-rows-join-and-stay", "agg", "float-sum"]
+# the aggregate case, one job for two findings: base 1's window over a late probe that is stored (key 1); then, on
+# key 2 and far ahead, a float sum in arrival order (base 5's three probes, none behind W, 1e16 + 1 - 1e16)
+AGG = Case(Query(-5, 5, lateness=0, aggregate="sum"),
+           (b(1, 10), p(2, 30, 9), p(3, 9, v=2.5), b(4, 12),
+            b(5, 40, 2), p(6, 39, 2, v=1e16), p(7, 40, 2), p(8, 41, 2, v=-1e16), End()))
+SESSION = [*CASES, "late-rows-join-and-stay", "agg"]
 """What the module's one ``oij adapter flink-sql --session`` is given, in order: every case, one of them twice (the
-drive is paced in wall-clock time: the repeat), and the aggregate cases."""
+drive is paced in wall-clock time: the repeat), and the aggregate case (each case is a job of some seconds)."""
 
 
 @pytest.fixture(scope="module")
 def session() -> list[str]:
     """The answers of one ``oij adapter flink-sql --session`` process (one PyFlink gateway JVM for every case, each
-    its own job, as a run of its own would give it; a gateway per case would start eight), each answer's text
+    its own job, as a run of its own would give it; a gateway per case would start six), each answer's text
     before its end line.  The command line is how the adapter's users (and ``oij conform``) run it."""
-    cases = {**{n: c for n, (c, _) in CASES.items()}, "agg": AGG, "float-sum": FLOAT_SUM}
+    cases = {**{n: c for n, (c, _) in CASES.items()}, "agg": AGG}
     r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-sql", "--session"],
                        input="".join(cases[n].to_jsonl() for n in SESSION), capture_output=True, text=True,
                        timeout=540, check=False)
@@ -99,12 +100,13 @@ def test_aggregates_are_the_group_by_over_the_left_join(session: list[str]) -> N
     the base at 10 and is stored, so the late base at 12 meets it too: two rows of 2.5; canonically the probe
     and that base are late and base 1 has an empty window (the negative control)."""
     got = answer(session, "agg")
-    assert got.aggregates == expected_output(AGG, "flink-sql").aggregates == [(1, 1, 2.5), (4, 1, 2.5)]
-    assert expected_output(AGG, "canonical").aggregates != got.aggregates
+    want = expected_output(AGG, "flink-sql").aggregates
+    assert got.aggregates[:2] == want[:2] == [(1, 1, 2.5), (4, 1, 2.5)]
+    assert expected_output(AGG, "canonical").aggregates[:1] != got.aggregates[:1]
     # a finding, pinned: Flink's SUM is float arithmetic in arrival order (1e16 + 1 - 1e16 = 0.0), not the
     # exact sum (1.0) of oij.spec.aggregate; if Flink ever sums exactly, this fails: update docs/findings.rst
-    assert expected_output(FLOAT_SUM, "flink-sql").aggregates == [(1, 3, 1.0)]
-    assert answer(session, "float-sum").aggregates == [(1, 3, 0.0)]
+    assert want[2:] == [(5, 3, 1.0)]
+    assert got.aggregates[2:] == [(5, 3, 0.0)]
 
 
 def test_a_paced_run_repeats(session: list[str]) -> None:
