@@ -1,8 +1,10 @@
 """The ordinary Flink DataStream job (oij.flink.userjob, OijUserJob.java, ``oij userjob flink``): at parallelism 1
-and 2, on a small workload of issue 63's shape, its pairs are a subset of the batch join of all tuples and its late
-ids are tuples' ids; a pair outside the window planted in the output is caught by the same check (the negative
-control).  Flink's key-to-instance map, as the job reports it, is what every pair's instance shows and what
-:func:`flink_key_instance` computes in Python."""
+and 2, on the two seeded workloads ``oij conform --as-run`` draws (small, of issue 63's shape: the second is its
+parameters but for the window), its pairs are a subset of the batch join of all tuples and its late ids are
+tuples' ids; a pair outside the window planted in the output is caught by the same check (the negative control).
+Flink's key-to-instance map, as the job reports it, is what every pair's instance shows and what
+:func:`flink_key_instance` computes in Python.  Each job run is a JVM: the conform run's two jobs are the ones
+these checks read (a job per check would start two more)."""
 
 from __future__ import annotations
 
@@ -25,11 +27,11 @@ from tests.userjobs import batch_pairs, outside_window_pair, read_output, small_
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(600)]
 
 
-@pytest.mark.parametrize("parallelism", [1, 2])
-def test_flink_user_job_output_is_explained_by_the_batch_join(tmp_path: Path, parallelism: int) -> None:
-    events = small_workload(tmp_path)
-    out = tmp_path / "flink.jsonl"
-    info = run_flink_user_job(str(events), str(out), parallelism=parallelism)
+def explained_by_the_batch_join(tmp_path: Path, events: Path, out: Path, info: dict[str, Any],
+                                parallelism: int) -> None:
+    """The job's output ``out`` on ``events`` at ``parallelism`` (and what it reported, ``info``) is explained by
+    the batch join, its key-to-instance map is Flink's, and it is judged right up to schedule; the negative
+    controls are caught."""
     lines = out.read_bytes().splitlines(keepends=True)
     batch = batch_pairs(events)
     assert violations(lines, events, batch) == []
@@ -90,9 +92,10 @@ def test_flink_user_job_refuses_what_it_cannot_run(tmp_path: Path) -> None:
 def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """``oij conform --adapter flink-ds --as-run``: two seeded workloads (parallelism 1, then 2) through the
-    ordinary job, each admissible up to schedule.  Negative control: a job whose output loses one pair of two
-    tuples that stay in other rows fails the run with a replay case (the output of the real job on the same
-    workload, recorded in the first run, with the pair taken out: a job run less)."""
+    ordinary job, each admissible up to schedule, and each job's output explained by the batch join (above, on
+    3000 events: fewer leave no pair far outside the window to plant).  Negative control: a job whose output
+    loses one pair of two tuples that stay in other rows fails the run with a replay case (the output of the real
+    job on the same workload, recorded in the first run, with the pair taken out: a job run less)."""
     import io
 
     from oij.bench.schedule import plant
@@ -102,20 +105,30 @@ def test_conform_as_run_judges_flink_as_its_users_run_it(tmp_path: Path, monkeyp
     from oij.io.jsonlwrite import result_lines
     from oij.io.userjob import read_workload
 
-    args = ["conform", "--adapter", "flink-ds", "--as-run", "--runs", "2", "--run-events", "1500",
+    args = ["conform", "--adapter", "flink-ds", "--as-run", "--runs", "2", "--run-events", "3000",
             "--replay-out", str(tmp_path / "fail.jsonl")]
     real = userjob.run_flink_user_job
     ran: dict[bytes, tuple[bytes, dict[str, Any]]] = {}  # workload's bytes -> the real job's output and info
+    parallelisms: list[int] = []
 
     def recorded(events_path: str, out_path: str, **kw: Any) -> dict[str, Any]:
         info = real(events_path, out_path, **kw)
         ran[Path(events_path).read_bytes()] = (Path(out_path).read_bytes(), info)
+        parallelisms.append(kw["parallelism"])
         return info
 
     monkeypatch.setattr(userjob, "run_flink_user_job", recorded)
     assert main(args) == 0
     assert "2 of 2 runs admissible" in capsys.readouterr().out
-    assert len(ran) == 2
+    assert len(ran) == 2 and parallelisms == [1, 2]
+    # each job's output, read as the job at that parallelism wrote it
+    for i, ((workload, (output, info)), parallelism) in enumerate(zip(ran.items(), parallelisms, strict=True)):
+        d = tmp_path / f"run-{i}"
+        d.mkdir()
+        (d / "w.jsonl").write_bytes(workload)
+        (d / "flink.jsonl").write_bytes(output)
+        explained_by_the_batch_join(d, d / "w.jsonl", d / "flink.jsonl", info, parallelism)
+    capsys.readouterr()  # what those checks printed (a rejection among it) is not the run's below
 
     def lossy(events_path: str, out_path: str, **kw: Any) -> dict[str, Any]:
         """The real job's output on this workload (the same seeded workloads as the run above: its output, not a
