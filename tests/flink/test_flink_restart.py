@@ -29,7 +29,7 @@ if shutil.which("javac") is None:
 
 from oij.spec.model import End, Query, StreamTuple
 from oij.spec.profiles import get_profile
-from oij.spec.recovery import Checkpoint, committed, judge_committed, restart_point
+from oij.spec.recovery import Checkpoint, Line, committed, judge_committed, restart_point
 
 from oij.adapters import get_adapter, restart_command
 from oij.testing import Case, expected_output
@@ -115,16 +115,20 @@ KILLS = (KillPoint("fed", 2), KillPoint("row", 1), KillPoint("checkpoint", 1))
 is sure to come: the first incarnation is given events 1..2 only, the second has rows to print after event 2
 (events 4 and 5 make pairs), and the third, given the rest and the end line, prints a checkpoint line at the
 latest when its final checkpoint commits.  The kill on a checkpoint line comes last: it may come after every
-event, leaving a next kill nothing to come on."""
+event, leaving a next kill nothing to come on.  The run carries the in-engine failure too (fail-after=4: a run of
+its own started a JVM): the source throws once, after event 4, in the second incarnation (the first to emit it),
+before its first row (that of event 4 is committed only after the restore replays event 4)."""
 
 
 def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None:
     """One run on ON_TIME: incarnation 0 is given events 1..2 and killed once it has checkpointed them (between
     events); incarnation 1, at OIJ_CHECKPOINT=2, restores the newest retained checkpoint (its JVM says which),
-    reprints the uncommitted epochs and is killed on its first result row (mid-output); incarnation 2 is killed
-    on its first checkpoint line (the commit printed, the next incarnation resumes after it); incarnation 3
-    finishes.  The rows all four committed are exactly the result, each once, and each event was logged once."""
-    r = run_in(tmp_path, ON_TIME, KILLS)
+    reprints the uncommitted epochs, fails once after event 4 (fail-after=4: Flink's restart strategy restores
+    the job from its last completed checkpoint inside the same MiniCluster) and is killed on its first result
+    row (mid-output); incarnation 2 is killed on its first checkpoint line (the commit printed, the next
+    incarnation resumes after it); incarnation 3 finishes.  The rows all four committed are exactly the result,
+    each once, and each event was logged once."""
+    r = run_in(tmp_path, ON_TIME, KILLS, "fail-after=4")
     assert [inc.killed for inc in r.incarnations] == [*KILLS, None], r.timeline()
     assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
     # killed between events after its checkpoint at 2: the restart resumed there, from Flink's checkpoint
@@ -132,6 +136,7 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     log = (tmp_path / "jvm-1.log").read_text()
     assert "oij: restoring from" in log and "/chk-" in log, log[-2000:]
     assert r.incarnations[-1].exit_code == 0
+    assert (tmp_path / "failed-once").read_text() == "failed after event 4\n"
     # each event logged once (the second incarnation was given events 3.. only), the keys as dense ints
     assert (tmp_path / "input.log").read_text().splitlines() == [
         "0 0 1 5 0", "0 1 2 5 0", "0 1 3 6 1", "0 0 4 7 1", "0 1 5 4 0", "E"]
@@ -149,16 +154,6 @@ def test_the_direct_sink_is_caught() -> None:
         if r.verdict.duplicated:
             break
     assert "at-least-once" in verdicts, verdicts
-
-
-def test_fail_after_restores_inside_the_engine(tmp_path: Path) -> None:
-    """fail-after=2: the source throws once after event 2, Flink's restart strategy restores the job from its
-    last completed checkpoint in the same MiniCluster, and the committed rows are still exactly the result."""
-    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
-    inc = run_incarnation(command("fail-after=2"), lines, 0, str(tmp_path), 0, None, TIMEOUT)
-    assert inc.problem is None and inc.exit_code == 0, inc.stderr[-2000:]
-    assert (tmp_path / "failed-once").read_text() == "failed after event 2\n"
-    assert Counter(committed(inc.output, completed=True)) == rows_of(ON_TIME)
 
 
 @pytest.mark.parametrize("option", ["bogus=1", "sink=bogus", "fail-after=x", "savepoint-every=0"])
@@ -221,37 +216,20 @@ def test_savepoint_every_stops_resumes_and_forgets_the_watermark(tmp_path: Path)
     assert ledger == sorted(set(ledger)) and [k for _, k in ledger] == marks, ledger
 
 
-SAVEPOINT_KILLS = (KillPoint("fed", 2), KillPoint("row", 1))
-
-
-def test_savepoints_are_exactly_once_across_kills() -> None:
-    """The kit's kills with savepoint-every=2, in one run of three incarnations: fed 2 lands after the savepoint
-    at event 2 committed (its checkpoint line out); the next incarnation, restored from that snapshot, is killed
-    on its first row, right after a commit printed it (the savepoint at event 4's, while the stopped job
-    finishes and the next one starts, or a checkpoint's before it); the last one restores the newest snapshot
-    and finishes.  The rows are exact."""
-    r = run(ON_TIME, SAVEPOINT_KILLS, "savepoint-every=2")
-    assert [inc.killed for inc in r.incarnations] == [*SAVEPOINT_KILLS, None], r.timeline()
-    assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
-    assert r.incarnations[1].start == 2, r.timeline()
-
-
-def test_a_kill_during_stop_with_savepoint(tmp_path: Path) -> None:
-    """SIGKILL of the incarnation's process group the moment the first savepoint's _metadata exists (the stop
-    is under way: the sink's commit of it may or may not have happened, the job has not finished): the next
-    incarnation restores the newest snapshot, the savepoint (or, if the kill tore its _metadata, the JVM says it
-    skipped it and takes the checkpoint before), commits what the savepoint held if it was not committed, and
-    the rows of both incarnations are exactly the result."""
-    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
-    env = {**os.environ, "OIJ_STATE_DIR": str(tmp_path), "OIJ_CHECKPOINT": "0", "OIJ_RESTART": "0"}
+def _killed_in_a_stop(state: Path, lines: Sequence[str], start: int, index: int) -> list[Line]:
+    """Incarnation ``index`` (savepoint-every=2) from checkpoint ``start``, given the rest of the case, SIGKILLed
+    (its process group) the moment a new savepoint's _metadata exists: its stop is under way (the sink's commit
+    of it may or may not have happened, the job has not finished).  What it printed, parsed."""
+    before = set(state.glob("savepoints/*/_metadata"))
+    env = {**os.environ, "OIJ_STATE_DIR": str(state), "OIJ_CHECKPOINT": str(start), "OIJ_RESTART": str(index)}
     proc = subprocess.Popen(command("savepoint-every=2"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         assert proc.stdin is not None
-        proc.stdin.write("".join(lines).encode())
+        proc.stdin.write((lines[0] + "".join(lines[1 + start:])).encode())
         proc.stdin.close()
         deadline = time.monotonic() + TIMEOUT
-        while not list(tmp_path.glob("savepoints/*/_metadata")):
+        while not set(state.glob("savepoints/*/_metadata")) - before:
             assert proc.poll() is None and time.monotonic() < deadline, "no savepoint"
             time.sleep(0.002)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -261,17 +239,51 @@ def test_a_kill_during_stop_with_savepoint(tmp_path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    first = [x for x in map(parse_line, out.splitlines(keepends=True)) if x is not None]
-    assert "#DONE" not in (tmp_path / "jvm-0.log").read_text() and "stopped with" not in (
-        tmp_path / "jvm-0.log").read_text()  # killed inside the stop
-    k = restart_point(first, 0)
-    second = run_incarnation(command("savepoint-every=2"), lines, k, str(tmp_path), 1, None, TIMEOUT)
-    assert second.problem is None and second.exit_code == 0, second.stderr[-2000:]
-    log = (tmp_path / "jvm-1.log").read_text()
-    # the first job of incarnation 1 is restored (its "restoring from" line comes before its "submitted" one)
+    log = (state / f"jvm-{index}.log").read_text()
+    assert "#DONE" not in log and "stopped with" not in log, log[-3000:]  # killed inside the stop
+    return [x for x in map(parse_line, out.splitlines(keepends=True)) if x is not None]
+
+
+def _first_job_restored_from_a_savepoint(log: str) -> None:
+    """The first job of a JVM is restored (its "restoring from" line comes before its "submitted" one), from a
+    savepoint, or the JVM says it skipped one whose _metadata a kill tore (and took the snapshot before)."""
     first_job = next(x for x in log.splitlines() if "oij: restoring from " in x or "oij: job " in x)
     assert "oij: restoring from " in first_job, log[-3000:]
     assert "/savepoints/savepoint-" in first_job or "its _metadata does not load" in log, log[-3000:]
-    got = Counter(committed(first, completed=False)) + Counter(committed(second.output, completed=True))
-    assert got == rows_of(ON_TIME), (first, second.output)
+
+
+def test_savepoints_are_exactly_once_across_kills(tmp_path: Path) -> None:
+    """Kills with savepoint-every=2, three kinds in one run of four incarnations on ON_TIME (a JVM each; a run
+    for the kit's two kinds and one for the kill in a stop started five):
+
+    0. the kit's fed 2: given events 1..2, killed once the savepoint at event 2 committed (its checkpoint line
+       out);
+    1. at OIJ_CHECKPOINT=2, restored from that savepoint, given the rest: SIGKILL the moment the savepoint at
+       event 4's _metadata exists, inside its stop (its commit may or may not have happened);
+    2. restores the newest snapshot, that savepoint (or, if the kill tore its _metadata, the JVM says it skipped
+       it and takes the snapshot before), commits what it held if it was not committed, and is killed by the kit
+       on its first row, right after a commit printed it;
+    3. restores the newest snapshot and finishes.
+
+    The rows all four committed are exactly the result, each once; the sink's epochs increase."""
+    lines = ON_TIME.to_jsonl().splitlines(keepends=True)
+    fed = run_incarnation(command("savepoint-every=2"), lines, 0, str(tmp_path), 0, KillPoint("fed", 2), TIMEOUT,
+                          REST)
+    assert fed.problem is None and fed.killed == KillPoint("fed", 2), (fed.kill_note, fed.stderr[-2000:])
+    assert restart_point(fed.output, 0) == 2, fed.output
+    stopped = _killed_in_a_stop(tmp_path, lines, 2, 1)
+    assert "/savepoints/savepoint-" in _restored((tmp_path / "jvm-1.log").read_text())[0]
+    k = restart_point(stopped, 2)
+    row = run_incarnation(command("savepoint-every=2"), lines, k, str(tmp_path), 2, KillPoint("row", 1), TIMEOUT,
+                          REST)
+    assert row.problem is None and row.killed == KillPoint("row", 1), row.stderr[-2000:]
+    _first_job_restored_from_a_savepoint((tmp_path / "jvm-2.log").read_text())
+    last = run_incarnation(command("savepoint-every=2"), lines, restart_point(row.output, k), str(tmp_path), 3,
+                           None, TIMEOUT)
+    assert last.problem is None and last.exit_code == 0, last.stderr[-2000:]
+    outputs = [fed.output, stopped, row.output, last.output]
+    verdict = judge_committed(list(rows_of(ON_TIME).elements()), outputs, True)
+    assert verdict.exactly_once, (verdict, outputs)
+    got = sum((Counter(committed(x, completed=False)) for x in outputs[:-1]), Counter[object]())
+    assert got + Counter(committed(last.output, completed=True)) == rows_of(ON_TIME), outputs
     assert [k for _, k in _sink_epochs(tmp_path)] == sorted(k for _, k in _sink_epochs(tmp_path))
