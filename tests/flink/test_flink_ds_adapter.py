@@ -72,25 +72,71 @@ OPERATOR = next(v for v in flink_operator_vectors() if v.name == "late-data").ca
 
 @dataclass
 class Answers:
-    """The cases above and Flink's operator scenario through one :class:`Session` (one JVM and MiniCluster, a
-    job per case: a session answers each case as a run of its own would, as the session test below checks
-    against runs of their own), and the session's JVM, closed."""
+    """The cases above, Flink's operator scenario, the restart cases and the first case again, through one ``oij
+    adapter flink-ds --session`` (the command, as its users and ``oij conform`` run it: one :class:`Session`, one
+    JVM and MiniCluster, a job per case; a session answers each case as a run of its own would, as the session
+    test below checks against a run of its own), and the session's JVM, closed at EOF."""
 
     cases: dict[str, Results]
     operator: Results
     restart_cases: dict[str, Results]
+    again: Results
+    """The first case (per-input-watermark), answered last: nothing carries over, and the paced drive repeats."""
     pid: int
     alive_after_close: bool
 
 
+SESSION = [*((n, c) for n, (c, _) in CASES.items()), ("operator", OPERATOR), *RESTART_CASES.items(),
+           ("again", CASES["per-input-watermark"][0])]
+"""What the module's one session is given, in order."""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    return kids
+
+
 @pytest.fixture(scope="module")
-def answers() -> Answers:
-    with Session() as s:
-        cases = {name: s.run_case(case.query, list(case.events)) for name, (case, _) in CASES.items()}
-        operator = s.run_case(OPERATOR.query, list(OPERATOR.events))
-        restart_cases = {name: s.run_case(case.query, list(case.events)) for name, case in RESTART_CASES.items()}
-        pid = s.pid
-    return Answers(cases, operator, restart_cases, pid, alive(pid))
+def answers(tmp_path_factory: pytest.TempPathFactory) -> Answers:
+    """Every case of :data:`SESSION` through one session: the answers are read, then the JVM (the command's one
+    child) is noted, then EOF ends the command (exit 0: each answer its result lines and the end line)."""
+    err = tmp_path_factory.mktemp("flink-ds-session") / "stderr"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--session"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("".join(case.to_jsonl() for _, case in SESSION))
+            proc.stdin.flush()
+            blocks: list[str] = []
+            block = ""
+            while len(blocks) < len(SESSION):
+                line = proc.stdout.readline()
+                assert line, err.read_text()[-2000:]
+                if line == '{"type":"end"}\n':
+                    blocks.append(block)
+                    block = ""
+                else:
+                    block += line
+            (jvm,) = _children(proc.pid)
+            proc.stdin.close()
+            assert proc.stdout.read() == "" and proc.wait(timeout=120) == 0, err.read_text()[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    got = {name: parse_output(b) for (name, _), b in zip(SESSION, blocks, strict=True)}
+    return Answers({n: got[n] for n in CASES}, got["operator"], {n: got[n] for n in RESTART_CASES}, got["again"],
+                   jvm, alive(jvm))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -122,28 +168,20 @@ def test_the_restart_cases_without_the_protocol(answers: Answers) -> None:
 
 @pytest.mark.timeout(300)
 def test_a_session_answers_each_case_as_a_run_of_its_own(answers: Answers) -> None:
-    """Three cases through one ``oij adapter flink-ds --session``: each answered with what the module's session
-    gave (held to the profile above) and, the one with late rows, with what a per-case run (a JVM of its own)
-    gives, then the end line; the third repeats the first (nothing carries over); EOF ends it with exit 0.  The
-    drive is paced, so this is also the repeat: the same case three times (twice in this session, once in the
-    module's), one answer.  (One per-case run, not one per case: each is a JVM.)"""
-    names = ["per-input-watermark", "late-side-output", "per-input-watermark"]
-    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-ds", "--session"],
-                       input="".join(CASES[n][0].to_jsonl() for n in names), capture_output=True, text=True,
-                       timeout=240, check=False)
-    assert r.returncode == 0, r.stderr
-    *blocks, rest = r.stdout.split('{"type":"end"}\n')
-    assert rest == "" and len(blocks) == len(names)
-    for n, block in zip(names, blocks, strict=True):
-        assert parse_output(block) == answers.cases[n], n  # the module's session's
+    """The module's session (``oij adapter flink-ds --session``, exit 0 at EOF) answers a case with what a per-case
+    run (a JVM of its own) gives: the case with late rows; its first case again, last, after all the others, with
+    the same answer (nothing carries over).  The drive is paced, so this is also the repeat: the same case twice
+    in the session, one answer (the per-case run is a third)."""
     single = run_case(CASES["late-side-output"][0].query, list(CASES["late-side-output"][0].events))
-    assert parse_output(blocks[1]) == single and single.late  # a run of its own; the cases are not all empty
+    assert answers.cases["late-side-output"] == single and single.late  # the cases are not all empty
+    assert answers.again == answers.cases["per-input-watermark"]
+    assert answers.again.pairs or answers.again.late
 
 
 @pytest.mark.timeout(120)
 def test_a_session_leaves_no_jvm_behind(answers: Answers) -> None:
-    """The session's JVM exits on close (the module's session, which answered every case), and is killed when a
-    case overruns its timeout."""
+    """The session's JVM exits on close (the module's session, which answered every case: the command's JVM
+    is gone once it exited at EOF), and is killed when a case overruns its timeout."""
     case, _ = CASES["late-side-output"]
     assert answers.cases["late-side-output"] == expected_output(case, "flink-datastream")
     assert not answers.alive_after_close and not alive(answers.pid)
