@@ -13,10 +13,13 @@ from oij.spec.batch import compute_batch
 from oij.spec.model import End, Event, Query, StreamTuple, Watermark
 from oij.spec.stream import compute_stream_result, on_time_tuples
 
+from tests.budget import examples
 from tests.lockstep import first_disagreement
 from tests.strategies import event_lists, queries, workloads
 
-SLOW = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=examples(120, 250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""Most of these tests' CPU is Hypothesis drawing the workloads (about 0.01 CPU-seconds each), not the checks:
+the default run draws 120 per test, ``OIJ_TESTS=full`` 250."""
 
 
 @SLOW
