@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,8 +41,6 @@ pytestmark = pytest.mark.spark
 
 
 def _rows(d: str) -> Counter[tuple[Any, ...]]:
-    import pyarrow.dataset as ds
-
     t = ds.dataset(d, format="parquet").to_table()
     return Counter(tuple(r[c] for c in ("kind", "base", "probe", "count", "value", "id")) for r in t.to_pylist())
 
@@ -51,37 +50,71 @@ def _marked(df: Any) -> list[tuple[Any, ...]]:
 
 
 # ------------------------------------------------------------------------------------------------ late marking
-@pytest.mark.parametrize("over", [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}])
-def test_late_marking_without_a_shuffle_equals_the_window_scan(spark: Any, tmp_path: Path,
-                                                               over: dict[str, Any]) -> None:
-    one = tmp_path / "one.parquet"
+OVERS = [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}]
+"""The two workloads of the late-marking tests (4,000 events of scale-oij-default, delays up to 3,000 against a
+lateness of 300: many late tuples): event-time watermarks, and count watermarks every 16 tuples."""
+
+
+class LateFile:
+    """A late-marking workload in row groups of 500 (Spark reads it in several partitions when
+    ``spark.sql.files.maxPartitionBytes`` is small: :meth:`split`) and its tuples as the window scan marks them
+    (:func:`oij.spark.oracle.mark_late_windows`, the definition), computed once for every test on it."""
+
+    def __init__(self, spark: Any, path: Path) -> None:
+        self.spark, self.path = spark, str(path)
+        with self.split():
+            q, frame = read_parquet_events(spark, self.path)
+            assert frame.rdd.getNumPartitions() > 1
+            self.slow = _marked(mark_late_windows(frame, q, 512))
+        assert any(late for *_, late in self.slow)  # the workload has late tuples to mark
+
+    def split(self) -> Any:
+        """The file is small: split it anyway, while the block runs."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def conf() -> Any:
+            self.spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
+            try:
+                yield
+            finally:
+                self.spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+        return conf()
+
+
+@pytest.fixture(scope="module", params=[0, 1], ids=["over0", "over1"])
+def late_file(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> LateFile:
+    """One workload of :data:`OVERS` and its window scan for every late-marking test on it (module-scoped: the
+    window scan, the slowest marking, once per workload instead of once per test)."""
+    d = tmp_path_factory.mktemp("late")
+    one = d / "one.parquet"
     write_workload(str(one), with_overrides(resolve("scale-oij-default"),
-                                            {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
-    p = tmp_path / "w.parquet"  # the same file in row groups of 500: Spark reads it in several partitions
+                                            {"aggregate": None, "delay_max": 3000, **OVERS[request.param]}), 4000, 5,
+                   fmt="parquet")
+    p = d / "w.parquet"  # the same file in row groups of 500: Spark reads it in several partitions
     pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")  # the file is small: split it anyway
-    try:
-        q, frame = read_parquet_events(spark, str(p))
+    return LateFile(spark, p)
+
+
+def test_late_marking_without_a_shuffle_equals_the_window_scan(spark: Any, late_file: LateFile) -> None:
+    with late_file.split():
+        q, frame = read_parquet_events(spark, late_file.path)
         assert frame.rdd.getNumPartitions() > 1
-        fast, slow = _marked(mark_late(frame, q, 512)), _marked(mark_late_windows(frame, q, 512))
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
-    assert fast == slow
-    assert any(late for *_, late in fast)  # the workload has late tuples to mark
+        fast = _marked(mark_late(frame, q, 512))
+    assert fast == late_file.slow
 
 
-def test_partitions_that_are_not_runs_fall_back_to_the_window_scan(spark: Any, tmp_path: Path) -> None:
-    p = tmp_path / "w.parquet"
-    write_workload(str(p), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 2000, 6, fmt="parquet")
-    q, frame = read_parquet_events(spark, str(p))
+@pytest.mark.parametrize("late_file", [0], indirect=True, ids=["over0"])
+def test_partitions_that_are_not_runs_fall_back_to_the_window_scan(spark: Any, late_file: LateFile) -> None:
+    q, frame = read_parquet_events(spark, late_file.path)
     shuffled = frame.repartition(3)  # rows dealt round-robin: no partition is a run of consecutive positions
-    assert _marked(mark_late(shuffled, q, 256)) == _marked(mark_late_windows(frame, q, 256))
+    assert _marked(mark_late(shuffled, q, 512)) == late_file.slow
 
 
 @pytest.mark.parametrize("keep", [4096, 1])
-@pytest.mark.parametrize("over", [{"lateness": 300}, {"lateness": 300, "watermark": "count", "watermark_every": 16}])
-def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_path: Path, monkeypatch: Any,
-                                                                over: dict[str, Any], keep: int) -> None:
+def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, late_file: LateFile, monkeypatch: Any,
+                                                                keep: int) -> None:
     """scan_events (the oracle's one pass: validation, W, late positions, the id verdict) against the window
     scan, over a file Spark reads in several partitions; a valid file passes its validation.  ``keep``: the
     candidates a partition keeps for the driver (4096: every tuple the carry can make late is judged on the
@@ -89,24 +122,17 @@ def test_the_oracle_scan_marks_the_tuples_the_window_scan_marks(spark: Any, tmp_
     the candidates judged with the carry, tuples late only by an earlier partition's maxima go unmarked."""
     from oij.spark import oracle
 
-    one = tmp_path / "one.parquet"
-    write_workload(str(one), with_overrides(resolve("scale-oij-default"),
-                                            {"aggregate": None, "delay_max": 3000, **over}), 4000, 5, fmt="parquet")
-    p = tmp_path / "w.parquet"
-    pq.write_table(pq.read_table(str(one)), str(p), row_group_size=500)
+    p = late_file.path
     monkeypatch.setattr(oracle, "LATE_CANDIDATES", keep)
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "8k")
-    try:
-        q, frame = read_parquet_events(spark, str(p))
+    with late_file.split():
+        q, frame = read_parquet_events(spark, p)
         assert frame.rdd.getNumPartitions() > 1
-        scan = scan_events(frame, q, str(p))
-        slow = _marked(mark_late_windows(frame, q, 512))
+        scan = scan_events(frame, q, p)
         if keep == 4096:
             with monkeypatch.context() as m:
                 m.setattr(oracle, "carry_late", lambda *a: [])
-                blind = scan_events(frame, q, str(p))
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+                blind = scan_events(frame, q, p)
+    slow = late_file.slow
     assert scan is not None
     want = sorted(pos for pos, _, _, late in slow if late)
     assert want  # the workload has late tuples to mark
@@ -130,17 +156,24 @@ def _with_ids(src: Path, dst: Path, ids: list[int]) -> None:
     pq.write_table(t.set_column(t.schema.get_field_index("id"), "id", col), str(dst), row_group_size=300)
 
 
+@pytest.fixture(scope="module")
+def dup_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workload whose ids the duplicate-id tests rewrite (3,000 events), generated once for all of them."""
+    src = tmp_path_factory.mktemp("dup") / "src.parquet"
+    write_workload(str(src), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 3000, 3,
+                   fmt="parquet")
+    return src
+
+
 @pytest.mark.parametrize("how", ["boundary", "inside", "shuffled", "shuffled-unique", "sorted-unique"])
-def test_the_oracle_scan_finds_the_duplicate_id_validate_events_finds(spark: Any, tmp_path: Path,
+def test_the_oracle_scan_finds_the_duplicate_id_validate_events_finds(spark: Any, tmp_path: Path, dup_src: Path,
                                                                        how: str) -> None:
     """A repeated id across two partitions' edges, inside one partition, and among ids in random order (the
     summaries cannot tell: the shuffle decides): the same first duplicate row as validate_events; no error
     where ids are unique (a check that always raised would fail here)."""
     import random
 
-    src = tmp_path / "src.parquet"
-    write_workload(str(src), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 3000, 3,
-                   fmt="parquet")
+    src = dup_src
     n = sum(1 for x in pq.read_table(str(src)).column("type").to_pylist() if x == "tuple")
     ids = list(range(10, 10 + n))
     if how.startswith("shuffled"):
@@ -236,8 +269,6 @@ def _written_by_spark(spark: Any, path: str, cols: dict[str, str], d: Path) -> C
     own fingerprint to the bit in ``test_spark_gotparse.py``) instead of a second Spark fingerprint: a Spark
     fingerprint is the most expensive job here (the value cells' expressions), and the remembered one is
     still Spark's."""
-    import pyarrow.dataset as ds
-
     from oij.spark import fingerprint as fp
     from oij.spark import gotparse
 
@@ -406,24 +437,36 @@ def test_a_conversion_unlike_read_got_is_caught(spark: Any, tmp_path: Path, monk
 
 
 # ------------------------------------------------------------------------------------------------ the breakdown
-def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> None:
+def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agreeing output checked twice: with ``OIJ_KEEP_RESULTS`` every row of it and of the oracle is written
+    (the control of what follows), then by default none (both fingerprinted), and the report says where Spark's
+    time went."""
+    from oij.reference.oracle import run_events
+
     from oij.check import CheckOptions, check
     from oij.io.jsonlwrite import result_lines
-    from oij.testing._got import read_got_results
+    from oij.io.parquet import read_parquet
 
     p = tmp_path / "w.parquet"
     write_workload(str(p), with_overrides(resolve("scale-oij-default"), {"aggregate": None}), 3000, 2, fmt="parquet")
-    first = check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / "a"), no_progress=True))
-    res = read_got_results(engine_dir(first.results, "spark-oracle")).canonical()
+    q, it = read_parquet(str(p))
+    res = run_events(list(it), q).canonical()
     got = tmp_path / "got.jsonl"
     got.write_text("".join(result_lines(res)))
+    with monkeypatch.context() as m:
+        m.setenv("OIJ_KEEP_RESULTS", "1")
+        kept = check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / "a"), got=[f"me={got}"],
+                                  no_progress=True))
+    assert kept.all_agree
+    t = ds.dataset(engine_dir(kept.results, "spark-oracle"), format="parquet").to_table()
+    assert t.num_rows == len(res.pairs) + len(res.late)
+    assert ds.dataset(engine_dir(kept.results, "me"), format="parquet").to_table().num_rows == t.num_rows
     rep = check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / "b"), got=[f"me={got}"],
                              no_progress=True))
     assert rep.all_agree
     assert rep.row("me").metrics["read_by"] == "spark"
     # agreeing outputs write none of the oracle's rows, nor the output's (fingerprinted as it was parsed); the
-    # control, every row written when kept, is test_spark_fingerprint.py's
-    # test_agreeing_outputs_are_written_whole_when_kept
+    # control, every row written when kept, is the first check above
     assert not os.path.exists(engine_dir(rep.results, "spark-oracle"))
     assert not os.path.exists(engine_dir(rep.results, "me"))
     steps = {s["step"]: s for s in rep.spark_steps}
@@ -441,47 +484,6 @@ def test_check_reports_where_sparks_time_went(spark: Any, tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------------------------------------ the cluster
-def test_a_standalone_cluster_runs_the_pipeline_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    """oij.spark.cluster: two workers registered with the master; ``oij check`` (as a command, its own driver)
-    runs the whole pipeline on them -- two executor JVMs, so every closure and row crosses a process boundary;
-    then every JVM is gone on exit (also on error).  Only this process's children count: another test's cluster
-    may come and go meanwhile on the other worker."""
-    import subprocess
-    import sys
-
-    from oij.spark import cluster
-
-    me = os.getpid()
-
-    def jvms() -> int:
-        n = 0
-        for d in Path("/proc").iterdir():
-            try:
-                if not d.name.isdigit() or b"org.apache.spark.deploy." not in (d / "cmdline").read_bytes():
-                    continue
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):  # a process that ended meanwhile
-                continue
-            n += ppid == me
-        return n
-
-    before = jvms()
-    # 1g a worker: an executor takes spark.executor.memory (1g by default), and a smaller worker starts none
-    with pytest.raises(RuntimeError, match="planted"), cluster.standalone(workers=2, cores=1, memory="1g") as url:
-        assert url.startswith("spark://127.0.0.1:")
-        port = int(url.rsplit(":", 1)[1])
-        assert port > 0 and jvms() == before + 3
-        out = tmp_path / "out"
-        p = subprocess.run([sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events", "1000",
-                            "--master", url, "--driver-memory", "1g", "--out", str(out), "--no-progress",
-                            "--engines", ""], capture_output=True, text=True, timeout=280, check=False)
-        assert p.returncode == 0, p.stdout + p.stderr
-        report = json.loads((out / "report.json").read_text())
-        assert report["all_agree"] and [r["engine"] for r in report["engines"]] == ["spark-oracle", "seq-oracle"]
-        raise RuntimeError("planted")
-    assert jvms() == before
-
-
 def test_a_stop_right_after_the_url_is_a_clean_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cluster command's exit code does not depend on when the stop lands: SIGTERM (taken as Ctrl-C) just
     after the URL is printed ends it with 0, the cluster stopped (found by CI: the stop fell between the print and
@@ -516,11 +518,15 @@ def test_a_stop_right_after_the_url_is_a_clean_end(monkeypatch: pytest.MonkeyPat
     assert cluster.main(["1"]) == 130
 
 
-@pytest.mark.timeout(180)
-def test_the_cluster_command_stops_its_jvms_on_sigterm() -> None:
-    """``python -m oij.spark.cluster 1`` run as the docs show (a background job, ended with ``kill``): SIGTERM stops
-    its master and worker JVMs with it.  Negative control: a SIGKILL, which no handler sees, leaves them (killed
-    here by hand)."""
+@pytest.mark.timeout(400)
+def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp_path: Path) -> None:
+    """``python -m oij.spark.cluster 2`` run as the docs show (a background job, ended with ``kill``): its URL is
+    out once both workers have registered with the master; ``oij check`` (as a command, its own driver) runs the
+    whole pipeline on them -- two executor JVMs, so every closure and row crosses a process boundary; then
+    SIGTERM (taken as Ctrl-C: an exception raised inside :func:`oij.spark.cluster.standalone`'s block) stops its
+    master and worker JVMs with it.  Negative control: a SIGKILL, which no handler sees, leaves them (killed here
+    by hand).  Only the command's own children count: another test's cluster may come and go meanwhile.  (One
+    cluster for the pipeline and the stop: each cluster is a master and worker JVMs to start.)"""
     import signal
     import subprocess
     import sys
@@ -528,31 +534,42 @@ def test_the_cluster_command_stops_its_jvms_on_sigterm() -> None:
 
     from tests.procs import alive
 
-    def start() -> tuple[subprocess.Popen[str], list[int]]:
+    def start(workers: int) -> tuple[subprocess.Popen[str], list[int], str]:
         with tempfile.TemporaryFile() as err:  # the command's reason, if it ends without its URL
-            p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", "1"], stdout=subprocess.PIPE,
+            p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", str(workers)], stdout=subprocess.PIPE,
                                  text=True, stderr=err)
             assert p.stdout is not None
-            if not p.stdout.readline().startswith("spark://127.0.0.1:"):
+            url = p.stdout.readline().strip()
+            if not url.startswith("spark://127.0.0.1:"):
                 rc = p.wait(timeout=60)
                 err.seek(0)
                 pytest.fail(f"no URL; exit {rc}: {err.read().decode(errors='replace')[-3000:]}")
+        assert int(url.rsplit(":", 1)[1]) > 0
         kids = []
         for d in Path("/proc").iterdir():
             try:
                 if d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes() and \
                         int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
                     kids.append(int(d.name))
-            except (OSError, ValueError, IndexError):
+            except (OSError, ValueError, IndexError):  # a process that ended meanwhile
                 continue
-        assert len(kids) == 2  # the master and one worker
-        return p, kids
+        assert len(kids) == workers + 1  # the master and the workers
+        return p, kids, url
 
-    p, kids = start()
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 0
+    p, kids, url = start(2)
+    try:
+        out = tmp_path / "out"
+        run = subprocess.run([sys.executable, "-m", "oij.cli", "check", "--preset", "builtin-small", "--events",
+                              "1000", "--master", url, "--driver-memory", "1g", "--out", str(out), "--no-progress",
+                              "--engines", ""], capture_output=True, text=True, timeout=280, check=False)
+        assert run.returncode == 0, run.stdout + run.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["all_agree"] and [r["engine"] for r in report["engines"]] == ["spark-oracle", "seq-oracle"]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 0
     assert not any(alive(k) for k in kids)
-    p, kids = start()
+    p, kids, _ = start(1)
     p.kill()
     p.wait(timeout=60)
     time.sleep(1)
