@@ -6,8 +6,16 @@ The restart mode runs real processes and kills them with SIGKILL; the negative c
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
+import os
 import re
+import subprocess
 import sys
+import traceback
+import types
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +25,150 @@ from hypothesis import strategies as st
 from oij.spec.model import End, Query, StreamTuple, Watermark
 from oij.spec.recovery import Checkpoint, committed, is_valid_checkpoint, judge_committed, restart_point
 
+import oij.testing._restarts as restarts
 from oij.testing._case import Case
 from oij.testing._restarts import KillPoint, check_restarts, plan_json, read_plan, restart_search, run_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
+STATE_DROP = ROOT / "tests" / "impls" / "state_drop.py"
 pytestmark = pytest.mark.timeout(300)
 
 
 def _cmd(mode: str) -> list[str]:
     return [sys.executable, str(BUGS), mode]
+
+
+# ------------------------------------------------------------------- what the restart searches share
+#
+# A restart search costs two things besides the oracle's work: the choice of its cases (restart_cases: 800
+# generated cases drawn and tagged, about 3 CPU-seconds, the same for every search at seed 0) and an interpreter
+# start per incarnation (python and its imports, about 0.07 CPU-seconds, a few hundred per search).  The
+# searches below share one choice and start their incarnations by fork(): each is still a process of its own,
+# in its own session, fed through pipes and killed with SIGKILL by the kit (oij/testing/_restarts.py, unchanged),
+# only without exec.  A sample runs as before, a real interpreter per incarnation: the kit's own commands
+# (test_correct_recovery_is_exactly_once_under_every_plan, the single plans, `oij conform --restarts` as a
+# command, and one case of `oij join - --state`).
+
+REAL_RESTART_CASES = restarts.restart_cases
+SHARED_N = 20  # the default run's count, the most any search here asks for
+
+
+@functools.cache
+def _chosen(features: frozenset[str]) -> list[Case]:
+    return REAL_RESTART_CASES(features, SHARED_N)
+
+
+def shared_restart_cases(features: frozenset[str], n: int, seed: int = 0, pool: int = restarts.POOL) -> list[Case]:
+    """:func:`oij.testing._restarts.restart_cases`, the choice made once per process: its first ``n`` of
+    :data:`SHARED_N` (the choice is greedy, case by case, so the first ``n`` of a longer choice are the choice of
+    ``n``: test_restart_cases_cover_the_state_a_restart_can_lose checks it)."""
+    if seed != 0 or pool != restarts.POOL or n > SHARED_N:
+        return REAL_RESTART_CASES(features, n, seed, pool)
+    return _chosen(features)[:n]
+
+
+def _program(argv: Sequence[str]) -> Callable[[], int] | None:
+    """The ``main`` that ``argv`` would run, for the commands the searches here start; None for any other."""
+    from oij.cli import main
+
+    args = [str(a) for a in argv]
+    if len(args) == 3 and args[0] == sys.executable and args[1] in (str(BUGS), str(STATE_DROP)):
+        from tests.impls import restart_bugs, state_drop
+
+        program = restart_bugs.main if args[1] == str(BUGS) else state_drop.main
+        mode = args[2]
+        return lambda: program(mode)
+    if args[:2] == ["oij", "join"]:
+        return lambda: main(args[1:])
+    if args[:3] == [sys.executable, "-m", "oij.cli"]:  # oij bench kit-power --restarts: one `oij conform` each
+        return lambda: main(args[3:])
+    return None
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None or isinstance(e.code, int):
+        return e.code or 0
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+class Forked(subprocess.Popen[bytes]):
+    """A :class:`subprocess.Popen` whose child runs ``program`` after fork() instead of exec: the same pipes,
+    environment, working directory and session, its exit code the program's (a traceback and 1 on an exception,
+    as an interpreter exits)."""
+
+    def __init__(self, program: Callable[[], int], args: Sequence[str], **kwargs: Any) -> None:
+        self._program = program
+        super().__init__(list(args), **kwargs)
+
+    def _execute_child(self, args: Any, executable: Any, preexec_fn: Any, close_fds: Any, pass_fds: Any,
+                       cwd: Any, env: Any, startupinfo: Any, creationflags: Any, shell: Any, p2cread: int,
+                       p2cwrite: int, c2pread: int, c2pwrite: int, errread: int, errwrite: int,
+                       *rest: Any) -> None:
+        start_new_session = rest[-2]
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                if start_new_session:
+                    os.setsid()
+                for fd, std in ((p2cread, 0), (c2pwrite, 1), (errwrite, 2)):
+                    if fd != -1:
+                        os.dup2(fd, std)
+                os.closerange(3, 1 << 16)  # the other children's pipes too (close_fds)
+                if cwd is not None:
+                    os.chdir(cwd)
+                if env is not None:
+                    os.environ.clear()
+                    os.environ.update(env)
+                sys.argv = [str(a) for a in args[1:]]
+                sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                              line_buffering=True)
+                code = self._program()
+            except SystemExit as e:
+                code = _exit_code(e)
+            except BaseException:  # the child's traceback, as an interpreter prints it
+                traceback.print_exc()
+                code = 1
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code & 0xFF)
+        self.pid = pid
+        self._child_created = True
+        self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)  # type: ignore[attr-defined]
+
+
+def _popen(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    program = _program(args)
+    return subprocess.Popen(list(args), **kwargs) if program is None else Forked(program, args, **kwargs)
+
+
+FORKING = types.SimpleNamespace(Popen=_popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT,
+                                TimeoutExpired=subprocess.TimeoutExpired, run=subprocess.run)
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """The searches within share the choice of cases and fork their incarnations (see above)."""
+    from oij.bench import restartpower
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(restarts, "restart_cases", shared_restart_cases)
+        mp.setattr(restarts, "subprocess", FORKING)
+        mp.setattr(restartpower, "subprocess", FORKING)
+        yield
+
+
+@pytest.fixture
+def forked() -> Iterator[None]:
+    with forking():
+        yield
 
 
 # ------------------------------------------------------------------------------------------------ spec
@@ -83,7 +225,7 @@ def test_correct_recovery_is_exactly_once_under_every_plan() -> None:
 @pytest.mark.parametrize(("mode", "kinds"), [("checkpoint-before-emit", {"lossy"}), ("reemit-after-restore",
                                                                                       {"at-least-once"}),
                                              ("no-restore", {"lossy", "wrong"})])
-def test_negative_controls_found_with_a_short_replay(mode: str, kinds: set[str]) -> None:
+def test_negative_controls_found_with_a_short_replay(mode: str, kinds: set[str], forked: None) -> None:
     """A restart that forgets its state loses rows (lossy) or, with an aggregate, emits a base's row over too few
     probes (wrong): which one the first failing case shows depends on the generator's cases."""
     r = restart_search(_cmd(mode), max_examples=15)
@@ -123,9 +265,12 @@ def test_kill_plan_round_trip_and_errors() -> None:
 
 def test_oij_join_state_passes_the_restart_mode() -> None:
     """``oij join - --state`` (the oracle behind the restart protocol) is exactly once under two kills in a row."""
-    from oij.testing._restarts import restart_search
-
-    r = restart_search(["oij", "join", "-", "--state"], max_examples=4, restarts=2)
+    # its first case with an interpreter per incarnation, then the four with forked ones
+    r = restart_search(["oij", "join", "-", "--state"], max_examples=1, restarts=2)
+    assert r.failure is None, r.failure.report() if r.failure else ""
+    assert r.cases == 1 and r.plans >= 2
+    with forking():
+        r = restart_search(["oij", "join", "-", "--state"], max_examples=4, restarts=2)
     assert r.failure is None, r.failure.report() if r.failure else ""
     assert r.cases == 4 and r.plans >= 8
 
@@ -190,10 +335,15 @@ def test_a_small_case_is_killed_between_every_two_events() -> None:
 
 def test_restart_cases_cover_the_state_a_restart_can_lose() -> None:
     from oij.testing._cases import DEFAULT_FEATURES
-    from oij.testing._restarts import restart_cases, restart_tags
+    from oij.testing._restarts import restart_tags
 
+    restart_cases = REAL_RESTART_CASES
     chosen = restart_cases(DEFAULT_FEATURES, 20)
     assert chosen == restart_cases(DEFAULT_FEATURES, 20)  # deterministic: a failure replays
+    # the first n of a longer choice are the choice of n (what shared_restart_cases rests on; a pool of 100
+    # draws the same way as one of 800, faster)
+    longer = restart_cases(DEFAULT_FEATURES, SHARED_N, pool=100)
+    assert all(restart_cases(DEFAULT_FEATURES, n, pool=100) == longer[:n] for n in (1, 6, 15))
     tags = set().union(*(restart_tags(c) for c in chosen))
     assert {"matched-then-w-moved-then-late", "channels-apart-2-then-w-moved-then-late",
             "channels-apart-3-then-w-moved-then-late", "cursor-then-w-moved", "join:left", "channels:3",
@@ -201,7 +351,7 @@ def test_restart_cases_cover_the_state_a_restart_can_lose() -> None:
 
 
 @pytest.mark.parametrize(("mode", "kinds"), [("forget-matched", {"wrong"}), ("min-watermark", {"wrong", "lossy"})])
-def test_restart_bugs_of_lost_state_are_caught_at_the_defaults(mode: str, kinds: set[str]) -> None:
+def test_restart_bugs_of_lost_state_are_caught_at_the_defaults(mode: str, kinds: set[str], forked: None) -> None:
     """Issue 46's negative controls: a restore that forgets a left join's matched set, and one that keeps only
     the minimum watermark (every channel restored to W), each caught by ``oij conform --restarts 1`` at its
     defaults (20 cases), with a short replay."""
@@ -213,7 +363,7 @@ def test_restart_bugs_of_lost_state_are_caught_at_the_defaults(mode: str, kinds:
     assert len(run.case) <= 8, r.failure.report()
 
 
-def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path: Path) -> None:
+def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path: Path, forked: None) -> None:
     """``oij bench kit-power --restarts`` on two of its mutants, over the first 6 of the default run's cases (the
     whole list at the defaults is the benchmark's; the sixth is the first with a left join's matched base awaiting
     finality, whose loss a later move of W shows): a dropped matched set is killed, a dropped wake-up heap
@@ -228,6 +378,9 @@ def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path
     # the verdict is the exit code alone: a killed mutant's failure is not shrunk here (``--no-shrink``; the
     # shrinking of a restart failure is the tests' above and below)
     few = ("--max-examples", "6", "--no-shrink")
+    from oij.testing._cases import DEFAULT_FEATURES
+
+    shared_restart_cases(DEFAULT_FEATURES, 1)  # chosen here, before the forks: each `oij conform` inherits it
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(restartpower, "list_mutants",
                    lambda repo: [m for m in real(repo) if m.name in ("matched:drop", "wakeups:drop")])
@@ -256,7 +409,8 @@ def printed_before_shrinking(log: list[str]) -> bool:
 
 
 def test_a_failing_restart_run_prints_its_first_failure_before_shrinking(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          forked: None) -> None:
     import oij.testing._restarts as restarts
 
     log: list[str] = []
