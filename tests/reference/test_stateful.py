@@ -27,6 +27,7 @@ from oij.spec.model import BASE, PROBE, End, Event, Query, StreamTuple, Watermar
 from oij.spec.purge import compute_needed
 from oij.spec.stream import compute_emitted
 
+from tests.budget import examples
 from tests.strategies import FIELD_VALUES, KEYS, VALUES, queries
 
 _SHARED: dict[str, Any] = {}
@@ -118,6 +119,6 @@ class Lockstep(RuleBasedStateMachine):
 
 
 Lockstep.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(75, 150), stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestLockstep = Lockstep.TestCase
