@@ -74,85 +74,122 @@ def _frame(spark: Any, r: Results) -> Any:
 def _check(tmp_path: Path, p: Path, gots: dict[str, str], out: str = "out") -> Any:
     from oij.check import CheckOptions, check
 
-    return check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / out), no_progress=True,
+    return check(CheckOptions(file=str(p), seq_limit=0, out=str(tmp_path / out), no_progress=True, first=FIRST,
                               got=[f"{k}={v}" for k, v in gots.items()]))
 
 
-def _same_verdicts(spark: Any, rep: Any, names: list[str]) -> None:
-    """The report's verdicts equal those of the row-by-row comparison of every row (the definition).  The
-    oracle's remembered frame (its range join) is cached meanwhile: computed once, not once per output."""
+FIRST = 10
+"""The differences the checks here list per output (``oij check``'s default)."""
+
+SPAN = 10 ** 10
+"""Where :func:`_same_verdicts` moves each output's ids (the ``k``-th output by ``k * SPAN``): every id of these
+workloads is below ``SPAN / 10`` in size, so each output keeps ids of its own."""
+
+
+def _same_verdicts(spark: Any, rep: Any, names: list[str], res: Results) -> None:
+    """The report's verdicts equal those of the row-by-row comparison of every row (the definition,
+    :func:`compare_frames_by_rows`), for every output in one comparison: the ``k``-th output and a copy of the
+    oracle's rows, each with every id moved by ``k * SPAN``, are unioned into one output and one reference (as
+    ``test_fingerprints_agree_with_the_row_by_row_comparison`` moves its drawn pairs apart); the row-by-row
+    comparison groups rows by their ids (pairs and late ids by the row, aggregates by base), so no group holds
+    rows of two outputs, and each difference listed belongs to the output its ids name.  Every difference is
+    listed (``first`` above their number); each output's are its first ``rep``'s ``first`` once moved back, in
+    the same order (a shift keeps the order of ids, and nulls stay null).  One comparison (two Spark jobs)
+    instead of one per output; the oracle's remembered frame (its range join) is cached meanwhile."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from oij.spark.compare import reference_rows
+
+    ids = [abs(x) for a, b in res.pairs for x in (a, b) if x is not None] + [abs(a) for a, _, _ in res.aggregates]
+    assert max([*ids, *map(abs, res.late)]) < SPAN // 10
+
+    def moved(df: Any, by: int) -> Any:
+        return df.select("kind", *[(F.col(c) + F.lit(by)).alias(c) for c in ("base", "probe")], "count", "value",
+                         (F.col("id") + F.lit(by)).alias("id"))
+
     lazy = fp.registered(rep.results, "spark-oracle")
     assert lazy is not None
     lazy.frame.persist()
+    d = rep.results + "-by-rows"
     try:
-        by_rows = compare_frames_by_rows(spark, rep.results, "spark-oracle", names, first=10)
+        fp.register(d, "ref", reduce(lambda x, y: x.unionByName(y),
+                                     [moved(lazy.frame, k * SPAN) for k in range(len(names))]), {})
+        fp.register(d, "got", reduce(lambda x, y: x.unionByName(y),
+                                     [moved(reference_rows(spark, rep.results, n), k * SPAN)
+                                      for k, n in enumerate(names)]), {})
+        whole = compare_frames_by_rows(spark, d, "ref", ["got"], first=10 ** 6)["got"]
     finally:
+        fp.unregister(d, "ref")
+        fp.unregister(d, "got")
         lazy.frame.unpersist()
-    for n in names:
-        r, c = rep.row(n), by_rows[n]
-        assert (r.missing, r.extra, r.wrong, r.differences) == (c.missing, c.extra, c.wrong, c.differences), n
+    assert len(whole.differences) < 10 ** 6
+    for k, n in enumerate(names):
+        mine = []
+        for x in whole.differences:
+            at = next(v for v in (x["base"], x["id"]) if v is not None)
+            if k * SPAN - SPAN // 2 <= at < k * SPAN + SPAN // 2:
+                mine.append({**x, **{c: None if x[c] is None else x[c] - k * SPAN for c in ("base", "probe", "id")}})
+        r = rep.row(n)
+        issues = Counter({i: 0 for i in ("missing", "extra", "wrong")})
+        for x in mine:
+            issues[x["issue"]] += x["n"]
+        assert (r.missing, r.extra, r.wrong) == (issues["missing"], issues["extra"], issues["wrong"]), n
+        assert r.differences == mine[:FIRST], n
 
 
 def test_planted_pair_and_late_differences_are_found_with_replays(spark: Any, tmp_path: Path) -> None:
+    """Four planted differences in two outputs (each one difference in a bucket of its own: a missing pair and a
+    lost left-join ``(a, null)`` row in one, a duplicated pair and an extra late id in the other), so that the
+    oracle's rows are written for the buckets of both outputs; each difference listed with a replay case of its
+    own.  Two outputs with two differences each, not four with one: an output that differs costs a write of its
+    rows, a drill-down and the replay's scan."""
     p, res = _workload(tmp_path, {"aggregate": None, "join": "left"})
     assert res.late and any(b is None for _, b in res.pairs) and res.pairs, "the workload must have all three"
     rng = random.Random(1)
     matched = [x for x in res.pairs if x[1] is not None]
-    dropped, dup = rng.choice(matched), rng.choice(matched)
-    null_row = rng.choice([x for x in res.pairs if x[1] is None])
     late_set = set(res.late)
-    extra_late = next(a for a, _ in res.pairs if a not in late_set)
+    while True:  # four buckets of their own (ids modulo 4096: a collision is rare, and redrawn)
+        dropped, dup = rng.choice(matched), rng.choice(matched)
+        null_row = rng.choice([x for x in res.pairs if x[1] is None])
+        extra_late = rng.choice([a for a, _ in res.pairs if a not in late_set])
+        if len({x % fp.BUCKETS for x in (dropped[0], dup[0], null_row[0], extra_late)}) == 4:
+            break
 
-    def variant(**kw: Any) -> Results:
-        return Results(pairs=kw.get("pairs", list(res.pairs)), aggregates=[], late=kw.get("late", list(res.late)))
-
-    pairs_minus = list(res.pairs)
-    pairs_minus.remove(dropped)
-    pairs_nonull = list(res.pairs)
-    pairs_nonull.remove(null_row)
+    pairs_missing = list(res.pairs)
+    pairs_missing.remove(dropped)
+    pairs_missing.remove(null_row)
     gots = {
         "same": _write(tmp_path / "same.jsonl", res),
-        "drop": _write(tmp_path / "drop.jsonl", variant(pairs=pairs_minus)),
-        "dup": _write(tmp_path / "dup.jsonl", variant(pairs=[*res.pairs, dup])),
-        "nonull": _write(tmp_path / "nonull.jsonl", variant(pairs=pairs_nonull)),
-        "late": _write(tmp_path / "late.jsonl", variant(late=[*res.late, extra_late])),
+        "missing": _write(tmp_path / "missing.jsonl", Results(pairs=pairs_missing, aggregates=[],
+                                                              late=list(res.late))),
+        "extra": _write(tmp_path / "extra.jsonl", Results(pairs=[*res.pairs, dup], aggregates=[],
+                                                          late=[*res.late, extra_late])),
     }
     rep = _check(tmp_path, p, gots)
     assert rep.row("same").agrees, "negative control: the oracle's own result agrees"
-    want = {"drop": ("pair", "missing", dropped[0], dropped[1], None),
-            "dup": ("pair", "extra", dup[0], dup[1], None),
-            "nonull": ("pair", "missing", null_row[0], None, None),
-            "late": ("late", "extra", None, None, extra_late)}
+    want = {"missing": {("pair", "missing", dropped[0], dropped[1], None),
+                        ("pair", "missing", null_row[0], None, None)},
+            "extra": {("pair", "extra", dup[0], dup[1], None), ("late", "extra", None, None, extra_late)}}
     for name, w in want.items():
         r = rep.row(name)
         assert not r.agrees, name
-        assert [(d["kind"], d["issue"], d["base"], d["probe"], d["id"]) for d in r.differences] == [w], name
-        assert (r.missing + r.extra + r.wrong) == 1, name
+        listed = [(d["kind"], d["issue"], d["base"], d["probe"], d["id"]) for d in r.differences]
+        assert len(listed) == 2 and set(listed) == w, name
+        assert (r.missing + r.extra + r.wrong) == 2, name
         cases = rep.replays[name]
-        assert len(cases) == 1 and os.path.isfile(cases[0]["file"]), name
+        assert len(cases) == 2 and all(os.path.isfile(c["file"]) for c in cases), name
+        assert {c["difference"] for c in cases} == {f"{i} pair ({a}, {b})" if k == "pair" else f"{i} late id {x}"
+                                                   for k, i, a, b, x in w}, name
     assert "same" not in rep.replays
     # the outputs Spark read: only those that differ have their rows written (the others are fingerprints)
     assert not os.path.exists(engine_dir(rep.results, "same"))
     assert all(os.path.isdir(engine_dir(rep.results, n)) for n in want)
-    # only the buckets that differ hold the oracle's rows
-    planted = {_bucket_of(rep.row(n).differences[0]) for n in want}
-    assert _oracle_buckets(rep.results) == planted
-    _same_verdicts(spark, rep, ["same", *want])
-
-
-def test_agreeing_outputs_are_written_whole_when_kept(spark: Any, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The control of test_spark_scale.py's test_check_reports_where_sparks_time_went, which asserts that an
-    agreeing output and the oracle have none of their rows written (they are fingerprinted): with
-    ``OIJ_KEEP_RESULTS`` every row of both is written."""
-    p, res = _workload(tmp_path, {"aggregate": None}, n=1500)
-    same = _write(tmp_path / "same.jsonl", res)
-    monkeypatch.setenv("OIJ_KEEP_RESULTS", "1")
-    kept = _check(tmp_path, p, {"same": same}, out="kept")
-    assert kept.all_agree
-    t = ds.dataset(engine_dir(kept.results, "spark-oracle"), format="parquet").to_table()
-    assert t.num_rows == len(res.pairs) + len(res.late)
-    assert ds.dataset(engine_dir(kept.results, "same"), format="parquet").to_table().num_rows == t.num_rows
+    # only the buckets that differ hold the oracle's rows: those of both outputs
+    planted = {_bucket_of(d) for n in want for d in rep.row(n).differences}
+    assert len(planted) == 4 and _oracle_buckets(rep.results) == planted
+    _same_verdicts(spark, rep, ["same", *want], res)
 
 
 def test_one_wrong_aggregate_is_found_and_the_tolerance_kept(spark: Any, tmp_path: Path) -> None:
@@ -178,7 +215,7 @@ def test_one_wrong_aggregate_is_found_and_the_tolerance_kept(spark: Any, tmp_pat
     assert (w.missing, w.extra, w.wrong) == (0, 0, 1)
     assert [(d["kind"], d["issue"], d["base"]) for d in w.differences] == [("aggregate", "wrong", victim[0])]
     assert len(rep.replays["wrong"]) == 1
-    _same_verdicts(spark, rep, list(gots))
+    _same_verdicts(spark, rep, list(gots), res)
 
 
 # ------------------------------------------------------------------------------ fingerprints against row by row
@@ -269,19 +306,28 @@ def test_fingerprints_agree_with_the_row_by_row_comparison(spark: Any, tmp_path_
 
 
 # ------------------------------------------------------------------------------------------------ value cells
-def _cells(spark: Any, values: list[float]) -> list[tuple[Any, ...]]:
+def _cells(spark: Any, values: list[float], monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[Any, ...]], ...]:
+    """Each value with its cell (value, tag, sign, e, m, exact): as :func:`fp.value_cell` makes it, and as it
+    would with cells 16x wider (2^-26 of the value, ~1.5e-8: the negative control), in one Spark job."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
     df = spark.createDataFrame([(v,) for v in values], StructType([StructField("value", DoubleType())]))
     cols = fp.value_cell(F.col("value"))
-    return [tuple(r) for r in df.select("value", *[c.alias(f"c{i}") for i, c in enumerate(cols)]).collect()]
+    with monkeypatch.context() as m:
+        m.setattr(fp, "CELL_BITS", 26)
+        m.setattr(fp, "CELL_WIDTH", 1e-7)
+        wide = fp.value_cell(F.col("value"))
+    rows = df.select("value", *[c.alias(f"c{i}") for i, c in enumerate(cols)],
+                     *[c.alias(f"w{i}") for i, c in enumerate(wide)]).collect()
+    k = len(cols)
+    return [tuple(r[:1 + k]) for r in rows], [(r[0], *r[1 + k:]) for r in rows]
 
 
-def _violations(spark: Any, values: list[float]) -> list[tuple[float, float]]:
+def _violations(cells: list[tuple[Any, ...]]) -> list[tuple[float, float]]:
     """Pairs of values in one cell that the tolerance calls different."""
     by: dict[tuple[Any, ...], list[float]] = {}
-    for v, tag, sign, e, m, _ in _cells(spark, values):
+    for v, tag, sign, e, m, _ in cells:
         if tag == 1:
             by.setdefault((sign, e, m), []).append(v)
     out = []
@@ -306,13 +352,12 @@ def _near_pairs(seed: int) -> list[float]:
 
 def test_a_cell_never_holds_values_the_tolerance_tells_apart(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     vals = _near_pairs(5)
-    tags = Counter(t[1] for t in _cells(spark, vals))
+    cells, wide = _cells(spark, vals, monkeypatch)
+    tags = Counter(t[1] for t in cells)
     assert tags[1] > len(vals) * 0.9, "most values are in cells (else the fingerprint would drill down always)"
-    assert _violations(spark, vals) == []
+    assert _violations(cells) == []
     # negative control: cells 16x wider (2^-26 of the value, ~1.5e-8) hold pairs the tolerance tells apart
-    monkeypatch.setattr(fp, "CELL_BITS", 26)
-    monkeypatch.setattr(fp, "CELL_WIDTH", 1e-7)
-    assert _violations(spark, vals), "the test must catch a cell wider than the tolerance"
+    assert _violations(wide), "the test must catch a cell wider than the tolerance"
 
 
 def test_sums_count_duplicates_where_xor_would_cancel(spark: Any) -> None:
