@@ -41,6 +41,7 @@ from oij.cli import main
 from oij.io.jsonlwrite import write_events
 from oij.pipelines import join as join_mod
 from oij.testing import Case, cases
+from tests.budget import examples
 from tests.io.test_nothing_lost import mutated
 from tests.strategies import workloads
 
@@ -99,7 +100,7 @@ def _check_against_oracle(q: Query, events: Sequence[Event], block: int, make: M
 
 # ---------------------------------------------------------------------- properties
 
-@SETTINGS
+@settings(SETTINGS, max_examples=examples(200, 400))
 @given(workloads(cond=False, max_events=50), st.integers(1, 7), st.booleans(), st.booleans(), st.booleans())
 def test_every_block_prefix_equals_the_oracle(w: tuple[Query, list[Event]], block: int, loop: bool,
                                               compact: bool, rank: bool) -> None:
@@ -107,7 +108,7 @@ def test_every_block_prefix_equals_the_oracle(w: tuple[Query, list[Event]], bloc
     check_against_oracle(q, events, block, loop_watermarks=loop, compact=compact, rank=rank)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=examples(200, 400))
 @given(cases(features=["left", "aggregates", "channels", "exclusive", "watermarks", "lateness", "late-report",
                        "regressions", "mixed-keys", "extreme-ts", "negative-ts"], max_events=24),
        st.integers(1, 7), st.booleans())
