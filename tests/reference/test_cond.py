@@ -12,6 +12,7 @@ from oij.parallel.runtime.pool import Runtime
 from oij.reference.oracle import run_events
 from oij.spec.model import End, Event, Query, StreamTuple
 
+from tests.budget import examples
 from tests.procs import opts
 from tests.strategies import EXACT_VALUES_COND, workloads
 
@@ -203,7 +204,7 @@ def _state_run(q: Query, events: list[Event], index: bool, batch: int) -> tuple[
     return sorted(out), js.probes.visited + js.bases.visited
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(75, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads(max_events=80, values=EXACT_VALUES_COND, cond=True, lateness=False, aggregate=False),
        batch=st.integers(1, 16))
 def test_the_cond_index_answers_exactly_what_filtering_answers(w: tuple[Query, list[Event]], batch: int) -> None:
