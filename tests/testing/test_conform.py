@@ -35,6 +35,7 @@ from tests.budget import examples
 from tests.impls.toy_oij import BUGS
 from tests.strategies import event_lists, queries
 from tests.testing.test_kit_regressions import outcome_in_process
+from tests.testing.test_restarts import forked_commands
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 OIJ = [sys.executable, "-m", "oij.cli"]
@@ -55,7 +56,10 @@ def conform(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def test_every_wrong_implementation_is_caught_with_a_small_case(
         bug: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     replay = tmp_path / "fail.jsonl"
-    rc, out = conform(capsys, "--replay-out", str(replay), "--", *toy(bug))
+    # the search and its shrinking, a process per case forked (tests/testing/test_restarts.py: pipes, exit code
+    # and timeout as before, no interpreter start); the replays below start the command
+    with forked_commands():
+        rc, out = conform(capsys, "--replay-out", str(replay), "--", *toy(bug))
     assert rc == 1, out
     m = re.search(r"minimal case of (\d+) events", out)
     assert m is not None and int(m.group(1)) <= 10, out
@@ -164,21 +168,25 @@ def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_parallel_cases_with_jobs(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = conform(capsys, "-j", "2", "--max-examples", "40", "--", *toy("late-le"))
+    with forked_commands():
+        rc, out = conform(capsys, "-j", "2", "--max-examples", "40", "--", *toy("late-le"))
     assert rc == 1 and "behaves like late-le" in out
 
 
 @pytest.mark.parametrize("profile", ["late-le", "late-silent", "late-joined"])
 def test_the_fingerprint_names_the_profile_an_implementation_follows(
         profile: str, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = conform(capsys, "--max-examples", "150", "--timeout", "60", "--", *OIJ, "join", "-", "--profile", profile)
+    with forked_commands():  # oij join - --profile P forked per case
+        rc, out = conform(capsys, "--max-examples", "150", "--timeout", "60", "--", *OIJ, "join", "-", "--profile",
+                          profile)
     assert rc == 1, out
     verdict = out.split("semantic fingerprint: ")[1].splitlines()[0]
     assert verdict.startswith("behaves like") and profile in verdict, out
 
 
 def test_a_bug_is_not_passed_off_as_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = conform(capsys, "--", *toy("no-probe-direction"))
+    with forked_commands():
+        rc, out = conform(capsys, "--", *toy("no-probe-direction"))
     assert rc == 1 and "no named profile explains" in out
 
 

@@ -32,6 +32,7 @@ from oij.testing._restarts import KillPoint, check_restarts, plan_json, read_pla
 ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
 STATE_DROP = ROOT / "tests" / "impls" / "state_drop.py"
+TOY = ROOT / "tests" / "impls" / "toy_oij.py"
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -68,11 +69,17 @@ def shared_restart_cases(features: frozenset[str], n: int, seed: int = 0, pool: 
     return _chosen(features)[:n]
 
 
-def _program(argv: Sequence[str]) -> Callable[[], int] | None:
-    """The ``main`` that ``argv`` would run, for the commands the searches here start; None for any other."""
+def _program(argv: Sequence[str]) -> Callable[[], int | None] | None:
+    """The ``main`` that ``argv`` would run, for the commands the searches here (and test_conform.py's) start;
+    None for any other."""
     from oij.cli import main
 
     args = [str(a) for a in argv]
+    if args[:2] == [sys.executable, str(TOY)] and len(args) <= 3:
+        from tests.impls import toy_oij
+
+        bug = args[2] if len(args) == 3 else ""
+        return lambda: toy_oij.main(bug)
     if len(args) == 3 and args[0] == sys.executable and args[1] in (str(BUGS), str(STATE_DROP)):
         from tests.impls import restart_bugs, state_drop
 
@@ -98,7 +105,7 @@ class Forked(subprocess.Popen[bytes]):
     environment, working directory and session, its exit code the program's (a traceback and 1 on an exception,
     as an interpreter exits)."""
 
-    def __init__(self, program: Callable[[], int], args: Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, program: Callable[[], int | None], args: Sequence[str], **kwargs: Any) -> None:
         self._program = program
         super().__init__(list(args), **kwargs)
 
@@ -109,7 +116,7 @@ class Forked(subprocess.Popen[bytes]):
         start_new_session = rest[-2]
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            code = 1
+            code: int | None = 1
             try:
                 if start_new_session:
                     os.setsid()
@@ -138,7 +145,7 @@ class Forked(subprocess.Popen[bytes]):
                     sys.stdout.flush()
                     sys.stderr.flush()
                 finally:
-                    os._exit(code & 0xFF)
+                    os._exit(code & 0xFF if isinstance(code, int) else 0)
         self.pid = pid
         self._child_created = True
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)  # type: ignore[attr-defined]
@@ -149,8 +156,9 @@ def _popen(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen(list(args), **kwargs) if program is None else Forked(program, args, **kwargs)
 
 
-FORKING = types.SimpleNamespace(Popen=_popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT,
-                                TimeoutExpired=subprocess.TimeoutExpired, run=subprocess.run)
+FORKING = types.SimpleNamespace(**{**vars(subprocess), "Popen": _popen})
+"""A stand-in for the ``subprocess`` module of a module that starts commands: its Popen forks for the commands
+:func:`_program` knows."""
 
 
 @contextlib.contextmanager
@@ -162,6 +170,15 @@ def forking() -> Iterator[None]:
         mp.setattr(restarts, "restart_cases", shared_restart_cases)
         mp.setattr(restarts, "subprocess", FORKING)
         mp.setattr(restartpower, "subprocess", FORKING)
+        yield
+
+
+@contextlib.contextmanager
+def forked_commands() -> Iterator[None]:
+    """The kit's commands (``oij.testing._runner.run_command``: a process per case) forked instead of started,
+    for the commands :func:`_program` knows: test_conform.py's searches."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("oij.testing._runner.subprocess", FORKING)
         yield
 
 
