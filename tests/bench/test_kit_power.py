@@ -39,6 +39,7 @@ from oij.testing import Case
 from oij.testing._cases import case_features, cases, parse_features
 from oij.testing._edges import EDGES, compute_edges, do_keys_collide
 from oij.testing._runner import Outcome
+from tests.budget import examples
 from tests.impls.accum_bugs import BUGS
 from tests.testing.test_kit_regressions import in_process, outcome_in_process
 
@@ -115,7 +116,9 @@ def test_the_oracle_as_a_command_conforms_with_cond(capsys: pytest.CaptureFixtur
 SMALL_RECORDING = ("--no-vectors", "--small-scope", "0")
 """The recording's own run: the default run's 200 generated cases without its 418 vectors and its small-scope
 covering array (two processes per case: about 50 CPU-seconds at the defaults, the cost of ``oij bench
-kit-power``'s recording, not of what it decides; the covering array alone was 15).  A mutant whose replay differs
+kit-power``'s recording, not of what it decides; the covering array alone was 15; at 150 cases no case hits the
+edge "a probe inside a window modulo 2^32" and the run warns, at 100 the sample's
+accum:core/ReplaceComparisonOperator_GtE_LtE:1 is no longer told apart).  A mutant whose replay differs
 from it gets the real run at the defaults, as in the benchmark; one whose replay agrees survives the replay and
 goes on to the manifest and ``--state-bound`` (so a recording too small to tell a sampled mutant apart fails the
 sample's test, it cannot pass it)."""
@@ -200,12 +203,14 @@ def test_a_sample_of_mutants_is_killed_or_equivalent_and_a_survivor_fails(
     eq = f"{eq_target}:{op}:{occ}"
     # --state-bound: one of the six (accum:core/ReplaceAndWithOr:0) keeps every probe of an aggregate; no short
     # case tells it apart, the long cases do (it is not in the manifest: it is not equivalent).  It walks all it
-    # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 20,000 events and an
-    # 8 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
-    # 20,000 events it needs about a minute, a correct target well under a second per case)
-    monkeypatch.setattr(measure, "STATE_TIMEOUT", 8.0)
+    # keeps on every move of W, so on a long sum case it is quadratic and is killed as a hang: 10,000 events and a
+    # 4 s limit show that as 100,000 and kit-power's 120 s do (there it burned a core for the whole 120 s; at
+    # 20,000 events it needs about a minute, so about 15 s at 10,000; a correct target's long cases take 0.1-0.7 s
+    # of wall time each at 10,000 under a load of 17 on two cores: the limit keeps the margin of 20,000 and 8 s,
+    # and the hang burns half as much)
+    monkeypatch.setattr(measure, "STATE_TIMEOUT", 4.0)
     rc, res = _kit_power(tmp_path, "--targets", "accum", "--only", ",".join([*keys, eq]), "-j", "2", "--state-bound",
-                         "--state-events", "20000")
+                         "--state-events", "10000")
     mutants = {f"{m['target']}:{m['operator']}:{m['occurrence']}": m for m in res["mutants"]}
     assert set(keys) | {eq} == set(mutants)
     assert rc == 0, [m for m in mutants.values() if m["verdict"] not in ("killed", "equivalent")]
@@ -252,10 +257,17 @@ def _record_vectors(tmp_path: Path, rows: int = 0) -> Path:
     return rec
 
 
-def test_a_replay_tells_a_changed_answer_from_the_recorded_one(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def vector_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`_record_vectors` of 40 vectors with at least 2 result rows each, for both replay tests below (read
+    only: a replay writes its differences elsewhere): 40 runs of accum_oij.py as a process, once."""
+    return _record_vectors(tmp_path_factory.mktemp("vectors"), rows=2)
+
+
+def test_a_replay_tells_a_changed_answer_from_the_recorded_one(vector_recording: Path) -> None:
     """The in-process replay behind kit-power's fast path: the recorded answers of the correct implementation
     replay as equal (exit 0); a bug shape that changes one answer does not (exit 1: the negative control)."""
-    rec = _record_vectors(tmp_path)
+    rec = vector_recording
     assert _replay(rec, str(ACCUM[1])) == 0
     assert _replay(rec, str(IMPLS / "accum_bugs.py"), "ties-twice") == 1
 
@@ -266,7 +278,8 @@ sys.stdout.write("".join(reversed(out.decode().splitlines(True))))
 """
 
 
-def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: Path) -> None:
+def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: Path,
+                                                                       vector_recording: Path) -> None:
     """``--judge-in-replay``: a replay's differing answers are judged as oij conform judges them.  A bug shape's
     wrong answer is a kill (confirmed by a fresh run); the right answer in another line order differs byte for
     byte but is no kill (the negative control: a byte comparison alone would call it one)."""
@@ -275,7 +288,7 @@ def test_a_judged_replay_kills_a_wrong_answer_and_not_a_reordered_one(tmp_path: 
     from oij.bench.kitpower.mutants import Mutant
     from oij.bench.kitpower.runner import judge_replay
 
-    rec = _record_vectors(tmp_path, rows=2)
+    rec = vector_recording
     rev = tmp_path / "reversed.py"
     rev.write_text(REVERSED.format(accum=str(ACCUM[1])))
     for name, cmd, killed in [("bug", [str(IMPLS / "accum_bugs.py"), "ties-twice"], True),
@@ -316,7 +329,10 @@ def test_the_manifest_names_real_mutants() -> None:
 def test_generated_cases_use_only_the_claimed_features(claimed: str) -> None:
     feats = parse_features(claimed)
 
-    @settings(max_examples=150, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    # 75 cases a claim (150 under OIJ_TESTS=full): the five claims together see 375, the negative control is
+    # test_case_features_sees_what_a_case_uses
+    @settings(max_examples=examples(75, 150), database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
     @given(cases(feats))
     def check(case: Case) -> None:
         assert case_features(case) <= feats, (case.scenario, case_features(case) - feats)
