@@ -84,7 +84,7 @@ def test_example_4_3_is_rediscovered_for_hp_with_a_fixed_round_robin() -> None:
 def without_the_rule(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Result]:
     """``oij prove dp-round-robin`` (quick bounds, in this process) with the engines' RoundRobinCollector.deliver
     replaced by KP's standard policy: its exit code, its output, and the result it explored (once for both
-    tests below)."""
+    tests below; its counterexamples' diagrams are not drawn, the prove tests further down judge those)."""
     import contextlib
     import io
 
@@ -100,6 +100,7 @@ def without_the_rule(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
         mp.setattr(RoundRobinCollector, "deliver", StandardCollector.deliver)
         mp.setattr(model, "check_design", recording)
+        mp.setattr(model, "draw_design", lambda *a, **k: None)  # the drawings are the tests' below, not these
         rc = main(["prove", "dp-round-robin", "--no-claims", "--out", str(tmp_path_factory.mktemp("prove"))])
     [res] = seen
     return rc, out.getvalue(), res
