@@ -131,16 +131,22 @@ def test_conform_passes_under_its_profile_and_fails_canonical(tmp_path: Path,
     assert "semantic fingerprint" in bad or "minimal case of" in bad
 
 
-def test_the_adapter_command_reports_revisions(tmp_path: Path) -> None:
+def test_the_adapter_command_reports_revisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``oij adapter pathway FILE``, run in this process (its ``main``: Pathway runs in the process that runs the
+    adapter either way, and a process of its own imports Pathway again; test_cutoff_needs_lateness and
+    test_pathway_restart.py run the command as a process): the pair on stdout, the revision on stderr."""
+    from oij.cli import main
+
     f = tmp_path / "c.jsonl"
     f.write_text('{"type": "query", "lower": -2, "upper": 0, "join": "left"}\n'
                  '{"type": "tuple", "side": "base", "id": 1, "ts": 10, "key": 1}\n'
                  '{"type": "tuple", "side": "probe", "id": 2, "ts": 9, "key": 1}\n{"type": "end"}\n')
-    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "pathway", str(f)], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines() == ['{"type":"pair","base":1,"probe":2}']
-    assert "1 taken back later (1 (a, null) rows)" in r.stderr
+    capsys.readouterr()
+    rc = main(["adapter", "pathway", str(f)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert out.strip().splitlines() == ['{"type":"pair","base":1,"probe":2}']
+    assert "1 taken back later (1 (a, null) rows)" in err
 
 
 def test_cutoff_needs_lateness() -> None:
