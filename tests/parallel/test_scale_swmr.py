@@ -6,8 +6,10 @@ time, while several reader processes repeatedly take snapshots and verify
 every entry they can reach: each field is a known function of the entry's id,
 runs are sorted, and no entry appears twice in one snapshot.  The negative
 control disables the readers' protection (reclamation ignores the quiescent
-states) and must be caught by the same checks.  Spawn start method; the test
-creates and unlinks the segment itself and checks nothing is left.
+states) and must be caught by the same checks.  The first torn read a reader sees
+ends the writing (it fails the safe run and is all the negative control needs).
+Spawn start method; the test creates and unlinks the segment itself and checks
+nothing is left.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ def _value(ids: Any) -> Any:
     return (ids * 7 % 1000) / 4.0
 
 
-def writer(spec: IndexSpec, rounds: int, unsafe: bool, out: Any) -> None:
+def writer(spec: IndexSpec, rounds: int, unsafe: bool, out: Any, caught: Any) -> None:
     ix = Index.attach(spec, True, -1)
     ix.unsafe = unsafe
     reused = 0
     seen: set[int] = set()
     try:
         for r in range(rounds):
+            if caught.is_set():  # a reader saw a torn read: the run has shown what it can
+                break
             ids = np.arange(r * K, (r + 1) * K, dtype=np.int64)
             ix.append({"ts": ids, "key": ids % KEYS, "value": _value(ids), "id": ids, "born": 3 * ids},
                       lambda: time.sleep(0))
@@ -51,7 +55,7 @@ def writer(spec: IndexSpec, rounds: int, unsafe: bool, out: Any) -> None:
         ix.close()
 
 
-def reader(spec: IndexSpec, me: int, stop: Any, out: Any) -> None:
+def reader(spec: IndexSpec, me: int, stop: Any, out: Any, caught: Any) -> None:
     ix = Index.attach(spec, False, me)
     rounds = entries = bad = 0
     try:
@@ -73,6 +77,8 @@ def reader(spec: IndexSpec, me: int, stop: Any, out: Any) -> None:
                     bad += len(np.unique(allids)) != len(allids)
             except (ValueError, IndexError, MemoryError):
                 bad += 1
+            if bad:
+                caught.set()
             ix.quiesce()
             rounds += 1
         out.put(("reader", me, rounds, entries, bad))
@@ -88,12 +94,13 @@ def _run(unsafe: bool, rounds: int, readers: int = 3) -> dict[str, Any]:
     ix = Index.create(spec, readers)
     out = ctx.Queue()
     stop = ctx.Event()
-    procs = [ctx.Process(target=reader, args=(spec, r, stop, out)) for r in range(readers)]
+    caught = ctx.Event()
+    procs = [ctx.Process(target=reader, args=(spec, r, stop, out, caught)) for r in range(readers)]
     try:
         for p in procs:
             p.start()
         time.sleep(0.3)
-        w = ctx.Process(target=writer, args=(spec, rounds, unsafe, out))
+        w = ctx.Process(target=writer, args=(spec, rounds, unsafe, out, caught))
         w.start()
         w.join(120)
         stop.set()
