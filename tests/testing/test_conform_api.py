@@ -19,6 +19,7 @@ import pytest
 
 from oij.errors import UsageError
 from oij.testing import ConformAdapter, ConformOptions, conform
+from tests.testing.test_restarts import forked_commands
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 
@@ -26,7 +27,8 @@ TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 def test_conform_passes_a_correct_implementation_and_fails_a_planted_bug(tmp_path: Path) -> None:
     good, bad = io.StringIO(), io.StringIO()
     base = ConformOptions(max_examples=5, no_vectors=True, replay_out=str(tmp_path / "fail.jsonl"))
-    assert conform(ConformOptions(**{**base.__dict__, "cmd": (sys.executable, str(TOY))}), good) == 0
+    with forked_commands():  # a process per case, forked (tests/testing/test_restarts.py); the bug's run starts it
+        assert conform(ConformOptions(**{**base.__dict__, "cmd": (sys.executable, str(TOY))}), good) == 0
     assert good.getvalue().startswith("conforms: ")
     rc = conform(ConformOptions(**{**base.__dict__, "cmd": ("--", sys.executable, str(TOY), "upper-off-by-one"),
                                    "max_examples": 200}), bad)

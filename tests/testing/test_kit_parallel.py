@@ -21,6 +21,7 @@ from oij.testing._case import Case
 from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._runner import SearchResult, fixed_outcomes, judge, run_fixed, search
 from oij.testing._smallscope import small_scope_cases
+from tests.testing.test_restarts import forked_commands
 
 IMPLS = Path(__file__).parent.parent / "impls"
 SHARED = f"""
@@ -94,7 +95,10 @@ TOY = IMPLS / "toy_oij.py"
 
 
 def _generated(impl: list[str], jobs: int, n: int) -> SearchResult:
-    return search(impl, max_examples=n, seed=3, vectors=False, fixed_jobs=jobs)
+    """The search, its command forked per case (tests/testing/test_restarts.py: a process each, as before, two at a
+    time with ``jobs`` 2, without an interpreter start); the commands above start as processes."""
+    with forked_commands():
+        return search(impl, max_examples=n, seed=3, vectors=False, fixed_jobs=jobs)
 
 
 def test_the_generated_cases_two_at_a_time_are_the_cases_one_at_a_time() -> None:

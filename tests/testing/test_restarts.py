@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
 STATE_DROP = ROOT / "tests" / "impls" / "state_drop.py"
 TOY = ROOT / "tests" / "impls" / "toy_oij.py"
+SORTED = ROOT / "tests" / "impls" / "sorted_oij.py"
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -80,6 +81,10 @@ def _program(argv: Sequence[str]) -> Callable[[], int | None] | None:
 
         bug = args[2] if len(args) == 3 else ""
         return lambda: toy_oij.main(bug)
+    if args == [sys.executable, str(SORTED)]:
+        from tests.impls import sorted_oij
+
+        return sorted_oij.main
     if len(args) == 3 and args[0] == sys.executable and args[1] in (str(BUGS), str(STATE_DROP)):
         from tests.impls import restart_bugs, state_drop
 
@@ -176,7 +181,8 @@ def forking() -> Iterator[None]:
 @contextlib.contextmanager
 def forked_commands() -> Iterator[None]:
     """The kit's commands (``oij.testing._runner.run_command``: a process per case) forked instead of started,
-    for the commands :func:`_program` knows: test_conform.py's searches."""
+    for the commands :func:`_program` knows: test_conform.py's, test_conform_api.py's and test_kit_parallel.py's
+    searches."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("oij.testing._runner.subprocess", FORKING)
         yield
