@@ -47,10 +47,8 @@ def _group(item: pytest.Item) -> str | None:
       and ``pip install .``: one to two minutes) and on test_docs_offline.py's ``built`` site (a Sphinx build:
       half a minute), module-scoped fixtures that a module spread over both workers built once on each; so is
       ``bench-quick``, on test_bench_experiments.py's ``quick_results`` (every experiment's quick run but Spark's,
-      half a minute), kept out of ``spark-session`` so that it runs beside it; so are ``flink-ds-session``, on
-      test_flink_ds_adapter.py's ``answers`` (one flink-ds session JVM for the profile cases), and
-      ``flink-restart-run``, on test_flink_restart.py's ``normal`` (one killed and restarted run two kill kinds
-      share).
+      half a minute), kept out of ``spark-session`` so that it runs beside it; so is ``flink-ds-session``, on
+      test_flink_ds_adapter.py's ``answers`` (one flink-ds session JVM for the profile cases).
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
@@ -67,7 +65,7 @@ def _group(item: pytest.Item) -> str | None:
 
 
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick",
-                 "answers": "flink-ds-session", "normal": "flink-restart-run"}
+                 "answers": "flink-ds-session"}
 
 SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py",
                 "tests/spark/test_spark_schedule.py")
