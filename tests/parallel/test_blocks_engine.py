@@ -30,6 +30,7 @@ from oij.reference.block_oracle import NEG, run_blocks
 from oij.reference.oracle import run_events
 from oij.spec.model import AGGREGATES, End, Event, Query, StreamTuple
 
+from oij.cli import main
 from oij.io.errors import InputError
 from oij.io.extsort import range_splitters, write_range
 from oij.io.jsonlread import read_jsonl
@@ -387,7 +388,7 @@ def test_oij_run_writes_the_bytes_of_oij_join(tmp_path: Path, files: dict[str, P
     want = tmp_path / "join.out"
     got = tmp_path / "run.out"
     cmd = [sys.executable, "-m", "oij.cli"]
-    subprocess.run([*cmd, "join", str(src), "-o", str(want), "--no-progress"], check=True)
+    assert main(["join", str(src), "-o", str(want), "--no-progress"]) == 0  # in this process: the reference bytes
     r = subprocess.run([*cmd, "run", "--pattern", "hp", "--replicas", "2", str(src), "-o", str(got)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
