@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -31,13 +31,14 @@ it needs no session of the worker's and stays out of the ``spark-session`` group
 runs beside it, on any worker; the others run in the ``bench-quick`` group."""
 
 
-SMALLER = {"ppoij-keys": ("events", 3000, 1000), "cond": ("tuples", 4000, 1000)}
+SMALLER = {"ppoij-keys": ("events", 3000, 1000), "cond": ("tuples", 4000, 1000), "generate": ("events", 20_000, 2000)}
 """The quick cells whose size the tests lower (experiment: the cell's key, its quick value, the tests' value), each
 the same cells otherwise.  What the tests check of them holds at any size: KP, DP and HP give the same pairs and
 comparisons >= pairs in each cell (ppoij-keys), and every experiment writes its rows.  At the quick size they cost
 most of the quick runs' CPU: ppoij-keys 7.5 CPU-seconds (one key and a 10 s window join every tuple with every
 other: 3,000 events are millions of pairs, each sorted by a Python key), cond 6 (the oracle over 4,000 tuples with
-about 1,000 candidates each, four times); at 1,000 events and tuples about a ninth of that."""
+about 1,000 candidates each, four times), generate 2.2 (four ``oij generate`` processes of 20,000 events); at a
+ninth to a tenth of the size, a fraction of that."""
 
 
 def _smaller(e: bench_experiment.Experiment) -> bench_experiment.Experiment:
@@ -52,17 +53,40 @@ def _smaller(e: bench_experiment.Experiment) -> bench_experiment.Experiment:
     return dataclasses.replace(e, cells=cells)
 
 
+def _one_pool(mp: pytest.MonkeyPatch) -> bench_experiment.Context:
+    """One pool of replicas for every experiment's quick run: each run's :class:`oij.bench.experiment.Context`
+    asks the returned context for its runtime (``Context.runtime``, unchanged, on that context: reused while it
+    has enough replicas, replaced by a larger one else), so that its own ``close`` leaves the pool running; every
+    experiment started two replica processes of its own (about 0.15 CPU-seconds each to start).  The caller
+    closes the returned context."""
+    shared = bench_experiment.Context("quick")
+    real = bench_experiment.Context.runtime
+
+    def runtime(self: bench_experiment.Context, replicas: int) -> Any:
+        del self
+        return real(shared, replicas)
+
+    mp.setattr(bench_experiment.Context, "runtime", runtime)
+    return shared
+
+
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every experiment's quick run but Spark's (:func:`spark_results`), :data:`SMALLER`'s at the tests' size:
-    built once, on one worker (the ``bench-quick`` group of tests/conftest.py)."""
+    """Every experiment's quick run but Spark's (:func:`spark_results`), :data:`SMALLER`'s at the tests' size, all
+    on one pool of replicas (:func:`_one_pool`): built once, on one worker (the ``bench-quick`` group of
+    tests/conftest.py)."""
     d = tmp_path_factory.mktemp("bench")
     with pytest.MonkeyPatch.context() as mp:
         for name in SMALLER:
             mp.setitem(bench_experiment.EXPERIMENTS, name, _smaller(experiments()[name]))
-        for name in experiments():
-            if name != ON_SPARK:
-                assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name
+        pool = _one_pool(mp)
+        try:
+            for name in experiments():
+                if name != ON_SPARK:
+                    assert main(["bench", name, "--quick", "--out", str(d), "--no-progress"]) == 0, name
+            assert pool.replicas == 2, pool.replicas  # the quick runs' replicas: one pool served them all
+        finally:
+            pool.close()
     assert main(["bench", "oracle", "--quick", "--out", str(d)]) == 0
     assert main(["bench", "memory", "--quick", "--out", str(d)]) == 0
     return d
