@@ -41,6 +41,7 @@ from oij.testing._state import check_state
 from oij.testing._vectors import vectors
 from tests.procs import alive
 from tests.testing.test_kit_regressions import in_process
+from tests.testing.test_restarts import forked_commands
 
 IMPLS = Path(__file__).parent.parent / "impls"
 REPO = Path(__file__).parent.parent.parent
@@ -141,7 +142,9 @@ def test_verify_features_passes_a_cond_less_implementation_and_fails_a_wrong_one
     picked = [r for r in rows
               if r["case"] in firsts.values() or r["feature"] == "representation" or "cond" in r["features"]]
     sub = _vector_subset(vector_dir, tmp_path / "sub", picked)
-    rc = main(["vectors", "verify", str(sub), "-j", "2", "--features=all,-cond", "--", *BUGS, "keys-case-insensitive"])
+    with forked_commands():  # a process per vector, forked (tests/testing/test_restarts.py); the second one starts it
+        rc = main(["vectors", "verify", str(sub), "-j", "2", "--features=all,-cond", "--", *BUGS,
+                   "keys-case-insensitive"])
     out = capsys.readouterr().out
     assert rc == 1 and "FAIL representation/keys-case" in out, out
     # without --features the cond vectors run, and the cond-less implementation fails them (on the cond vectors

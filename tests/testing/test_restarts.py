@@ -34,6 +34,7 @@ BUGS = ROOT / "tests" / "impls" / "restart_bugs.py"
 STATE_DROP = ROOT / "tests" / "impls" / "state_drop.py"
 TOY = ROOT / "tests" / "impls" / "toy_oij.py"
 SORTED = ROOT / "tests" / "impls" / "sorted_oij.py"
+ACCUM_BUGS = ROOT / "tests" / "impls" / "accum_bugs.py"
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -81,6 +82,14 @@ def _program(argv: Sequence[str]) -> Callable[[], int | None] | None:
 
         bug = args[2] if len(args) == 3 else ""
         return lambda: toy_oij.main(bug)
+    if args[:2] == [sys.executable, str(ACCUM_BUGS)]:  # as `python accum_bugs.py BUG` runs it (sys.argv set)
+        import runpy
+
+        def script() -> int:
+            runpy.run_path(str(ACCUM_BUGS), run_name="__main__")
+            return 0
+
+        return script
     if args == [sys.executable, str(SORTED)]:
         from tests.impls import sorted_oij
 
@@ -181,8 +190,8 @@ def forking() -> Iterator[None]:
 @contextlib.contextmanager
 def forked_commands() -> Iterator[None]:
     """The kit's commands (``oij.testing._runner.run_command``: a process per case) forked instead of started,
-    for the commands :func:`_program` knows: test_conform.py's, test_conform_api.py's and test_kit_parallel.py's
-    searches."""
+    for the commands :func:`_program` knows: test_conform.py's, test_conform_api.py's, test_kit_parallel.py's and
+    test_kit_representation.py's runs."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("oij.testing._runner.subprocess", FORKING)
         yield
@@ -288,8 +297,10 @@ def test_kill_plan_round_trip_and_errors() -> None:
 
 def test_oij_join_state_passes_the_restart_mode() -> None:
     """``oij join - --state`` (the oracle behind the restart protocol) is exactly once under two kills in a row."""
-    # its first case with an interpreter per incarnation, then the four with forked ones
-    r = restart_search(["oij", "join", "-", "--state"], max_examples=1, restarts=2)
+    # its first case with an interpreter per incarnation (the choice of cases shared), then the four with forked ones
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(restarts, "restart_cases", shared_restart_cases)
+        r = restart_search(["oij", "join", "-", "--state"], max_examples=1, restarts=2)
     assert r.failure is None, r.failure.report() if r.failure else ""
     assert r.cases == 1 and r.plans >= 2
     with forking():
