@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,12 +23,46 @@ from oij.bench import peers
 pytestmark = pytest.mark.timeout(600)
 
 
-def test_quick_peers_run_agrees_everywhere(tmp_path: Path) -> None:
+OIJ = [sys.executable, "-m", "oij.cli"]
+FLOOR = [sys.executable, "-m", "oij.bench.peers", "floor"]
+
+
+def test_quick_peers_run_agrees_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The run in this process, and oij's own systems as their in-process twins, where the run would start a
+    process for each: ``oij join`` and ``oij run`` (14 of them) as :func:`oij.cli.main` on the same arguments and
+    environment, the numpy floor (two) as :func:`oij.bench.peers.floor` (its ``__main__``): about 0.2
+    CPU-seconds of interpreter and imports apiece (the replicas of ``oij run`` are still processes of their own).
+    The peers (Flink DataStream, Flink SQL, Spark: JVMs) run as the run's processes (Flink SQL in this process
+    would start PyFlink's gateway here, which no other test of the worker shares: the same JVM, and the
+    ``flink-gateway`` group besides); :func:`test_a_system_that_runs_too_long_is_stopped_with_its_children` and
+    :func:`test_the_cpu_of_a_system_counts_its_whole_process_tree` check ``run_timed`` itself."""
+    from oij.cli import main
+
+    real = peers.run_timed
+    twins: list[str] = []
+
+    def run_timed(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+        if argv[:len(FLOOR)] == FLOOR and not env:
+            peers.floor(*argv[len(FLOOR):])  # raises if it fails: the test fails
+            twins.append("floor")
+            return 0, ""
+        if argv[:len(OIJ)] != OIJ:
+            return real(argv, timeout, env)
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in (env or {}).items():
+                mp.setenv(k, v)
+            rc = main(argv[len(OIJ):])
+        twins.append(" ".join(argv[len(OIJ):len(OIJ) + 1]))
+        return rc, "" if rc == 0 else (capsys.readouterr().err.strip().splitlines() or ["?"])[-1][:300]
+
+    monkeypatch.setattr(peers, "run_timed", run_timed)
     out = tmp_path / "peers.json"
-    r = subprocess.run([sys.executable, "-m", "oij.cli", "bench", "peers", "--quick", "--workloads", "uniform",
-                        "--events", "4000", "--out", str(out), "--docs", str(tmp_path / "docs")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
+    rc = main(["bench", "peers", "--quick", "--workloads", "uniform", "--events", "4000", "--out", str(out),
+               "--docs", str(tmp_path / "docs")])
+    assert rc == 0, capsys.readouterr().err[-2000:]
+    assert twins.count("join") == 3 and twins.count("run") == 2 * len(PATTERNS) + 1, twins
+    assert twins.count("floor") == 2, twins
     res = json.loads(out.read_text())
     w = res["workloads"]["uniform"]
     ran = {row["system"]: row for row in w["rows"]}
