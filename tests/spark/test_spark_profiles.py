@@ -152,7 +152,7 @@ def test_a_spark_oracle_that_ignores_a_parameter_is_caught(spark: Any, label: st
     wrong = without(p, param=label.split("=")[0])
     q, ev = find(workloads(max_events=25, values=EXACT, cond=False),
                  lambda w: compute_profile_result(w[1], w[0], p) != compute_profile_result(w[1], w[0], wrong),
-                 settings=settings(database=None, derandomize=True, max_examples=5000,
+                 settings=settings(database=None, derandomize=True, max_examples=5000, deadline=None,
                                    phases=[Phase.generate]))
     got = run_batch(spark, q, [ev], wrong)[0]
     assert not agrees(got, compute_profile_result(ev, q, p)), f"{label}: dropping it went unseen"
