@@ -17,7 +17,6 @@ from typing import Any, cast
 import pytest
 
 from oij.bench import experiment as bench_experiment
-from oij.bench import tools as bench_tools
 from oij.bench.experiment import Cell, experiments
 from oij.bench.tools import PLANTS, QUICK_PLANTS, plant
 from oij.cli import main
@@ -92,35 +91,72 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+SHIM = """#!{python} -IS
+import os, sys
+from multiprocessing.connection import Client
+argv = sys.argv[1:]
+if argv[:3] != ["-m", "oij.cli", "check"]:
+    os.execv({python!r}, [{python!r}, *argv])
+with Client({address!r}, authkey=bytes.fromhex({key!r})) as c:
+    c.send(argv[2:])
+    sys.exit(c.recv())
+"""
+"""The ``sys.executable`` of :func:`spark_results`' run: ``python -m oij.cli check ...`` is sent to the helper
+(:func:`_serve`) and exits with its status; any other command is the interpreter's own."""
+
+
+def _serve(address: str, key: bytes) -> int:
+    """The helper process: runs each ``oij check`` argument list it is sent with :func:`oij.cli.main`, in turn, and
+    answers its exit status (one Spark session, one JVM, for all of them); None stops it.  Returns how many ran."""
+    from multiprocessing.connection import Listener
+
+    ran = 0
+    with Listener(address, authkey=key) as server:
+        while True:
+            with server.accept() as c:
+                argv = c.recv()
+                if argv is None:
+                    return ran
+                c.send(main(argv))
+                ran += 1
+
+
 @pytest.fixture(scope="module")
 def spark_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Spark experiment's quick run, its two ``oij check`` runs on Spark (the plain cell's and the planted
     cell's) in one helper process, one after the other: one JVM for both, as the run's own ``oij check``
     processes would each start one (measured: 21.7 CPU-seconds for the two in one process, 28.6 as two
-    processes).  A process of its own, not this one: no Spark session in the worker, so the test stays out of
-    the ``spark-session`` group (tests/conftest.py).  The commands, their arguments and their reports are the
-    run's own; only the process each runs in is shared (the wall time the run records then leaves out a JVM
-    start, and its peak RSS is not measured: nothing here asserts either)."""
+    processes).  The run starts its commands as ``sys.executable -m oij.cli ...``; here ``sys.executable`` is
+    :data:`SHIM`, which hands ``oij check`` to the helper and runs anything else as it is.  A process of its own,
+    not this one: no Spark session in the worker, so the test stays out of the ``spark-session`` group
+    (tests/conftest.py).  The commands, their arguments and their reports are the run's own; only the process
+    each check runs in is shared (the wall time the run records then leaves out a JVM start, and its peak RSS is
+    the shim's: nothing here asserts either)."""
+    import os
+    import sys
+
     d = tmp_path_factory.mktemp("bench-spark")
-    real = bench_tools._timed
-    checks = 0
-
+    address, key = str(d / "helper.sock"), os.urandom(16)
+    shim = d / "python"
+    shim.write_text(SHIM.format(python=sys.executable, address=address, key=key.hex()))
+    shim.chmod(0o755)
     jvm_archive.use_when_ready(__file__)  # the helper's JVM maps the class archive, as the run's would
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as helper, \
-            pytest.MonkeyPatch.context() as mp:
-        def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
-            nonlocal checks
-            if cmd[1:4] != ["-m", "oij.cli", "check"] or env is not None:
-                return real(cmd, env)
-            t0 = time.perf_counter()
-            rc = helper.submit(main, cmd[3:]).result()
-            if rc not in (0, 1):  # as _timed: a check that fails to run raises
-                raise RuntimeError(f"{' '.join(cmd)} exited {rc}")
-            checks += 1
-            return time.perf_counter() - t0, 0.0, 0.0, ""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        helper = pool.submit(_serve, address, key)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(address) and not helper.done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(sys, "executable", str(shim))
+                assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
+        finally:
+            if not helper.done():
+                from multiprocessing.connection import Client
 
-        mp.setattr(bench_tools, "_timed", timed)
-        assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
+                with Client(address, authkey=key) as c:
+                    c.send(None)
+        checks = helper.result()
     assert checks == 1 + len(QUICK_PLANTS)  # the plain cell and each planted one: every check ran in the helper
     return d
 
