@@ -16,9 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,19 @@ if shutil.which("javac") is None:
 
 from oij.spec.model import End, Query, StreamTuple
 from oij.spec.profiles import get_profile
-from oij.spec.recovery import Checkpoint, Line, committed, judge_committed, restart_point
+from oij.spec.recovery import Checkpoint, Line, committed, is_valid_checkpoint, judge_committed, restart_point
 
 from oij.adapters import get_adapter, restart_command
 from oij.testing import Case, expected_output
-from oij.testing._restarts import KillPoint, RestartFailure, RestartRun, parse_line, run_incarnation, run_plan
+from oij.testing._restarts import (
+    Incarnation,
+    KillPoint,
+    RestartFailure,
+    RestartRun,
+    parse_line,
+    run_incarnation,
+    run_plan,
+)
 
 pytestmark = [pytest.mark.flink, pytest.mark.timeout(240)]
 
@@ -92,14 +101,66 @@ def test_a_clean_run_commits_the_adapters_output(tmp_path: Path) -> None:
     assert sink and sink[-1].read_text().splitlines()[0] == f"K {len(WITH_LATE)}"
 
 
-def run_in(state: Path, case: Case, plan: Sequence[KillPoint], *options: str) -> RestartRun:
+def _short_of_the_end(state: Path, lines: Sequence[str], start: int, last: int, index: int, kill: KillPoint,
+                      *options: str) -> Incarnation:
+    """Incarnation ``index`` from checkpoint ``start``, killed as :func:`run_incarnation` kills it on a row or a
+    checkpoint line, but given events ``start+1..last`` only, its input left open (no end line, as for a ``fed``
+    kill): it cannot get past event ``last``, so the events after it are left to the next incarnation whatever
+    the timing (given the rest, its first row could come with the checkpoint line of the whole case)."""
+    inc = Incarnation(start, last)
+    env = {**os.environ, "OIJ_STATE_DIR": str(state), "OIJ_CHECKPOINT": str(start), "OIJ_RESTART": str(index)}
+    proc = subprocess.Popen(command(*options), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+    def kill_it() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(TIMEOUT, kill_it)
+    timer.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.write((lines[0] + "".join(lines[1 + start:1 + last])).encode())
+            proc.stdin.flush()
+        for raw in proc.stdout:  # to its end: what it wrote before the kill is read
+            x = parse_line(raw.decode("utf-8", errors="replace"))
+            if x is None:
+                continue
+            if isinstance(x, Checkpoint):
+                assert is_valid_checkpoint(x.events, restart_point(inc.output, start), last), (x, inc.output)
+            inc.output.append(x)
+            seen = sum(isinstance(y, Checkpoint) == (kill.kind == "checkpoint") for y in inc.output)
+            if inc.killed is None and seen == kill.n:
+                inc.killed, inc.kill_note = kill, f"{kill} (given events {start + 1}..{last} only)"
+                kill_it()
+    finally:
+        timer.cancel()
+        kill_it()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        proc.wait()
+    inc.exit_code = proc.returncode
+    inc.stderr = proc.stderr.read().decode("utf-8", errors="replace") if proc.stderr is not None else ""
+    if inc.killed is None:
+        inc.problem = f"no kill {kill}: exit code {proc.returncode} (or no exit within {TIMEOUT:g} s)"
+    return inc
+
+
+def run_in(state: Path, case: Case, plan: Sequence[KillPoint], *options: str,
+           short: Mapping[int, int] | None = None) -> RestartRun:
     """The kit's :func:`run_plan`, on the state directory ``state`` (kept: the JVMs' logs, the input log and the
-    sink's files stay there to be read), the rows of every incarnation judged as it judges them."""
+    sink's files stay there to be read), the rows of every incarnation judged as it judges them; incarnation
+    ``i`` in ``short`` is given the events through ``short[i]`` only (:func:`_short_of_the_end`)."""
     lines = case.to_jsonl().splitlines(keepends=True)
     r = RestartRun(case, tuple(plan))
     start = 0
     for i, kill in enumerate([*plan, None]):
-        inc = run_incarnation(command(*options), lines, start, str(state), i, kill, TIMEOUT, REST)
+        if kill is not None and short and i in short:
+            inc = _short_of_the_end(state, lines, start, short[i], i, kill, *options)
+        else:
+            inc = run_incarnation(command(*options), lines, start, str(state), i, kill, TIMEOUT, REST)
         r.incarnations.append(inc)
         assert inc.problem is None, (i, inc.problem, inc.stderr[-2000:], r.timeline())
         if kill is not None and inc.killed is None:
@@ -112,12 +173,16 @@ def run_in(state: Path, case: Case, plan: Sequence[KillPoint], *options: str) ->
 
 KILLS = (KillPoint("fed", 2), KillPoint("row", 1), KillPoint("checkpoint", 1))
 """The three kinds of kill in one run of four incarnations (each a JVM; a run per kind would start five).  Each
-is sure to come: the first incarnation is given events 1..2 only, the second has rows to print after event 2
-(events 4 and 5 make pairs), and the third, given the rest and the end line, prints a checkpoint line at the
-latest when its final checkpoint commits.  The kill on a checkpoint line comes last: it may come after every
-event, leaving a next kill nothing to come on.  The run carries the in-engine failure too (fail-after=4: a run of
-its own started a JVM): the source throws once, after event 4, in the second incarnation (the first to emit it),
-before its first row (that of event 4 is committed only after the restore replays event 4)."""
+is sure to come, whatever the timing: the first incarnation is given events 1..2 only and checkpoints at 2; the
+second is given events 3..4 only (:func:`_short_of_the_end`: given the rest, its first row could come with the
+checkpoint line of the whole case, leaving the third nothing to do: a flaky run) and prints the row of event 4
+once a checkpoint at 4 commits it; so the third restores at 4 at the latest, is given event 5 and the end line,
+and prints a checkpoint line at the latest when its final checkpoint commits.  The run carries the in-engine
+failure too (fail-after=4: a run of its own started a JVM): the source throws once, after event 4, in the
+second incarnation (the first to emit it), before its first row (that of event 4 is committed only after the
+restore replays event 4)."""
+SHORT = {1: 4}
+"""The second incarnation (the row kill) is given the events through 4 only."""
 
 
 def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None:
@@ -125,11 +190,13 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     events); incarnation 1, at OIJ_CHECKPOINT=2, restores the newest retained checkpoint (its JVM says which),
     reprints the uncommitted epochs, fails once after event 4 (fail-after=4: Flink's restart strategy restores
     the job from its last completed checkpoint inside the same MiniCluster) and is killed on its first result
-    row (mid-output); incarnation 2 is killed on its first checkpoint line (the commit printed, the next
+    row (mid-output; it was given events 3..4 only, so event 5 is left whatever the timing); incarnation 2,
+    restored at 4 at the latest, is killed on its first checkpoint line (the commit printed, the next
     incarnation resumes after it); incarnation 3 finishes.  The rows all four committed are exactly the result,
     each once, and each event was logged once."""
-    r = run_in(tmp_path, ON_TIME, KILLS, "fail-after=4")
+    r = run_in(tmp_path, ON_TIME, KILLS, "fail-after=4", short=SHORT)
     assert [inc.killed for inc in r.incarnations] == [*KILLS, None], r.timeline()
+    assert [inc.fed for inc in r.incarnations] == [2, 4, 5, 5] and r.incarnations[2].start < 5, r.timeline()
     assert r.verdict is not None and r.verdict.exactly_once, RestartFailure(r).report(PROFILE)
     # killed between events after its checkpoint at 2: the restart resumed there, from Flink's checkpoint
     assert r.incarnations[1].start == 2, r.timeline()
@@ -137,7 +204,8 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     assert "oij: restoring from" in log and "/chk-" in log, log[-2000:]
     assert r.incarnations[-1].exit_code == 0
     assert (tmp_path / "failed-once").read_text() == "failed after event 4\n"
-    # each event logged once (the second incarnation was given events 3.. only), the keys as dense ints
+    # each event logged once (the second incarnation was given events 3..4 only, the third 5 and the end), the
+    # keys as dense ints
     assert (tmp_path / "input.log").read_text().splitlines() == [
         "0 0 1 5 0", "0 1 2 5 0", "0 1 3 6 1", "0 0 4 7 1", "0 1 5 4 0", "E"]
 
