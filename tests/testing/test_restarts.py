@@ -51,7 +51,8 @@ def _cmd(mode: str) -> list[str]:
 # in its own session, fed through pipes and killed with SIGKILL by the kit (oij/testing/_restarts.py, unchanged),
 # only without exec.  A sample runs as before, a real interpreter per incarnation: the kit's own commands
 # (test_correct_recovery_is_exactly_once_under_every_plan, the single plans, `oij conform --restarts` as a
-# command, and one case of `oij join - --state`).
+# command, one case of `oij join - --state`, and `oij bench kit-power --restarts` on the state-drop mutants: its
+# `oij conform` runs and their mutants' incarnations).
 
 REAL_RESTART_CASES = restarts.restart_cases
 SHARED_N = 20  # the default run's count, the most any search here asks for
@@ -397,12 +398,14 @@ def test_restart_bugs_of_lost_state_are_caught_at_the_defaults(mode: str, kinds:
     assert len(run.case) <= 8, r.failure.report()
 
 
-def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path: Path, forked: None) -> None:
+def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path: Path) -> None:
     """``oij bench kit-power --restarts`` on two of its mutants, over the first 6 of the default run's cases (the
     whole list at the defaults is the benchmark's; the sixth is the first with a left join's matched base awaiting
     finality, whose loss a later move of W shows): a dropped matched set is killed, a dropped wake-up heap
     (which only delays finality) survives as equivalent with its argument; and a survivor that is not listed as
-    equivalent (the correct mode) fails the run (negative control)."""
+    equivalent (the correct mode) fails the run (negative control).  Its commands are real processes, not forked:
+    forked from a worker of the full suite, both mutants' runs once ended at once on a problem (kind "error"),
+    which neither a run of this file nor a real process shows."""
     import json
 
     from oij.bench import restartpower
@@ -412,15 +415,12 @@ def test_state_drop_mutants_are_killed_and_an_equivalent_one_is_excused(tmp_path
     # the verdict is the exit code alone: a killed mutant's failure is not shrunk here (``--no-shrink``; the
     # shrinking of a restart failure is the tests' above and below)
     few = ("--max-examples", "6", "--no-shrink")
-    from oij.testing._cases import DEFAULT_FEATURES
-
-    shared_restart_cases(DEFAULT_FEATURES, 1)  # chosen here, before the forks: each `oij conform` inherits it
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(restartpower, "list_mutants",
                    lambda repo: [m for m in real(repo) if m.name in ("matched:drop", "wakeups:drop")])
         rc = restart_power(ROOT, 2, 300.0, str(tmp_path / "r.json"), None, extra=few)
         res = json.loads((tmp_path / "r.json").read_text())
-        assert rc == 0, res
+        assert rc == 0, res["mutants"]
         verdicts = {m["name"]: m["verdict"] for m in res["mutants"]}
         assert verdicts == {"matched:drop": "killed", "wakeups:drop": "equivalent"}
         # (one case is enough for a survivor: the correct mode survives every case)
