@@ -176,13 +176,15 @@ KILLS = (KillPoint("fed", 2), KillPoint("row", 1), KillPoint("checkpoint", 1))
 is sure to come, whatever the timing: the first incarnation is given events 1..2 only and checkpoints at 2; the
 second is given events 3..4 only (:func:`_short_of_the_end`: given the rest, its first row could come with the
 checkpoint line of the whole case, leaving the third nothing to do: a flaky run) and prints the row of event 4
-once a checkpoint at 4 commits it; so the third restores at 4 at the latest, is given event 5 and the end line,
-and prints a checkpoint line at the latest when its final checkpoint commits.  The run carries the in-engine
-failure too (fail-after=4: a run of its own started a JVM): the source throws once, after event 4, in the
-second incarnation (the first to emit it), before its first row (that of event 4 is committed only after the
-restore replays event 4)."""
-SHORT = {1: 4}
-"""The second incarnation (the row kill) is given the events through 4 only."""
+once a checkpoint at 4 commits it; so the third restores at 4 at the latest, is given the events through 5 (not
+the end line) and prints a checkpoint line at 5 at the latest.  Only the last is given the end line: a kill on
+the final checkpoint's line can race the job's finish, when Flink discards the checkpoints it took, and the next
+incarnation restores an older one and replays committed rows (seen: 2 of 3 loaded runs passed; a library
+matter, not this plan's).  The run carries the in-engine failure too (fail-after=4: a run of its own started a
+JVM): the source throws once, after event 4, in the second incarnation (the first to emit it), before its first
+row (that of event 4 is committed only after the restore replays event 4)."""
+SHORT = {1: 4, 2: 5}
+"""The second incarnation (the row kill) is given the events through 4 only, the third through 5."""
 
 
 def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None:
@@ -191,9 +193,9 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     reprints the uncommitted epochs, fails once after event 4 (fail-after=4: Flink's restart strategy restores
     the job from its last completed checkpoint inside the same MiniCluster) and is killed on its first result
     row (mid-output; it was given events 3..4 only, so event 5 is left whatever the timing); incarnation 2,
-    restored at 4 at the latest, is killed on its first checkpoint line (the commit printed, the next
-    incarnation resumes after it); incarnation 3 finishes.  The rows all four committed are exactly the result,
-    each once, and each event was logged once."""
+    restored at 4 at the latest and given the events through 5, is killed on its first checkpoint line (the
+    commit printed, the next incarnation resumes after it); incarnation 3 is given the end line and finishes.
+    The rows all four committed are exactly the result, each once, and each event was logged once."""
     r = run_in(tmp_path, ON_TIME, KILLS, "fail-after=4", short=SHORT)
     assert [inc.killed for inc in r.incarnations] == [*KILLS, None], r.timeline()
     assert [inc.fed for inc in r.incarnations] == [2, 4, 5, 5] and r.incarnations[2].start < 5, r.timeline()
@@ -204,8 +206,8 @@ def test_the_two_phase_sink_is_exactly_once_across_kills(tmp_path: Path) -> None
     assert "oij: restoring from" in log and "/chk-" in log, log[-2000:]
     assert r.incarnations[-1].exit_code == 0
     assert (tmp_path / "failed-once").read_text() == "failed after event 4\n"
-    # each event logged once (the second incarnation was given events 3..4 only, the third 5 and the end), the
-    # keys as dense ints
+    # each event logged once (the second incarnation was given events 3..4 only, the third 5, the last the end),
+    # the keys as dense ints
     assert (tmp_path / "input.log").read_text().splitlines() == [
         "0 0 1 5 0", "0 1 2 5 0", "0 1 3 6 1", "0 0 4 7 1", "0 1 5 4 0", "E"]
 
@@ -331,7 +333,8 @@ def test_savepoints_are_exactly_once_across_kills(tmp_path: Path) -> None:
        exists, inside its stop (its commit may or may not have happened);
     2. restores the newest snapshot, that savepoint (or, if the kill tore its _metadata, the JVM says it skipped
        it and takes the snapshot before), commits what it held if it was not committed, and is killed by the kit
-       on its first row, right after a commit printed it;
+       on its first row, right after a commit printed it (if that row is one the savepoint's commit held, printed
+       again before the JVM starts, the kill may come before the JVM restores: then incarnation 3's does);
     3. restores the newest snapshot and finishes.
 
     The rows all four committed are exactly the result, each once; the sink's epochs increase."""
@@ -346,10 +349,14 @@ def test_savepoints_are_exactly_once_across_kills(tmp_path: Path) -> None:
     row = run_incarnation(command("savepoint-every=2"), lines, k, str(tmp_path), 2, KillPoint("row", 1), TIMEOUT,
                           REST)
     assert row.problem is None and row.killed == KillPoint("row", 1), row.stderr[-2000:]
-    _first_job_restored_from_a_savepoint((tmp_path / "jvm-2.log").read_text())
     last = run_incarnation(command("savepoint-every=2"), lines, restart_point(row.output, k), str(tmp_path), 3,
                            None, TIMEOUT)
     assert last.problem is None and last.exit_code == 0, last.stderr[-2000:]
+    # the first JVM after the kill in the stop restores the savepoint: incarnation 2's, or, if its first row was
+    # one the savepoint's commit held (printed again before its JVM starts) and the kill came before its JVM
+    # said where it restored from, incarnation 3's (nothing ran in between)
+    logs = [x.read_text() for x in (tmp_path / "jvm-2.log", tmp_path / "jvm-3.log") if x.exists()]
+    _first_job_restored_from_a_savepoint(next(x for x in logs if "oij: restoring from " in x or "oij: job " in x))
     outputs = [fed.output, stopped, row.output, last.output]
     verdict = judge_committed(list(rows_of(ON_TIME).elements()), outputs, True)
     assert verdict.exactly_once, (verdict, outputs)
