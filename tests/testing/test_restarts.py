@@ -163,6 +163,8 @@ class Forked(subprocess.Popen[bytes]):
                     os._exit(code & 0xFF if isinstance(code, int) else 0)
         self.pid = pid
         self._child_created = True
+        # the parent's ends of the child's pipes, closed as Popen's own _execute_child closes them: a private
+        # method of CPython's subprocess (3.11+) that typeshed does not declare, hence the ignore
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)  # type: ignore[attr-defined]
 
 
