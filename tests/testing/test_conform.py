@@ -32,10 +32,10 @@ from oij.testing._protocol import ProtocolError, parse_output
 from oij.testing._runner import Outcome, fingerprint, search
 from oij.testing._verify import verify_vectors
 from tests.budget import examples
+from tests.forking import forked_commands
 from tests.impls.toy_oij import BUGS
 from tests.strategies import event_lists, queries
 from tests.testing.test_kit_regressions import outcome_in_process
-from tests.testing.test_restarts import forked_commands
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 OIJ = [sys.executable, "-m", "oij.cli"]

@@ -19,7 +19,7 @@ import pytest
 
 from oij.errors import UsageError
 from oij.testing import ConformAdapter, ConformOptions, conform
-from tests.testing.test_restarts import forked_commands
+from tests.forking import forked_commands
 
 TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 

@@ -21,7 +21,7 @@ from oij.testing._case import Case
 from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._runner import SearchResult, fixed_outcomes, judge, run_fixed, search
 from oij.testing._smallscope import small_scope_cases
-from tests.testing.test_restarts import forked_commands
+from tests.forking import forked_commands
 
 IMPLS = Path(__file__).parent.parent / "impls"
 SHARED = f"""

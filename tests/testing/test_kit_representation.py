@@ -39,9 +39,9 @@ from oij.testing._features import DEFAULT_FEATURES
 from oij.testing._runner import Session, judge
 from oij.testing._state import check_state
 from oij.testing._vectors import vectors
+from tests.forking import forked_commands
 from tests.procs import alive
 from tests.testing.test_kit_regressions import in_process
-from tests.testing.test_restarts import forked_commands
 
 IMPLS = Path(__file__).parent.parent / "impls"
 REPO = Path(__file__).parent.parent.parent
