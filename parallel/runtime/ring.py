@@ -74,15 +74,17 @@ RESULT = np.dtype(
         ("a", np.int64),  # base id
         ("b", np.int64),  # probe id (pairs), -1 for partial aggregate rows
         ("n", np.int64),  # partial count
-        ("s", np.float64),  # partial sum
+        ("si", np.int64),  # partial sum of the common values, in units of 2**-10 (exactsum)
+        ("s", np.float64),  # partial sum of the other values: one piece of it (exactsum)
         ("mn", np.float64),
         ("mx", np.float64),
         ("born", np.int64),  # max creation time of the tuples that made the result
         ("fan", np.int32),  # partial rows expected for this base
-        ("kind", np.int8),  # 0 pair, 1 partial row
+        ("kind", np.int8),  # 0 pair, 1 partial row, 2 one more piece of a partial row's exact sum
     ]
 )
-"""A result record: a pair, or one replica's partial row for a base (aggregates, left join)."""
+"""A result record: a pair, or one replica's partial row for a base (aggregates, left join), or a piece of a
+partial row's exact sum (:mod:`oij.parallel.runtime.exactsum`)."""
 
 KIND_DATA = 0
 KIND_CLOSE = 1  # end of an epoch on this channel (a punctuation: carries W, may be the channel's only message)

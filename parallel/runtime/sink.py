@@ -10,10 +10,10 @@ A base tuple's row may be split over several replicas (DP, HP): every
 replica that received the base emits exactly one partial row for it (the
 replicas that do not store it at once, the owner when the base is final),
 and each record says how many partials the base has (``fan``, set by the
-emitter).  Counts and min/max merge exactly; sums are added in float64 in
-arrival order, so with non-integer values a sum may differ from the oracle's
-exactly rounded one in the last bits (the tests compare aggregates with a
-relative tolerance of 1e-9; the integer-valued workload presets are exact).
+emitter).  Counts and min/max merge exactly; sums arrive exact (an int64 of
+the common values and pieces of the rest, :mod:`oij.parallel.runtime.exactsum`),
+are added as Python integers, and the total is rounded once: a sum or an avg
+is the oracle's, bit for bit, whatever the values and the arrival order.
 
 Two modes.  *Retained* (the default): everything is kept, and
 :meth:`Sink.results` returns it in canonical order at the end (memory grows
@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.runtime.exactsum import PAIR, PIECE, ROW, UNIT_BITS, round_sum
+from oij.reference.exact import SHIFT, scaled
 from oij.spec.batch import AggregateRow, Results
 from oij.spec.model import Query
 
@@ -83,6 +85,7 @@ class Sink:
         self.pair_b: list[npt.NDArray[np.int64]] = []
         self.rows: list[npt.NDArray[Any]] = []  # complete partial-row records (fan 1, or merged)
         self.pending: dict[int, list[Any]] = {}
+        self.extra: dict[int, int] = {}  # base id -> the exact rest of its sum beyond si (units of 2**-1074)
         self.late: list[npt.NDArray[np.int64]] = []
         self.latency = Reservoir()
         self.ended: set[int] = set()
@@ -104,7 +107,10 @@ class Sink:
     def take(self, recs: npt.NDArray[Any], now: int) -> None:
         self.records += len(recs)
         kind = recs["kind"]
-        pairs = recs[kind == 0]
+        if (kind == PIECE).any():  # before the rows: a piece precedes its row on the ring
+            for a, s in zip(recs["a"][kind == PIECE].tolist(), recs["s"][kind == PIECE].tolist(), strict=True):
+                self.extra[a] = self.extra.get(a, 0) + scaled(s)
+        pairs = recs[kind == PAIR]
         if len(pairs):
             self.n_pairs += len(pairs)
             self.latency.offer(now - pairs["born"])
@@ -117,7 +123,7 @@ class Sink:
             else:
                 self.pair_a.append(pairs["a"].copy())
                 self.pair_b.append(pairs["b"].copy())
-        parts = recs[kind == 1]
+        parts = recs[kind == ROW]
         if not len(parts):
             return
         one = parts["fan"] <= 1
@@ -127,20 +133,26 @@ class Sink:
             done = parts[one]
             merged = []
             for r in parts[~one].tolist():
-                a, _b, n, s, mn, mx, born, fan, _k = r
+                a, _b, n, si, s, mn, mx, born, fan, _k = r
+                if s:
+                    self.extra[a] = self.extra.get(a, 0) + scaled(s)
                 p = self.pending.get(a)
                 if p is None:
-                    self.pending[a] = [1, n, s, mn, mx, born, fan]
+                    self.pending[a] = [1, n, si, mn, mx, born, fan]
                     continue
                 p[0] += 1
                 p[1] += n
-                p[2] += s
+                p[2] += si
                 p[3] = min(p[3], mn)
                 p[4] = max(p[4], mx)
                 p[5] = max(p[5], born)
                 if p[0] == p[6]:
                     del self.pending[a]
-                    merged.append((a, -1, p[1], p[2], p[3], p[4], p[5], p[6], 1))
+                    si = p[2]
+                    if not -(1 << 63) <= si < (1 << 63):  # the merged int64 sum: exact in extra
+                        self.extra[a] = self.extra.get(a, 0) + (si << (SHIFT - UNIT_BITS))
+                        si = 0
+                    merged.append((a, -1, p[1], si, 0.0, p[3], p[4], p[5], p[6], ROW))
             if merged:
                 done = np.concatenate((done, np.array(merged, dtype=recs.dtype)))
         if len(done):
@@ -198,22 +210,25 @@ class Sink:
     def _rows_results(self, rows: npt.NDArray[Any]) -> Results:
         """Complete rows as results: aggregate rows, or a left join's (a, None) for bases without a match."""
         q = self.q
+        extra = self.extra  # every row takes its own rest of the sum, used or not (count, min, max, a left join)
+        rest = [extra.pop(a, 0) for a in rows["a"].tolist()] if extra else [0] * len(rows)
         if q.aggregate is None:
             if q.join != "left":
                 return Results()
             return Results(pairs=[(x, None) for x in rows["a"][rows["n"] == 0].tolist()])
         out: list[AggregateRow] = []
         kind = q.aggregate
-        for a_, n_, s_, mn_, mx_ in zip(rows["a"].tolist(), rows["n"].tolist(), rows["s"].tolist(),
-                                        rows["mn"].tolist(), rows["mx"].tolist(), strict=True):
+        for a_, n_, si_, s_, mn_, mx_, e_ in zip(rows["a"].tolist(), rows["n"].tolist(), rows["si"].tolist(),
+                                                 rows["s"].tolist(), rows["mn"].tolist(), rows["mx"].tolist(),
+                                                 rest, strict=True):
             if kind == "count":
                 out.append((a_, n_, n_))
             elif kind == "sum":
-                out.append((a_, n_, (s_ if n_ else 0.0) + 0.0))
+                out.append((a_, n_, round_sum(si_, s_, e_, n_, False) if n_ else 0.0))
             elif n_ == 0:
                 out.append((a_, 0, None))
             elif kind == "avg":
-                out.append((a_, n_, s_ / n_ + 0.0))
+                out.append((a_, n_, round_sum(si_, s_, e_, n_, True)))
             elif kind == "min":
                 out.append((a_, n_, mn_ + 0.0))
             else:

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from oij.parallel.runtime.exactsum import ROW, UNIT_BITS, add_exact, add_units, piece_records, spill, split_units
 from oij.parallel.runtime.ring import RESULT
 from oij.reference.cond import cond_mask, operand_columns
 from oij.spec.model import Comparison
@@ -260,7 +261,7 @@ def _direction(op: str, stored_left: bool) -> str:
 PROBE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "value": np.float64, "born": np.int64,
               "seq": np.int64}
 BASE_COLS = {"id": np.int64, "ts": np.int64, "key": np.int64, "born": np.int64, "seq": np.int64,
-             "fan": np.int32, "n": np.int64, "s": np.float64, "mn": np.float64, "mx": np.float64,
+             "fan": np.int32, "n": np.int64, "si": np.int64, "mn": np.float64, "mx": np.float64,
              "bmax": np.int64, "done": np.bool_}
 
 
@@ -288,6 +289,7 @@ class JoinState:
         self.base_dirs = tuple(_direction(cond[i].op, stored_left=True) for i in idx)
         self.bases = Store({**BASE_COLS, **extra}, idx)
         self.probes = Store({**PROBE_COLS, **extra}, idx)
+        self.big: dict[int, int] = {}  # base id -> exact sum of its uncommon values, units of 2**-1074 (exactsum)
         self.seq = 0
         self.received = 0
         self.stored = 0
@@ -356,7 +358,7 @@ class JoinState:
         hits = self._passing(self.probes.match(qk, qts + self.lo, qts + self.hi, qseq, qh, self.probe_dirs), b,
                              False)
         cnt = np.zeros(m, dtype=np.int64)
-        ssum = np.zeros(m)
+        ssum = np.zeros(m, dtype=np.int64)
         mn = np.full(m, np.inf)
         mx = np.full(m, -np.inf)
         bmax = b["born"].copy()
@@ -373,7 +375,7 @@ class JoinState:
             if self.partial:
                 v = pc["value"][ei]
                 cnt += np.bincount(qi, minlength=m)
-                ssum += np.bincount(qi, weights=v, minlength=m)
+                self._add_sums(ssum, qi, v, b["id"])
                 np.minimum.at(mn, qi, v)
                 np.maximum.at(mx, qi, v)
                 np.maximum.at(bmax, qi, pc["born"][ei])
@@ -381,7 +383,7 @@ class JoinState:
         if bm.any():
             self.bases.insert({"id": b["id"][bm], "ts": qts[bm], "key": qk[bm], "born": b["born"][bm],
                                "seq": qseq[bm], "fan": b["fan"][bm].astype(np.int32), "n": cnt[bm],
-                               "s": ssum[bm], "mn": mn[bm], "mx": mx[bm], "bmax": bmax[bm],
+                               "si": ssum[bm], "mn": mn[bm], "mx": mx[bm], "bmax": bmax[bm],
                                "done": np.zeros(int(bm.sum()), dtype=np.bool_),
                                **{k: v[bm] for k, v in operand_columns(b, self.cond).items()}})
         if self.partial and not bm.all():
@@ -408,26 +410,38 @@ class JoinState:
                 self.emitted_pairs += len(qi)
             if self.partial:
                 v = p["value"][qi]
+                spill(bc["si"], bc["n"], bc["id"], ei, self.big)
                 np.add.at(bc["n"], ei, 1)
-                np.add.at(bc["s"], ei, v)
+                self._add_sums(bc["si"], ei, v, bc["id"])
                 np.minimum.at(bc["mn"], ei, v)
                 np.maximum.at(bc["mx"], ei, v)
                 np.maximum.at(bc["bmax"], ei, p["born"][qi])
         return out
 
-    def _rows(self, ids: I64, n: I64, s: Any, mn: Any, mx: Any, born: I64, fan: Any) -> npt.NDArray[Any]:
+    def _add_sums(self, si: I64, qi: I64, v: Any, ids: I64) -> None:
+        """Add the matched values ``v`` to the sums of rows ``qi`` (``si``, ids ``ids``) exactly (exactsum)."""
+        units, odd = split_units(v)
+        if odd.any():
+            add_exact(self.big, ids[qi[odd]], v[odd])
+        if not add_units(si, qi, units):
+            add_exact(self.big, ids[qi], np.ldexp(units.astype(np.float64), -UNIT_BITS))
+
+    def _rows(self, ids: I64, n: I64, si: Any, mn: Any, mx: Any, born: I64, fan: Any) -> npt.NDArray[Any]:
+        """Partial rows of bases ``ids``, preceded by the pieces of their exact sums (exactsum) if any."""
+        s, extra = piece_records(self.big, ids)
         r = np.empty(len(ids), dtype=RESULT)
         r["a"] = ids
         r["b"] = -1
         r["n"] = n
+        r["si"] = si
         r["s"] = s
         r["mn"] = mn
         r["mx"] = mx
         r["born"] = born
         r["fan"] = fan
-        r["kind"] = 1
+        r["kind"] = ROW
         self.emitted_rows += len(ids)
-        return r
+        return np.concatenate((extra, r)) if len(extra) else r
 
     # --------------------------------------------------------------- watermarks
 
@@ -449,7 +463,7 @@ class JoinState:
                 fin = ~c["done"] & (c["ts"] + self.hi < wk)
             if fin.any():
                 if self.partial:
-                    out.append(self._rows(c["id"][fin], c["n"][fin], c["s"][fin], c["mn"][fin], c["mx"][fin],
+                    out.append(self._rows(c["id"][fin], c["n"][fin], c["si"][fin], c["mn"][fin], c["mx"][fin],
                                           c["bmax"][fin], c["fan"][fin]))
                 c["done"] |= fin
                 self.bases.dead += int(fin.sum())

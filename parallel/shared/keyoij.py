@@ -27,7 +27,8 @@ A joining condition filters the scan's in-window entries
 (:func:`oij.reference.cond.cond_mask` on the operands each entry keeps) before
 they make pairs or enter an aggregate; expiration is unchanged.
 
-Sums are exact (:mod:`oij.parallel.shared.aggr`).  A row's latency is measured from
+Sums are exact (:mod:`oij.parallel.shared.aggr`) and travel exact to the sink
+(:mod:`oij.parallel.runtime.exactsum`), which rounds them once.  A row's latency is measured from
 the base tuple's creation (``born``).
 
 Processes and shared memory: none created here; the engine runs on the
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from oij.parallel.registry import EngineOptions, EngineRun, register
+from oij.parallel.runtime.exactsum import ROW, piece_records
 from oij.parallel.runtime.replica import _Job
 from oij.parallel.runtime.ring import RESULT
 from oij.parallel.runtime.store import NEG, empty_column, operand_spec
@@ -52,6 +54,9 @@ from oij.spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
+MAX_MATCHES = 1 << 23
+"""An accumulator's int64 sum (units of 2**-10, each value below 2**40 of them) is exact below this many matches
+per base (:mod:`oij.parallel.shared.aggr`); a base with more fails the run rather than wrap."""
 BLOCK = 1 << 20  # at most this many (base, probe) comparisons per vectorised scan
 
 
@@ -97,18 +102,24 @@ class _Merges:
 
 
 def rows(ids: I64, acc: Acc, born: I64) -> npt.NDArray[Any]:
-    """Aggregate (partial) rows of fan 1 for bases ``ids`` from accumulators ``acc``."""
+    """Aggregate (partial) rows of fan 1 for bases ``ids`` from accumulators ``acc``, each sum exact (its int64
+    part and the pieces of the rest, :mod:`oij.parallel.runtime.exactsum`): the pieces' records come first."""
+    sums = acc.kind in ("sum", "avg")
+    if sums and len(ids) and int(acc.n.max()) >= MAX_MATCHES:
+        raise RuntimeError(f"a base matched {int(acc.n.max())} probes: exact int64 sums hold {MAX_MATCHES - 1}")
+    s, extra = piece_records({int(ids[g]): t for g, t in acc.big.items()} if sums else {}, ids)
     r = np.empty(len(ids), dtype=RESULT)
     r["a"] = ids
     r["b"] = -1
     r["n"] = acc.n
-    r["s"] = acc.sums() if acc.kind in ("sum", "avg") else 0.0
+    r["si"] = acc.si if sums else 0
+    r["s"] = s
     r["mn"] = acc.mn
     r["mx"] = acc.mx
     r["born"] = born
     r["fan"] = 1
-    r["kind"] = 1
-    return r
+    r["kind"] = ROW
+    return np.concatenate((extra, r)) if len(extra) else r
 
 
 def pairs(a: I64, b: I64, born: I64) -> npt.NDArray[Any]:
