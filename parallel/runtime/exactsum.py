@@ -46,6 +46,9 @@ SPILL = 1 << 21
 r"""A stored base whose count reaches :math:`2^{21}` moves its ``si`` to the exact Python sum before the next add
 (then :math:`|si| < 2^{21} \cdot 2^{40} = 2^{61}`, and one batch adds less than :math:`2^{61}`)."""
 
+SMALL = 1 << 13
+r"""Fewer adds than this, each below :math:`2^{40}`, stay below :math:`2^{53}` (:func:`add_units`)."""
+
 PAIR, ROW, PIECE = 0, 1, 2
 """The ``kind`` of a result record: a pair, a partial row, a piece of a partial row's exact sum."""
 
@@ -67,15 +70,17 @@ def add_units(si: I64, qi: I64, units: I64) -> bool:
     :math:`\sum |units|` reaches :math:`2^{61}`, which the caller then adds exactly (:func:`add_exact`).
 
     Below that bound every increment is exact; when every partial sum stays below :math:`2^{53}` the float
-    ``bincount`` is exact too and much faster than ``np.add.at``.  O(len(qi))."""
+    ``bincount`` is exact too and faster than ``np.add.at`` where ``si`` is not much longer than ``qi``.
+    O(len(qi)), plus O(len(si)) when ``bincount`` is used."""
     if not len(qi):
         return True
-    tot = float(np.abs(units).astype(np.float64).sum())
+    small = len(qi) < SMALL  # then every partial sum is below 2**53 without looking
+    tot = 0.0 if small else float(np.abs(units).astype(np.float64).sum())
     if tot >= float(1 << 61):
         return False
-    if tot < float(1 << 53):
+    if (small or tot < float(1 << 53)) and 4 * len(qi) >= len(si):
         si += np.bincount(qi, weights=units.astype(np.float64), minlength=len(si)).astype(np.int64)
-    else:
+    else:  # few adds into many rows (a probe batch into a stored tier), or past 2**53
         np.add.at(si, qi, units)
     return True
 

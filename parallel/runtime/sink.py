@@ -41,6 +41,7 @@ from oij.spec.batch import AggregateRow, Results
 from oij.spec.model import Query
 
 LATENCY_SAMPLE = 1 << 17
+SCALE = 1 << UNIT_BITS  # a common row's sum is si / SCALE, its mean si / (n SCALE): Python's int division rounds once
 
 
 class Reservoir:
@@ -224,11 +225,12 @@ class Sink:
             if kind == "count":
                 out.append((a_, n_, n_))
             elif kind == "sum":
-                out.append((a_, n_, round_sum(si_, s_, e_, n_, False) if n_ else 0.0))
+                out.append((a_, n_, (si_ / SCALE + 0.0 if not (s_ or e_) else round_sum(si_, s_, e_, n_, False))
+                            if n_ else 0.0))
             elif n_ == 0:
                 out.append((a_, 0, None))
             elif kind == "avg":
-                out.append((a_, n_, round_sum(si_, s_, e_, n_, True)))
+                out.append((a_, n_, si_ / (n_ * SCALE) + 0.0 if not (s_ or e_) else round_sum(si_, s_, e_, n_, True)))
             elif kind == "min":
                 out.append((a_, n_, mn_ + 0.0))
             else:

@@ -375,7 +375,7 @@ class JoinState:
             if self.partial:
                 v = pc["value"][ei]
                 cnt += np.bincount(qi, minlength=m)
-                self._add_sums(ssum, qi, v, b["id"])
+                self._add_sums(ssum, qi, v, b["id"], *split_units(v))
                 np.minimum.at(mn, qi, v)
                 np.maximum.at(mx, qi, v)
                 np.maximum.at(bmax, qi, pc["born"][ei])
@@ -398,6 +398,7 @@ class JoinState:
         qh = p["ch"] if self.bases.index else None
         hits = self._passing(self.bases.match(p["key"], pts - self.hi, pts - self.lo, seq[pi], qh, self.base_dirs),
                              p, True)
+        units, odd = split_units(p["value"]) if self.partial and hits else (None, None)  # once per probe
         for t, qi, ei in hits:
             bc = t.cols
             if self.pairs:
@@ -412,15 +413,16 @@ class JoinState:
                 v = p["value"][qi]
                 spill(bc["si"], bc["n"], bc["id"], ei, self.big)
                 np.add.at(bc["n"], ei, 1)
-                self._add_sums(bc["si"], ei, v, bc["id"])
+                assert units is not None and odd is not None
+                self._add_sums(bc["si"], ei, v, bc["id"], units[qi], odd[qi])
                 np.minimum.at(bc["mn"], ei, v)
                 np.maximum.at(bc["mx"], ei, v)
                 np.maximum.at(bc["bmax"], ei, p["born"][qi])
         return out
 
-    def _add_sums(self, si: I64, qi: I64, v: Any, ids: I64) -> None:
-        """Add the matched values ``v`` to the sums of rows ``qi`` (``si``, ids ``ids``) exactly (exactsum)."""
-        units, odd = split_units(v)
+    def _add_sums(self, si: I64, qi: I64, v: Any, ids: I64, units: I64, odd: npt.NDArray[np.bool_]) -> None:
+        """Add the matched values ``v`` (``split_units(v)``: ``units``, ``odd``) to the sums of rows ``qi``
+        (``si``, ids ``ids``) exactly (exactsum)."""
         if odd.any():
             add_exact(self.big, ids[qi[odd]], v[odd])
         if not add_units(si, qi, units):

@@ -134,7 +134,7 @@ def test_the_int64_part_spills_and_a_huge_batch_goes_exact() -> None:
     st_ = JoinState(0, 0, 0, pairs=False, partial=True)
     row = np.zeros(1, np.int64)
     v = np.ldexp(units.astype(np.float64), -UNIT_BITS)
-    st_._add_sums(row, np.zeros(len(v), np.int64), v, np.array([4], np.int64))
+    st_._add_sums(row, np.zeros(len(v), np.int64), v, np.array([4], np.int64), *split_units(v))
     assert total(int(row[0]), 0.0, st_.big.get(4, 0)) == len(units) * (((1 << 40) - 1) << (SHIFT - UNIT_BITS))
 
 
