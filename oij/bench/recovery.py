@@ -6,7 +6,9 @@ Data flow::
         adapter's features and profile, --max-examples cases, --restarts kills in a row)
         -> {verdict, cases, plans, seconds (per case, per plan), the minimal case (shrunk) with its kill plan,
             the rows lost / duplicated / unexpected, the timeline}
-    -> result {"runs": [...], "provenance": ...} written atomically to --out
+    -> after each subject: the runs so far, atomically, to --out + ".partial" (an interrupted run keeps them)
+    -> at the end: the result {"runs": [...], "provenance": ...} atomically to --out; the partial file removed
+       (so an interrupted or failed run leaves --out as it was)
 
 Every incarnation is a process of its own (a JVM for Spark and Flink), killed with SIGKILL of its group by
 the kit; the kit creates and removes the state directories.  Times are wall seconds on a shared 2-core
@@ -121,8 +123,10 @@ class RecoveryOptions:
 
 
 def measure(opts: RecoveryOptions, *, quiet: float = 30.0, progress: bool = True) -> dict[str, Any]:
-    """Judge every subject (or those whose label is in ``opts.only``); write ``opts.out`` (atomically) after
-    each one, so an interrupted run keeps what it measured (:class:`ValueError` for an unknown label)."""
+    """Judge every subject (or those whose label is in ``opts.only``); after each one write the runs so far to
+    ``opts.out + ".partial"`` (atomically), so an interrupted run keeps what it measured without replacing
+    ``opts.out``; at the end write ``opts.out`` (atomically) and remove the partial file (:class:`ValueError`
+    for an unknown label)."""
     from oij.io.atomic import write_text
 
     prov = capture()
@@ -137,10 +141,14 @@ def measure(opts: RecoveryOptions, *, quiet: float = 30.0, progress: bool = True
         r = judge(s, max_examples=opts.max_examples, restarts=opts.restarts, seed=opts.seed, timeout=opts.timeout,
                   quiet=quiet, shrinking=opts.shrinking)
         result["runs"].append(r)
-        write_text(opts.out, json.dumps(result, indent=1) + "\n")
+        if opts.out != "-":
+            write_text(opts.out + ".partial", json.dumps(result, indent=1) + "\n")
         if progress:
             print(f"{s.label:24s} {r['verdict']:14s} {r['cases']} cases, {r['plans']} plans, {r['wall_s']:.0f} s",
                   flush=True)
+    write_text(opts.out, json.dumps(result, indent=1) + "\n")
+    if opts.out != "-" and os.path.exists(opts.out + ".partial"):
+        os.remove(opts.out + ".partial")
     return result
 
 
