@@ -31,7 +31,11 @@ On a restart with ``OIJ_CHECKPOINT=k``, :meth:`Ledger.rewind` names the epoch ``
 rows of every sink file after ``e`` are printed again (the kit never saw them committed), and Flink restores
 from its newest completed checkpoint (at least ``e``: a sink file exists only for a completed checkpoint).  A
 checkpoint that completed but whose commit was not done when the JVM died is committed on the restore
-(``recoverAndCommit``), and its "C" line follows.
+(``recoverAndCommit``), and its "C" line follows.  The job's last epoch, sealed after the end of the data (the
+sink's ``finishProcessing``), is committed as ``K k E``: a kill after the job finished, before this process
+exited, leaves that file while Flink has removed the finished job's checkpoints, so the next incarnation
+prints what the kit has not seen of the sink, logs the rest of its input, and exits 0 without a job (a job
+started again would restore an older snapshot, or none, and commit the replayed events' rows again).
 
 Options (``-o KEY=VALUE``): ``sink=two-phase`` (default) or ``sink=direct``, the negative control: a sink
 without transactions, appending each row to ``STATE/sink/direct.log`` as it comes, which this process prints
@@ -196,6 +200,16 @@ def row_line(text: str) -> str:
     return next(result_lines(res))
 
 
+def sink_finished(sink_dir: str) -> bool:
+    """True iff the two-phase sink committed the job's last epoch: its newest file's offset line is "K k E"
+    (sealed after the end of the data; the job finished, and Flink removed its checkpoints then)."""
+    files = sink_files(sink_dir)
+    if not files:
+        return False
+    with open(files[-1][1], encoding="utf-8") as f:
+        return f.readline().split()[2:] == ["E"]
+
+
 def sink_files(sink_dir: str) -> list[tuple[int, str]]:
     """The committed epochs of the two-phase sink: (checkpoint id, path), in checkpoint order."""
     if not os.path.isdir(sink_dir):
@@ -222,10 +236,11 @@ class SinkPrinter:
                 continue
             with open(path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
-            if not lines or not lines[0].startswith("K "):
+            head = lines[0].split() if lines else []
+            if len(head) not in (2, 3) or head[0] != "K" or head[2:] not in ([], ["E"]):
                 raise RuntimeError(f"{path}: a sink file without its offset line")
             self.out.rows(row_line(x) for x in lines[1:] if x.strip())
-            self.out.checkpoint(epoch, int(lines[0][2:]))
+            self.out.checkpoint(epoch, int(head[1]))
             self.last = epoch
 
 
@@ -271,6 +286,18 @@ def _events(stdin: IO[bytes], q: Query) -> Iterator[StreamTuple | Watermark | En
             yield e
 
 
+def _log_input(stdin: IO[bytes], q: Query, log: InputLog, after: int) -> None:
+    """Log the events on ``stdin`` (numbered from ``after + 1``) and the end; :class:`InputError` without it."""
+    j = after
+    for e in _events(stdin, q):
+        if isinstance(e, End):
+            log.end()
+            return
+        j += 1
+        log.add(j, e)
+    raise InputError("<stdin>", j - after + 2, "type", 'missing the last line {"type":"end"}')
+
+
 def _positive(req: RestartRequest, key: str) -> int:
     v = req.option(key, "0")
     if not v.isdigit():
@@ -306,6 +333,12 @@ def run_restart(req: RestartRequest) -> int:
     printer: SinkPrinter | DirectTail = (SinkPrinter(env.path("sink"), out, epoch) if sink == "two-phase"
                                          else DirectTail(env, out, epoch))
     printer.flush()
+    if sink == "two-phase" and sink_finished(env.path("sink")):
+        # killed after the job finished, before this process's exit: the sink committed the last epoch (printed
+        # now if the kit had not seen it), and Flink removed the finished job's checkpoints, so a job started
+        # again would restore an older snapshot (or none) and commit the replayed events' rows a second time
+        _log_input(req.stdin, q, log, env.checkpoint)
+        return 0
     tmp = env.path("tmp")
     shutil.rmtree(tmp, ignore_errors=True)  # what killed JVMs left
     os.makedirs(tmp)
@@ -318,14 +351,7 @@ def run_restart(req: RestartRequest) -> int:
 
     def feed() -> None:
         try:
-            j = env.checkpoint
-            for e in _events(req.stdin, q):
-                if isinstance(e, End):
-                    log.end()
-                    return
-                j += 1
-                log.add(j, e)
-            raise InputError("<stdin>", j - env.checkpoint + 2, "type", 'missing the last line {"type":"end"}')
+            _log_input(req.stdin, q, log, env.checkpoint)
         except BaseException as e:  # reported by the main thread
             failure.append(e)
             proc.kill()
@@ -368,4 +394,4 @@ def _tail(path: str, n: int = 5) -> str:
 
 
 __all__ = ["OPTIONS", "SINKS", "DirectTail", "InputLog", "SinkPrinter", "command", "head_line", "row_line",
-           "run_restart", "sink_files"]
+           "run_restart", "sink_files", "sink_finished"]

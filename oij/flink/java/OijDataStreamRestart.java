@@ -26,7 +26,8 @@
 //   savepoints/  SAVEPOINT_EVERY's savepoints (this JVM): savepoints/savepoint-<...>/_metadata
 //   sink/        the two-phase sink's commits (this JVM): <checkpoint id, 20 digits>.txt, written once each
 //                (temp file, fsync, atomic rename): the line "K k" (the source's offset at that checkpoint: the
-//                events through k are in it) then the rows ("P base probe", "L id"); with SINK direct, the one
+//                events through k are in it; "K k E" for the job's last, sealed after the end of the data) then
+//                the rows ("P base probe", "L id"); with SINK direct, the one
 //                file direct.log, a row per line as it came
 //   failed-once  fail-after's marker (this JVM)
 //
@@ -118,6 +119,12 @@ public class OijDataStreamRestart {
     /** The one job id of every incarnation, so that all checkpoints live under STATE_DIR/ckpt/JOB_ID. */
     static final String JOB_ID = "0000000000000000000000000000001a";
     static final long CHECKPOINT_MS = 100;
+    /** A test hook (0 unless the environment variable OIJ_FLINK_STOP_COMMIT_PAUSE_MS says otherwise): the sink
+     *  waits this long before committing an epoch sealed while a stop-with-savepoint is under way, so that a
+     *  test's SIGKILL lands inside the stop, after the savepoint's _metadata and before its commit, whatever the
+     *  machine's load (tests/flink/test_flink_restart.py). */
+    static final long STOP_COMMIT_PAUSE_MS = Long.parseLong(
+        System.getenv().getOrDefault("OIJ_FLINK_STOP_COMMIT_PAUSE_MS", "0"));
 
     /** The protocol's stdout (the real one; System.out is sent to stderr). */
     static PrintStream proto;
@@ -474,6 +481,7 @@ public class OijDataStreamRestart {
         public long epoch = -1;
         public long k = 0;
         public String rows = "";
+        public boolean ended = false;  // sealed after the sink's finish: the job's last rows (the input ended)
 
         public Txn() {
         }
@@ -539,11 +547,26 @@ public class OijDataStreamRestart {
         @Override
         protected void commit(Txn txn) {
             try {
-                writeOnce(Paths.get(dir, String.format("%020d.txt", txn.epoch)), "K " + txn.k + "\n" + txn.rows);
+                if (STOP_COMMIT_PAUSE_MS > 0 && Stop.requested >= 0 && txn.k == Stop.requested) {
+                    Thread.sleep(STOP_COMMIT_PAUSE_MS);
+                }
+                writeOnce(Paths.get(dir, String.format("%020d.txt", txn.epoch)),
+                          "K " + txn.k + (txn.ended ? " E" : "") + "\n" + txn.rows);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted before a commit", e);
             }
             say("C " + txn.epoch);
+        }
+
+        /** The end of the data (the input ended, the final watermark passed): the open transaction is the job's
+         *  last, and its file says so ("K k E"). Flink calls this from finish(), which a stop-with-savepoint
+         *  without drain does not call. */
+        @Override
+        protected void finishProcessing(Txn txn) {
+            txn.ended = true;
         }
 
         @Override
