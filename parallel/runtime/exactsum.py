@@ -53,6 +53,7 @@ PAIR, ROW, PIECE = 0, 1, 2
 """The ``kind`` of a result record: a pair, a partial row, a piece of a partial row's exact sum."""
 
 DBL_MAX = float(np.finfo(np.float64).max)
+"""The largest finite double."""
 
 
 def split_units(v: F64) -> tuple[I64, npt.NDArray[np.bool_]]:

@@ -54,9 +54,9 @@ from oij.spec.model import Comparison, Event, Query
 
 I64 = npt.NDArray[np.int64]
 I64MAX = int(np.iinfo(np.int64).max)
+# an accumulator's int64 sum (units of 2**-10, each value below 2**40 of them) is exact below this many matches
+# per base (oij.parallel.shared.aggr); a base with more fails the run rather than wrap
 MAX_MATCHES = 1 << 23
-"""An accumulator's int64 sum (units of 2**-10, each value below 2**40 of them) is exact below this many matches
-per base (:mod:`oij.parallel.shared.aggr`); a base with more fails the run rather than wrap."""
 BLOCK = 1 << 20  # at most this many (base, probe) comparisons per vectorised scan
 
 
