@@ -526,7 +526,9 @@ def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp
     SIGTERM (taken as Ctrl-C: an exception raised inside :func:`oij.spark.cluster.standalone`'s block) stops its
     master and worker JVMs with it.  Negative control: a SIGKILL, which no handler sees, leaves them (killed here
     by hand).  Only the command's own children count: another test's cluster may come and go meanwhile.  (One
-    cluster for the pipeline and the stop: each cluster is a master and worker JVMs to start.)"""
+    cluster for the pipeline and the stop: each cluster is a master and worker JVMs to start.  The control's
+    cluster is ``python -m oij.spark.cluster 0``, its master alone, started as the workers are (a process group
+    of its own): killed once its JVM runs, before it has spent its start-up on a cluster nobody uses.)"""
     import signal
     import subprocess
     import sys
@@ -569,7 +571,11 @@ def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) == 0
     assert not any(alive(k) for k in kids)
-    p, kids, _ = start(1)
+    p, kids, _ = start(0)
+    deadline = time.monotonic() + 120
+    while not all(_is_java(k) for k in kids):  # the launcher has run and spark-class has exec'd the master's JVM
+        assert time.monotonic() < deadline and all(alive(k) for k in kids), "the master's JVM did not start"
+        time.sleep(0.1)
     p.kill()
     p.wait(timeout=60)
     time.sleep(1)
@@ -578,3 +584,11 @@ def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp
     finally:
         for k in kids:
             os.kill(k, signal.SIGKILL)
+
+
+def _is_java(pid: int) -> bool:
+    """Whether process ``pid`` runs java (spark-class execs it once its launcher has built the command)."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "java"
+    except OSError:
+        return False
