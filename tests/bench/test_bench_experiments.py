@@ -3,13 +3,14 @@ numbers, and ``oij bench plot`` redraws them; the counted figures hold what the 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import multiprocessing
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -48,6 +49,30 @@ def _smaller(e: bench_experiment.Experiment) -> bench_experiment.Experiment:
         got = real(size)
         assert size != "quick" or all(c[key] == quick for c in got), (e.name, got)  # the size this replaces
         return [{**c, key: small} if size == "quick" else c for c in got]
+
+    return dataclasses.replace(e, cells=cells)
+
+
+SPARK_TUPLES = (20_000, 4_000)
+"""The quick size of ``oij bench spark``'s cells (its plain cell's ``tuples`` and its planted cell's
+``planted_tuples``) and the tests' size.  What the tests check of them holds at any size (Spark's check agrees with
+``oij join``'s output, every row counted; the planted difference is found alone past the middle of the output,
+about 2,000 pairs at the tests' size, and listed with its replay case), and no step of the check is left out at
+the smaller size.  At the quick size, ``oij join``, its sort and the oracle's scans in Spark's Python workers run
+over five times the tuples."""
+
+
+def _spark_smaller(e: bench_experiment.Experiment) -> bench_experiment.Experiment:
+    quick, small = SPARK_TUPLES
+    real: Callable[[str], list[Cell]] = e.cells
+
+    def cells(size: str) -> list[Cell]:
+        got = real(size)
+        if size != "quick":
+            return got
+        keys = [k for c in got for k in ("tuples", "planted_tuples") if k in c]
+        assert keys and all(c[k] == quick for c in got for k in keys if k in c), got  # the size this replaces
+        return [{k: small if k in ("tuples", "planted_tuples") else v for k, v in c.items()} for c in got]
 
     return dataclasses.replace(e, cells=cells)
 
@@ -101,13 +126,14 @@ with Client({address!r}, authkey=bytes.fromhex({key!r})) as c:
     c.send(argv[2:])
     sys.exit(c.recv())
 """
-"""The ``sys.executable`` of :func:`spark_results`' run: ``python -m oij.cli check ...`` is sent to the helper
+"""The ``sys.executable`` of the runs on :func:`check_helper`: ``python -m oij.cli check ...`` is sent to the helper
 (:func:`_serve`) and exits with its status; any other command is the interpreter's own."""
 
 
 def _serve(address: str, key: bytes) -> int:
     """The helper process: runs each ``oij check`` argument list it is sent with :func:`oij.cli.main`, in turn, and
-    answers its exit status (one Spark session, one JVM, for all of them); None stops it.  Returns how many ran."""
+    answers its exit status (one Spark session, one JVM, for all of them); ``"ran"`` answers how many ran so far;
+    None stops it.  Returns how many ran."""
     from multiprocessing.connection import Listener
 
     ran = 0
@@ -117,47 +143,100 @@ def _serve(address: str, key: bytes) -> int:
                 argv = c.recv()
                 if argv is None:
                     return ran
-                c.send(main(argv))
+                if argv == "ran":
+                    c.send(ran)
+                    continue
+                try:
+                    rc = main(argv)
+                except SystemExit as e:  # argparse's exit: the status a process would have exited with
+                    rc = e.code if isinstance(e.code, int) else 1
+                c.send(rc)
                 ran += 1
 
 
+@dataclasses.dataclass(frozen=True)
+class Helper:
+    """:func:`check_helper`'s process: :data:`SHIM` (as ``sys.executable``) hands it ``oij check``."""
+
+    shim: Path
+    address: str
+    key: bytes
+
+    def send(self, message: object) -> Any:
+        from multiprocessing.connection import Client
+
+        with Client(self.address, authkey=self.key) as c:
+            c.send(message)
+            return None if message is None else c.recv()
+
+    def ran(self) -> int:
+        """How many ``oij check`` runs the helper has run."""
+        n: int = self.send("ran")
+        return n
+
+    @contextlib.contextmanager
+    def as_python(self) -> Iterator[None]:
+        """``sys.executable`` is :data:`SHIM` within: the ``oij check`` processes a run starts go to the helper."""
+        import sys
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "executable", str(self.shim))
+            yield
+
+
+BENCH_SPARK = pytest.mark.xdist_group("bench-spark-helper")
+"""The tests on :func:`check_helper` (module-scoped) on one worker, so that one helper (one JVM) serves them."""
+
+
 @pytest.fixture(scope="module")
-def spark_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Spark experiment's quick run, its two ``oij check`` runs on Spark (the plain cell's and the planted
-    cell's) in one helper process, one after the other: one JVM for both, as the run's own ``oij check``
-    processes would each start one (measured: 21.7 CPU-seconds for the two in one process, 28.6 as two
-    processes).  The run starts its commands as ``sys.executable -m oij.cli ...``; here ``sys.executable`` is
+def check_helper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helper]:
+    """One helper process that runs the ``oij check`` runs on Spark of this module's runs, one after the other: one
+    JVM for all of them, as the runs' own ``oij check`` processes would each start one (measured: 21.7
+    CPU-seconds for the two of ``oij bench spark --quick`` in one process, 28.6 as two processes).  The runs start
+    their commands as ``sys.executable -m oij.cli ...``; within :meth:`Helper.as_python`, ``sys.executable`` is
     :data:`SHIM`, which hands ``oij check`` to the helper and runs anything else as it is.  A process of its own,
-    not this one: no Spark session in the worker, so the test stays out of the ``spark-session`` group
-    (tests/conftest.py).  The commands, their arguments and their reports are the run's own; only the process
-    each check runs in is shared (the wall time the run records then leaves out a JVM start, and its peak RSS is
-    the shim's: nothing here asserts either)."""
+    not this one: no Spark session in the worker, so the tests stay out of the ``spark-session`` group
+    (tests/conftest.py).  The commands, their arguments and their reports are the runs' own; only the process
+    each check runs in is shared (the wall time a run records then leaves out a JVM start, and the process its
+    CPU seconds and peak RSS are read from is the shim: nothing here asserts more of them than that they were
+    read).  The session is the first check's: every check here asks for ``local[2]``."""
     import os
     import sys
 
-    d = tmp_path_factory.mktemp("bench-spark")
+    d = tmp_path_factory.mktemp("check-helper")
     address, key = str(d / "helper.sock"), os.urandom(16)
     shim = d / "python"
     shim.write_text(SHIM.format(python=sys.executable, address=address, key=key.hex()))
     shim.chmod(0o755)
-    jvm_archive.use_when_ready(__file__)  # the helper's JVM maps the class archive, as the run's would
+    jvm_archive.use_when_ready(__file__)  # the helper's JVM maps the class archive, as the runs' would
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         helper = pool.submit(_serve, address, key)
         deadline = time.monotonic() + 120
         while not os.path.exists(address) and not helper.done() and time.monotonic() < deadline:
             time.sleep(0.05)
+        h = Helper(shim, address, key)
         try:
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(sys, "executable", str(shim))
-                assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
+            if helper.done():
+                helper.result()  # its error
+            assert os.path.exists(address), "the check helper did not start listening"
+            yield h
         finally:
             if not helper.done():
-                from multiprocessing.connection import Client
+                h.send(None)
+            helper.result()
 
-                with Client(address, authkey=key) as c:
-                    c.send(None)
-        checks = helper.result()
-    assert checks == 1 + len(QUICK_PLANTS)  # the plain cell and each planted one: every check ran in the helper
+
+@pytest.fixture(scope="module")
+def spark_results(tmp_path_factory: pytest.TempPathFactory, check_helper: Helper) -> Path:
+    """The Spark experiment's quick run at :data:`SPARK_TUPLES`' size, its two ``oij check`` runs on Spark (the plain
+    cell's and the planted cell's) on :func:`check_helper`, one after the other."""
+    d = tmp_path_factory.mktemp("bench-spark")
+    before = check_helper.ran()
+    with check_helper.as_python(), pytest.MonkeyPatch.context() as mp:
+        mp.setitem(bench_experiment.EXPERIMENTS, ON_SPARK, _spark_smaller(experiments()[ON_SPARK]))
+        assert main(["bench", ON_SPARK, "--quick", "--out", str(d), "--no-progress"]) == 0
+    # the plain cell and each planted one: every check ran in the helper
+    assert check_helper.ran() - before == 1 + len(QUICK_PLANTS)
     return d
 
 
@@ -238,6 +317,7 @@ def test_plot_redraws_png_and_svg(quick_results: Path, tmp_path: Path, capsys: p
 
 
 @pytest.mark.spark
+@BENCH_SPARK
 def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_path: Path) -> None:
     """``oij bench spark``: Spark's check agrees with oij join's output, read by Spark itself, every row counted
     (the pairs of the one-machine run), and its report breaks the time down into Spark's steps; its plot is
@@ -259,6 +339,42 @@ def test_the_spark_scale_rows_judge_the_same_output(spark_results: Path, tmp_pat
         steps = {str(s["step"]) for s in cast(list[dict[str, object]], r["steps"])}
         assert "loading --got me" in steps  # "comparison" runs no job when the fingerprints agree
         assert steps & {"arrival watermarks and late marking", "validating events, watermarks and late marking"}
+
+
+@pytest.mark.spark
+@BENCH_SPARK
+def test_the_spark_cost_hook_records_a_whole_check_process(check_helper: Helper, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``oij bench schedule --spark-tuples N`` (:func:`oij.bench.schedule.spark_judge_cost`): at a tiny size, the
+    judge on Spark runs as one ``oij check`` process and its time, memory and verdict are recorded (the process is
+    :data:`SHIM`, which waits for the check on :func:`check_helper`'s session: the verdict and exit status are the
+    check's own); negative control: the same hook on an input that is not there records the failure (exit 2, no
+    verdict).  (Its flags: tests/bench/test_schedule_spark_cost.py.)"""
+    import os
+
+    from oij.bench import schedule as bs
+
+    before = check_helper.ran()
+    with check_helper.as_python():
+        got = bs.spark_judge_cost(str(tmp_path), 400, seed=2, master="local[2]")
+    assert got["exit"] == 0 and got["ran_on"] == "spark" and got["admissible"] is True, got
+    assert got["stats"]["tuples"] == 400 and got["wall_s"] > 0 and got["cpu_s"] > 0 and got["peak_rss_bytes"] > 0
+    assert "--seq-limit 0 --master local[2]" in got["command"]
+    text = bs.format_table({"rows": [], "spark_cost": got})
+    assert "the judge on Spark (local[2]) at 400 tuples" in text and "admissible" in text
+    # negative control: the check process fails (its events are gone), and the hook says so
+    orig = bs.timed_rss
+
+    def gone(cmd: list[str]) -> tuple[float, float, int, int]:
+        os.remove(cmd[4])  # the events file the check would read
+        return orig(cmd)
+
+    monkeypatch.setattr(bs, "timed_rss", gone)
+    (tmp_path / "b").mkdir()
+    with check_helper.as_python():
+        bad = bs.spark_judge_cost(str(tmp_path / "b"), 50, seed=2, master="local[2]")
+    assert bad["exit"] == 2 and bad["admissible"] is None, bad
+    assert check_helper.ran() - before == 2  # both checks ran on the helper, not in a process of their own
 
 
 def test_a_plant_changes_one_row(tmp_path: Path) -> None:
