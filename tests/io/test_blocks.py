@@ -31,6 +31,7 @@ from oij.io.jsonlread import read_jsonl
 from oij.io.jsonlwrite import aggregate_lines, canonical_pair_order, pair_lines, result_lines
 from oij.io.parquet import read_parquet, write_parquet
 from oij.workloads import resolve, with_overrides, write_workload
+from tests.budget import examples
 from tests.io.test_nothing_lost import SEEDS, mutated
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,7 +103,8 @@ def sneaky(draw: st.DrawFn) -> bytes:
 
 
 @pytest.mark.timeout(900)  # 3 MiB lines read in 64-byte blocks (49152 reads each); slow on a loaded machine
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60, 120), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.one_of(mutated(), sneaky()), block=st.sampled_from([64, 300, 4096, 1 << 20]))
 def test_block_reader_reads_what_the_line_reader_reads(data: bytes, block: int) -> None:
     assert _same(_per_line(data), _blocks(data, block))
@@ -532,7 +534,7 @@ def writer_lines(draw: st.DrawFn) -> bytes:
     return eol.join(lines) + eol
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250, 500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=writer_lines())
 def test_the_template_reads_what_the_line_reader_reads(data: bytes) -> None:
     assert _same(_per_line(data), _blocks(data, 1 << 20))

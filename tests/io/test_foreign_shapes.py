@@ -27,6 +27,7 @@ from oij.io import columnar as blocks_mod
 from oij.io import template as template_mod
 from oij.io.columnar import EventBlock
 from oij.io.jsonlread import EventParser, read_query_line
+from tests.budget import examples
 from tests.io.test_blocks import _blocks, _per_line, _same  # the differential of the two readers
 
 pytestmark = pytest.mark.timeout(600)
@@ -126,7 +127,7 @@ def foreign_file(draw: st.DrawFn, plant: bool = False) -> bytes:
 BLOCKS = st.sampled_from([256, 4096, 1 << 20])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, 120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=foreign_file(), block=BLOCKS)
 def test_every_valid_foreign_shape_takes_the_columnar_path_and_reads_the_same(data: bytes, block: int) -> None:
     want = _per_line(data)
@@ -137,7 +138,7 @@ def test_every_valid_foreign_shape_takes_the_columnar_path_and_reads_the_same(da
         assert blocks_mod.STATS["slow"] == before["slow"]  # -0.0 or -0.0e+00, never as the integer -0)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, 120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=foreign_file(plant=True), block=BLOCKS)
 def test_a_planted_error_in_a_foreign_shape_gets_the_line_readers_error(data: bytes, block: int) -> None:
     assert _same(_per_line(data), _blocks(data, block))
@@ -172,7 +173,7 @@ def test_negative_control_a_string_check_on_lengths_only_is_caught(monkeypatch: 
     assert not _same(_per_line(data), _blocks(data, 1 << 20))
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150, 300), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(st.none(), st.sampled_from(["tuple", "tuplf", "uple", "tuples", "probe", "prob", "base",
                                                       "basE", "watermark", "watermarK", "end", "", "\u00e9nd"]),
                           st.text(max_size=10)), max_size=60),
@@ -414,7 +415,7 @@ def test_the_template_takes_any_one_layout_and_reads_the_line_readers_events(cas
         "fast"] > 0
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150, 300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), plant=st.sampled_from(PLANTS), block=BLOCKS)
 def test_a_planted_change_in_a_layout_gets_the_line_readers_events_or_error(data: st.DataObject, plant: str,
                                                                           block: int) -> None:
