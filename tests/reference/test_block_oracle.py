@@ -387,19 +387,20 @@ def _copy_vectors(src: Path, dst: Path, rows: list[dict[str, Any]]) -> None:
     (dst / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-AS_A_PROCESS_EVERY = 8
-"""test_conform_passes_the_command: one case in this many runs ``oij join -`` as a process, the others its
-:func:`oij.cli.main` in this process."""
+AS_A_PROCESS_EVERY = examples(16, 8)
+"""test_conform_passes_the_command: one case in this many runs ``oij join -`` as a process (about ten of the
+run's 160 cases by default, twenty under ``OIJ_TESTS=full``; each costs 0.2 CPU-seconds of an interpreter and
+numpy), the others its :func:`oij.cli.main` in this process."""
 
 
 @pytest.mark.timeout(120)
 def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """``oij conform -- oij join -``, the block path forced, conforms on the per-case default (the small-scope
-    covering array) and 30 generated cases.  Every eighth case runs the command as a process (its reading of
-    stdin, its output and exit code); the others run the same parser, block path and writer through
-    :func:`oij.cli.main` in this process, on the case's text (:func:`tests.testing.test_conform.join_in_process`),
-    without an interpreter and numpy started per case (about 0.2 CPU-seconds each)."""
+    covering array) and 30 generated cases.  Every sixteenth case (every eighth under ``OIJ_TESTS=full``) runs
+    the command as a process (its reading of stdin, its output and exit code); the others run the same parser,
+    block path and writer through :func:`oij.cli.main` in this process, on the case's text
+    (:func:`tests.testing.test_conform.join_in_process`), without an interpreter and numpy started per case."""
     import threading
 
     import oij.testing._runner as runner
@@ -422,7 +423,7 @@ def test_conform_passes_the_command(tmp_path: Path, capsys: pytest.CaptureFixtur
                "--", *OIJ, "join", "-"])
     out = capsys.readouterr().out
     assert rc == 0 and "conforms" in out and "[covering array]" in out, out
-    assert len(runs) >= 150 and sum(runs) >= 18, (len(runs), sum(runs))
+    assert len(runs) >= 150 and sum(runs) >= 144 // AS_A_PROCESS_EVERY, (len(runs), sum(runs))
 
 
 WORKLOADS = [
@@ -534,7 +535,7 @@ def _judged(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@settings(SETTINGS, max_examples=150)
+@settings(SETTINGS, max_examples=examples(75, 150))
 @given(data=mutated(), columnar=st.booleans())
 def test_fuzzed_files_give_the_event_paths_bytes_and_errors(data: bytes, columnar: bool,
                                                             tmp_path_factory: pytest.TempPathFactory) -> None:

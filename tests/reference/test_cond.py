@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(300)
 PATTERNS = ["kp", "dp", "hp", "key", "scale"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(30, 60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(w=workloads(max_events=60, values=EXACT_VALUES_COND, cond=True), pattern=st.sampled_from(PATTERNS),
        replicas=st.integers(1, 4), emitters=st.integers(1, 3), batch=st.integers(1, 32), index=st.booleans())
 def test_every_engine_equals_the_oracle_with_a_cond(rt: Runtime, w: tuple[Query, list[Event]], pattern: str,
