@@ -40,6 +40,7 @@ from oij.io.errors import InputError
 from oij.io.jsonlwrite import result_lines
 from oij.testing import Case
 from oij.workloads import write_workload
+from tests.budget import examples
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -151,7 +152,8 @@ def _oracle(path: str) -> str | None:
     return "".join(result_lines(compute_stream_result(evs, q)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(75, 150), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=mutated())
 def test_fuzzed_files_exit_2_in_one_line_or_match_the_oracle(data: bytes, tmp_path_factory: pytest.TempPathFactory
                                                              ) -> None:
@@ -217,6 +219,7 @@ def test_lines_after_the_end_are_refused_by_every_command(tmp_path: Path) -> Non
 
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """300,000 tuples: a run of the block engine long enough for its replica to be killed in the middle."""
     d = tmp_path_factory.mktemp("nl")
     path = d / "w.jsonl"
     subprocess.run([*OIJ, "generate", "ppoij-uniform", "-n", "300000", "-o", str(path), "--no-progress"], check=True,
@@ -425,7 +428,9 @@ LIMIT_FILE_SIZE = ("signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
 
 
 @pytest.mark.parametrize("cmd", list(WRITERS))
-def test_a_full_disk_leaves_the_old_target(cmd: str, workload: Path, tmp_path: Path) -> None:
+def test_a_full_disk_leaves_the_old_target(cmd: str, small_workload: Path, tmp_path: Path) -> None:
+    """The 60,000-tuple workload: its output (25 MB) fills the 256 KiB many times over."""
+    workload = small_workload
     with _small_disk(tmp_path) as (d, how):
         target = d / "out.jsonl"
         target.write_bytes(b"old\n")
@@ -444,7 +449,9 @@ def test_a_full_disk_leaves_the_old_target(cmd: str, workload: Path, tmp_path: P
         assert _tmp_files(d) == []
 
 
-def test_a_closed_pipe_ends_quietly(workload: Path) -> None:
+def test_a_closed_pipe_ends_quietly(small_workload: Path) -> None:
+    """The 60,000-tuple workload: its output (25 MB) is many times a pipe's buffer."""
+    workload = small_workload
     p = subprocess.run(f"{' '.join(OIJ)} join {workload} --no-progress | head -n 2", shell=True, capture_output=True,
                        text=True, timeout=60, executable="/bin/bash", check=False)
     assert p.stdout.count("\n") == 2 and p.stderr == "", p.stderr
@@ -454,7 +461,8 @@ def test_a_closed_pipe_ends_quietly(workload: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["symlink", "hardlink"])
-def test_check_refuses_to_replace_its_input(how: str, workload: Path, tmp_path: Path) -> None:
+def test_check_refuses_to_replace_its_input(how: str, small_workload: Path, tmp_path: Path) -> None:
+    workload = small_workload
     res = tmp_path / "chk" / "results"
     res.mkdir(parents=True)
     inside = res / "in.jsonl"
