@@ -15,6 +15,7 @@ from oij.spec.batch import Results
 from oij.io import extsort
 from oij.io.extsort import CanonicalSorter
 from oij.io.jsonlwrite import result_lines
+from tests.budget import examples
 
 ids = st.integers(-(1 << 63), (1 << 63) - 1)
 small = st.integers(-5, 40)
@@ -53,7 +54,7 @@ def _sorted(chunks: list[Results], tmp: Path, run_rows: int, block_rows: int) ->
     return out.getvalue(), spills
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75, 150), deadline=None)
 @given(results_in_chunks(), st.integers(1, 9), st.integers(1, 5))
 def test_the_external_sort_writes_the_bytes_of_the_in_memory_sort(chunks: list[Results], run_rows: int,
                                                                    block_rows: int) -> None:
@@ -102,7 +103,7 @@ def test_negative_control_a_merge_that_ignores_the_bound_is_caught(tmp_path: Pat
     assert _sorted(chunks, tmp_path, 4, 2)[0] != _in_memory(chunks)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(50, 100), deadline=None)
 @given(results_in_chunks(), st.integers(1, 60), st.lists(st.booleans(), max_size=6))
 def test_a_small_result_in_memory_and_its_move_to_columns_keep_the_bytes(chunks: list[Results], small_rows: int,
                                                                         as_columns: list[bool]) -> None:
@@ -172,7 +173,7 @@ def _sorted_fan_in(chunks: list[Results], tmp: Path, run_rows: int, block_rows: 
     return out.getvalue(), merges
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(50, 100), deadline=None)
 @given(results_in_chunks(), st.integers(1, 9), st.integers(1, 5), st.integers(2, 4))
 def test_a_merge_of_bounded_fan_in_writes_the_bytes_of_the_in_memory_sort(chunks: list[Results], run_rows: int,
                                                                           block_rows: int, fan_in: int) -> None:
