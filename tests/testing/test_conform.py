@@ -117,8 +117,7 @@ def _join_command_in_process(argv: list[str], stdin: str, timeout: float) -> Out
 @pytest.mark.parametrize("engine", [["join", "-"], ["run", "-", "--pattern", "kp", "--replicas", "2"],
                                     ["run", "-", "--pattern", "hp", "--replicas", "2"]])
 def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    # KP/DP/HP add aggregate sums in float64 (parallel/runtime/store.py): not exact, see the next test
-    feats = "all" if engine[0] == "join" else "all,-aggregates"
+    feats = "all"  # aggregates too: KP/DP/HP sum exactly (parallel/runtime/exactsum.py; the next test's vector)
     # the vectors are verified against oij join in test_vectors_are_deterministic_and_verify; here the search
     if engine[0] == "join":
         # 60 generated cases with oij join run in this process (the same parser, reader, oracle and writer: what
@@ -133,11 +132,11 @@ def test_the_projects_own_engines_conform_as_commands(engine: list[str], capsys:
     assert rc == 0 and "conforms: 8 cases" in out, out
 
 
-def test_kp_sums_are_not_exact_yet(capsys: pytest.CaptureFixture[str]) -> None:
-    """A known bug the kit found once it ran the test vectors first: the event engines' KP/DP/HP sum in float64,
-    so the vector 1e16 + 1 - 1e16 gives 0.0 where the exact sum is 1.0.  Pinned so that a fix shows up here
-    (then delete this test and claim aggregates above); docs/conformance.rst lists it.  The block engine sums
-    exactly (oij.reference.block_oracle' exact integers), and conforms on the same vector."""
+def test_kp_sums_the_exact_vector_exactly(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug the kit found once it ran the test vectors first: the event engines' KP/DP/HP summed in float64, so
+    the vector 1e16 + 1 - 1e16 gave 0.0 where the exact sum is 1.0 (this test pinned that difference until the
+    engines summed exactly, 2026-11-29: parallel/runtime/exactsum.py).  Now every engine conforms on it: the
+    event engine, the block engine (oij.reference.block_oracle's exact integers) and oij join."""
     from oij.testing._vectors import vectors
 
     case = next(v.case for v in vectors() if (v.feature, v.name) == ("aggregates", "sum-exact"))
@@ -148,9 +147,9 @@ def test_kp_sums_are_not_exact_yet(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["conform", "--replay", str(f), "--", *OIJ, "run", "-", "--pattern", "kp", "--replicas", "2",
                      "--engine", "blocks"]) == 0
         assert main(["conform", "--replay", str(f), "--", *OIJ, "run", "-", "--pattern", "kp", "--replicas", "2",
-                     "--engine", "events"]) == 1
+                     "--engine", "events"]) == 0
     out = capsys.readouterr().out
-    assert "+ aggregate base=4 count=3 value=0.0" in out and "- aggregate base=4 count=3 value=1.0" in out, out
+    assert "base=4 count=3" not in out, out  # no differing row was reported
 
 
 def test_cond_is_claimed_by_name(capsys: pytest.CaptureFixture[str]) -> None:
