@@ -887,7 +887,9 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
     scaled by the inverse fraction; :func:`_group_counts`): which groups are split decides only the balance,
     never the result, and a group heavy enough to matter has many rows in the sample.  The sample keeps the
     statistics from costing a shuffle of every row.  ``drawn``: ``both`` is already such a sample, of that
-    fraction (:func:`scan_events` draws it in its pass).
+    fraction (:func:`scan_events` draws it in its pass).  One job lists the ``m`` heaviest groups (and one more);
+    only when there are more than ``m`` does a second job sum the weight of the rest (with fewer, Alg. 1 sees
+    every group itself and the rest weighs 0).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
@@ -900,13 +902,18 @@ def _salt(spark: Any, a: Any, b: Any, opts: SparkOracleOptions, plan: dict[str, 
         "key", "bucket", (F.col("na") * F.col("nb") * F.lit(scale)).cast("double").alias("w"))
     g = g.persist()
     try:
-        total = g.agg(F.sum("w")).collect()[0][0] or 0.0
-        top = g.orderBy(F.desc("w"), "key", "bucket").limit(m).collect()
+        top = g.orderBy(F.desc("w"), "key", "bucket").limit(m + 1).collect()
+        if len(top) <= m:  # every group is in hand: nothing else weighs, and no second job is needed
+            rest = 0.0
+        else:
+            top = top[:m]
+            rest = max(0.0, float(g.agg(F.sum("w")).collect()[0][0] or 0.0) - sum(float(r["w"]) for r in top))
     finally:
         g.unpersist()
     plan["sampled_fraction"] = round(frac, 6)
     heavy = [float(r["w"]) for r in top]
-    splits, balance = split_degrees(heavy, max(0.0, float(total) - sum(heavy)), n, opts.theta, opts.max_split)
+    total = sum(heavy) + rest
+    splits, balance = split_degrees(heavy, rest, n, opts.theta, opts.max_split)
     hot = [(r["key"], int(r["bucket"]), s) for r, s in zip(top, splits, strict=True) if s > 1]
     plan.update(
         replicas=n,

@@ -16,6 +16,7 @@ import tempfile
 from typing import Any
 
 from oij.io.errors import InputError
+from oij.spark.handles import cache_lookups
 
 JAVA_HELP = (
     "Spark needs Java 17: install it with `apt-get install openjdk-17-jre-headless` "
@@ -113,12 +114,14 @@ def spark_session(
     to four per core of a local master and Spark's own default otherwise
     (adaptive execution coalesces small partitions either way).  If a session
     already exists in this process it is returned unchanged (one JVM per
-    process: the driver memory and master are fixed at the first call).
+    process: the driver memory and master are fixed at the first call).  Either way its JVM handle keeps the
+    classes and methods it looks up (:func:`oij.spark.handles.cache_lookups`).
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        cache_lookups(active.sparkContext._jvm)
         return active
     check_java()
     # Python workers (the oracle's mapInArrow scans) run this interpreter, which has numpy and pyarrow, not
@@ -160,4 +163,5 @@ def spark_session(
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SparkUnavailable(f"Spark failed to start ({first}). {JAVA_HELP}") from None
     spark.sparkContext.setLogLevel("ERROR")
+    cache_lookups(spark.sparkContext._jvm)
     return spark

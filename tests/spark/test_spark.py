@@ -157,6 +157,33 @@ def test_salting_splits_the_hot_group_and_keeps_the_result(spark: Any, agg: Any)
         res.release()
 
 
+def test_the_salting_statistics_take_one_job_when_every_group_is_in_hand(spark: Any) -> None:
+    """Alg. 1's statistics: with at most ``heavy_groups`` (key, bucket) groups, the heaviest ones listed are all
+    of them and no job sums the rest; with more (``heavy_groups=4`` of the 10 groups here), a second job sums
+    them.  Both split the hot group and keep the result (negative control for the count: the second path runs
+    exactly one job more)."""
+    q = Query(-2000, 0)  # one bucket per key: 10 groups, key 0 the hot one
+    events = _skewed(600, 0.7, q)
+    want = run_events(events, q)
+    sc = spark.sparkContext
+    jobs: dict[int | None, int] = {}
+    for m in (None, 4):
+        group = f"oij-salt-{m}"
+        sc.setJobGroup(group, "salting statistics")
+        try:
+            res = spark_oracle(spark, q, events_frame(spark, events, q),
+                               SparkOracleOptions(method="salted", replicas=4, heavy_groups=m))
+            try:
+                assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2, res.plan
+                assert_same(res.collect(), want)
+            finally:
+                res.release()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        jobs[m] = len(sc.statusTracker().getJobIdsForGroup(group))
+    assert jobs[4] == jobs[None] + 1, jobs
+
+
 def test_int_and_str_keys_stay_apart(spark: Any) -> None:
     q = Query(-5, 5)
     events: list[Event] = [
