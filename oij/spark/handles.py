@@ -44,15 +44,15 @@ def _classes() -> tuple[type[Any], type[Any], type[Any]]:
         owner.__dict__[name] = found
         return found
 
-    class CachedView(JVMView):  # type: ignore[misc]
+    class CachedView(JVMView):
         def __getattr__(self, name: str) -> Any:
             return keep(self, name, JVMView.__getattr__(self, name))
 
-    class CachedPackage(JavaPackage):  # type: ignore[misc]
+    class CachedPackage(JavaPackage):
         def __getattr__(self, name: str) -> Any:
             return keep(self, name, JavaPackage.__getattr__(self, name))
 
-    class CachedClass(JavaClass):  # type: ignore[misc]
+    class CachedClass(JavaClass):
         def __getattr__(self, name: str) -> Any:
             return keep(self, name, JavaClass.__getattr__(self, name))
 
