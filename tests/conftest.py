@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from oij.parallel.runtime.pool import Runtime
 
-from . import jvm_archive
+from . import cpucost, jvm_archive
 from .procs import alive, segments
 
 # Every JVM the tests start (the Spark sessions and clusters, PyFlink's gateway, the Flink and Spark programs the
@@ -75,6 +75,45 @@ they get a second JVM on another worker (about 12 CPU-seconds to start) and the 
 """Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-report", metavar="FILE", default=None,
+                     help="write the CPU seconds of each test, with every process it starts, to FILE (JSON, "
+                          "costliest first) and list the costliest (tests/cpucost.py)")
+
+
+_METER = cpucost.Meter()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under ``--cpu-report``: each test's CPU (setup, call, teardown), into this worker's part file."""
+    path = item.config.getoption("cpu_report")
+    if path is not None:
+        _METER.start()
+    yield
+    if path is not None:
+        cpu, wall = _METER.stop()
+        cpucost.record(path, os.environ.get("PYTEST_XDIST_WORKER", "main"), item.nodeid, cpu, wall, _METER.method)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Under ``--cpu-report``, in the controller (or a run without workers): the parts merged, the costliest
+    tests listed."""
+    path = config.getoption("cpu_report")
+    if path is None or os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        return
+    import subprocess
+
+    commit = subprocess.run(["git", "-C", str(config.rootpath), "describe", "--always", "--dirty", "--abbrev=40"],
+                            capture_output=True, text=True, check=False).stdout.strip()  # -dirty: changed files
+    rows = cpucost.merge(path, {"command": " ".join(config.invocation_params.args), "commit": commit})
+    tr = terminalreporter
+    tr.write_sep("=", f"CPU per test, with the processes it starts ({path})")
+    tr.write_line(f"{sum(float(str(r['cpu_s'])) for r in rows):.0f} CPU-seconds in {len(rows)} tests; the costliest:")
+    for r in rows[:25]:
+        tr.write_line(f"{float(str(r['cpu_s'])):7.1f} s CPU {float(str(r['wall_s'])):7.1f} s wall  {r['test']}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The controller (or a run without workers) starts building the Spark and Flink JVMs' class archives
     (tests/jvm_archive.py) that are missing; the tests start meanwhile."""
@@ -83,6 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _METER.close()  # (--cpu-report) this process back in its own cgroup, the worker's group removed
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         jvm_archive.stop_building()
 

@@ -1,0 +1,85 @@
+"""``--cpu-report`` (tests/cpucost.py): a test's CPU counts its processes' too, and no one else's; the cgroup
+counts a process that left the tree, which the tree walk misses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import cpucost
+
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+
+
+def _burn_here(seconds: float) -> None:
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+
+
+def test_a_child_reaped_during_the_test_is_counted() -> None:
+    m = cpucost.Meter(cgroup=False)
+    m.start()
+    subprocess.run([sys.executable, "-c", BURN.format(s=0.4)], check=True)
+    cpu, wall = m.stop()
+    assert cpu >= 0.35 and wall >= cpu * 0.5, (cpu, wall)
+    assert m.method == "process tree"
+
+
+def test_the_cgroup_counts_an_orphan_that_the_tree_walk_misses(tmp_path: Path) -> None:
+    """A process whose parent exits at once (reparented out of the tree) burns 0.4 s: the worker's cgroup
+    counts it; the tree walk of the same moment does not (the negative control, and why the cgroup comes
+    first)."""
+    group = cpucost.Cgroup()
+    if not group.enter():
+        pytest.skip("no cgroup v1 cpuacct group can be made here: the report falls back to the tree walk")
+    try:
+        done = tmp_path / "done"
+        c0, t0 = group.usage(), cpucost.tree_cpu()
+        burn = BURN.format(s=0.4) + f"open({str(done)!r}, 'w').close()\n"
+        subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" &', burn], check=True)  # sh exits at once
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # its exit
+        assert done.exists()
+        assert group.usage() - c0 >= 0.35
+        assert cpucost.tree_cpu() - t0 < 0.3
+    finally:
+        group.close()
+
+
+def test_a_live_child_is_counted_and_a_process_outside_the_tree_is_not() -> None:
+    child = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.4) + "time.sleep(30)\n"])
+    try:
+        before = cpucost.tree_cpu(child.pid)
+        deadline = time.monotonic() + 20
+        while cpucost.tree_cpu(child.pid) - before < 0.35 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        of_child = cpucost.tree_cpu(child.pid) - before
+        assert of_child >= 0.35, of_child  # the child's CPU while it lives (before it is reaped)
+        # the negative control: this process's CPU is not in the child's tree
+        outside = cpucost.tree_cpu(child.pid)
+        _burn_here(0.3)
+        assert cpucost.tree_cpu(child.pid) - outside < 0.1
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_parts_merge_into_one_file_costliest_first(tmp_path: Path) -> None:
+    path = str(tmp_path / "cpu.json")
+    cpucost.record(path, "gw0", "a", 1.0, 2.0, "cgroup")
+    cpucost.record(path, "gw1", "b", 3.0, 1.0, "cgroup")
+    cpucost.record(path, "gw0", "c", 2.0, 2.0, "process tree")
+    rows = cpucost.merge(path, {"commit": "x"})
+    assert [r["test"] for r in rows] == ["b", "c", "a"]
+    doc = json.loads(Path(path).read_text())
+    assert doc["commit"] == "x" and doc["cpu_s"] == 6.0 and doc["tests"] == rows
+    assert doc["methods"] == ["cgroup", "process tree"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu.json"]  # the parts are gone
