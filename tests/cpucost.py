@@ -26,6 +26,7 @@ test and its parent reaps it.  Linux only (``/proc``, ``/sys/fs/cgroup``); the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -74,7 +75,7 @@ class Cgroup:
 
     :meth:`enter` makes the group (under this process's own) and moves this process into it, or returns False
     (no v1 ``cpuacct`` hierarchy, or no right to write it); :meth:`close` moves it back and removes the group
-    (left in place, empty of this process, while a process started in it still runs)."""
+    and whatever still runs in it)."""
 
     def __init__(self) -> None:
         self.dir: Path | None = None
@@ -103,13 +104,24 @@ class Cgroup:
         return int((self.dir / "cpuacct.usage").read_text()) / 1e9
 
     def close(self) -> None:
+        """This process, and any process still in the group (the run's last JVMs on their way out,
+        multiprocessing's resource tracker, which ends with its worker), back in the home group; the group
+        removed."""
         if self.dir is None or self._home is None:
             return
-        try:
-            (self._home / "cgroup.procs").write_text(str(os.getpid()))
-            self.dir.rmdir()
-        except OSError:
-            pass
+        for _ in range(5):
+            try:
+                pids = [os.getpid(), *(int(x) for x in (self.dir / "cgroup.procs").read_text().split())]
+            except OSError:
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    (self._home / "cgroup.procs").write_text(str(pid))
+            try:
+                self.dir.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)  # a process forked meanwhile: move it too
         self.dir = None
 
 

@@ -51,7 +51,14 @@ def test_the_cgroup_counts_an_orphan_that_the_tree_walk_misses(tmp_path: Path) -
         assert group.usage() - c0 >= 0.35
         assert cpucost.tree_cpu() - t0 < 0.3
     finally:
-        group.close()
+        d = group.dir
+        sleeper = subprocess.Popen(["sleep", "30"])  # still running in the group when it is closed
+        try:
+            group.close()
+            assert d is not None and not d.exists(), "the group is left behind"
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 
 def test_a_live_child_is_counted_and_a_process_outside_the_tree_is_not() -> None:
