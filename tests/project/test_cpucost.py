@@ -30,9 +30,10 @@ def test_a_child_reaped_during_the_test_is_counted() -> None:
 
 
 def test_the_cgroup_counts_an_orphan_that_the_tree_walk_misses(tmp_path: Path) -> None:
-    """A process whose parent exits at once (reparented out of the tree) burns 0.4 s: the worker's cgroup
-    counts it; the tree walk of the same moment does not (the negative control, and why the cgroup comes
-    first)."""
+    """A launcher (a shell that stays) starts a shell that starts a burner of 0.4 s in the background and exits
+    at once, so the burner is orphaned out of the launcher's tree: the worker's cgroup counts it; the tree walk
+    of the launcher does not (the negative control, and why the cgroup comes first).  (The walk is rooted at
+    the launcher, not at this process, which may be building a class archive meanwhile: tests/jvm_archive.py.)"""
     group = cpucost.Cgroup()
     if not group.enter():  # (not this project's machine, where the tests run as root) the fallback is used
         m = cpucost.Meter()
@@ -41,16 +42,21 @@ def test_the_cgroup_counts_an_orphan_that_the_tree_walk_misses(tmp_path: Path) -
         return
     try:
         done = tmp_path / "done"
-        c0, t0 = group.usage(), cpucost.tree_cpu()
         burn = BURN.format(s=0.4) + f"open({str(done)!r}, 'w').close()\n"
-        subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" &', burn], check=True)  # sh exits at once
-        deadline = time.monotonic() + 30
-        while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)  # its exit
-        assert done.exists()
-        assert group.usage() - c0 >= 0.35
-        assert cpucost.tree_cpu() - t0 < 0.3
+        c0 = group.usage()
+        launcher = subprocess.Popen(["sh", "-c", f"sh -c '\"{sys.executable}\" -c \"$0\" &' \"$0\"; sleep 30", burn])
+        try:
+            t0 = cpucost.tree_cpu(launcher.pid)
+            deadline = time.monotonic() + 30
+            while not done.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # its exit
+            assert done.exists()
+            assert group.usage() - c0 >= 0.35
+            assert cpucost.tree_cpu(launcher.pid) - t0 < 0.3
+        finally:
+            launcher.kill()
+            launcher.wait()
     finally:
         d = group.dir
         sleeper = subprocess.Popen(["sleep", "30"])  # still running in the group when it is closed
