@@ -109,9 +109,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     rows = cpucost.merge(path, {"command": " ".join(config.invocation_params.args), "commit": commit})
     tr = terminalreporter
     tr.write_sep("=", f"CPU per test, with the processes it starts ({path})")
-    tr.write_line(f"{sum(float(str(r['cpu_s'])) for r in rows):.0f} CPU-seconds in {len(rows)} tests; the costliest:")
+    tr.write_line(f"{sum(r['cpu_s'] for r in rows):.0f} CPU-seconds in {len(rows)} tests; the costliest:")
     for r in rows[:25]:
-        tr.write_line(f"{float(str(r['cpu_s'])):7.1f} s CPU {float(str(r['wall_s'])):7.1f} s wall  {r['test']}")
+        tr.write_line(f"{r['cpu_s']:7.1f} s CPU {r['wall_s']:7.1f} s wall  {r['test']}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,6 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
     (tests/jvm_archive.py) that are missing; the tests start meanwhile."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         jvm_archive.start_building()
+        if config.getoption("cpu_report", None) is not None:
+            cpucost.clear(config.getoption("cpu_report"))  # an interrupted run's parts
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -31,6 +31,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -74,8 +75,8 @@ class Cgroup:
     """A cgroup v1 ``cpuacct`` group holding this process and everything it starts from :meth:`enter` on.
 
     :meth:`enter` makes the group (under this process's own) and moves this process into it, or returns False
-    (no v1 ``cpuacct`` hierarchy, or no right to write it); :meth:`close` moves it back and removes the group
-    and whatever still runs in it)."""
+    (no v1 ``cpuacct`` hierarchy, or no right to write it); :meth:`close` moves it, and whatever still runs in
+    the group, back to the group it came from, and removes the group."""
 
     def __init__(self) -> None:
         self.dir: Path | None = None
@@ -168,18 +169,30 @@ def record(path: str, worker: str, nodeid: str, cpu: float, wall: float, method:
                             "method": method}) + "\n")
 
 
-def merge(path: str, header: dict[str, object]) -> list[dict[str, object]]:
+def parts(path: str) -> list[Path]:
+    """The part files of ``path`` that exist (``FILE.gw0``, ..., ``FILE.main``)."""
+    target = Path(path)
+    return sorted(p for p in target.parent.glob(target.name + ".*")
+                  if p.name[len(target.name) + 1:] == "main" or p.name[len(target.name) + 1:].startswith("gw"))
+
+
+def clear(path: str) -> None:
+    """Remove the parts an interrupted earlier run left (the controller, before the workers start)."""
+    for p in parts(path):
+        p.unlink()
+
+
+def merge(path: str, header: dict[str, Any]) -> list[dict[str, Any]]:
     """Every part of ``path`` into ``path`` itself (a JSON object: ``header``, then ``tests``, costliest first),
     written whole; the parts removed.  Returns the tests, costliest first."""
     target = Path(path)
-    parts = sorted(target.parent.glob(target.name + ".*"))
-    parts = [p for p in parts if not p.name.endswith(".tmp")]
-    rows: list[dict[str, object]] = []
-    for p in parts:
+    found = parts(path)
+    rows: list[dict[str, Any]] = []
+    for p in found:
         rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-    rows.sort(key=lambda r: -float(str(r["cpu_s"])))
+    rows.sort(key=lambda r: -float(r["cpu_s"]))
     methods = sorted({str(r.get("method", "")) for r in rows})
-    doc = {**header, "methods": methods, "cpu_s": round(sum(float(str(r["cpu_s"])) for r in rows), 1), "tests": rows}
+    doc = {**header, "methods": methods, "cpu_s": round(sum(float(r["cpu_s"]) for r in rows), 1), "tests": rows}
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
@@ -187,6 +200,6 @@ def merge(path: str, header: dict[str, object]) -> list[dict[str, object]]:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
-    for p in parts:
+    for p in found:
         p.unlink()
     return rows

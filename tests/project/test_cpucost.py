@@ -88,6 +88,9 @@ def test_a_live_child_is_counted_and_a_process_outside_the_tree_is_not() -> None
 
 def test_the_parts_merge_into_one_file_costliest_first(tmp_path: Path) -> None:
     path = str(tmp_path / "cpu.json")
+    cpucost.record(path, "gw5", "stale", 9.0, 9.0, "cgroup")  # an interrupted run's part
+    cpucost.clear(path)
+    (tmp_path / "cpu.json.bak").write_text("not a part")
     cpucost.record(path, "gw0", "a", 1.0, 2.0, "cgroup")
     cpucost.record(path, "gw1", "b", 3.0, 1.0, "cgroup")
     cpucost.record(path, "gw0", "c", 2.0, 2.0, "process tree")
@@ -96,4 +99,4 @@ def test_the_parts_merge_into_one_file_costliest_first(tmp_path: Path) -> None:
     doc = json.loads(Path(path).read_text())
     assert doc["commit"] == "x" and doc["cpu_s"] == 6.0 and doc["tests"] == rows
     assert doc["methods"] == ["cgroup", "process tree"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu.json"]  # the parts are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu.json", "cpu.json.bak"]  # the parts are gone
