@@ -1,0 +1,87 @@
+""".ci/fresh_clone.py: the test command measured from a fresh clone, one record per run.
+
+The real measure is ``bash .ci/run`` (about 12 minutes); here the script runs a few shell lines in a clone of a
+small repository, which is what it does with the real one.  Negative controls: a failing command is recorded with
+its exit status and fails the script, and a run over the budget is not within it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loadfile import load_file
+
+ROOT = Path(__file__).resolve().parents[2]
+fc: Any = load_file("fresh_clone", ROOT / ".ci" / "fresh_clone.py")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "repo"
+    r.mkdir()
+    (r / "marker").write_text("from the commit\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=r, check=True,
+                       capture_output=True)
+    git("init", "-q")
+    git("add", "marker")
+    git("commit", "-q", "-m", "one")
+    return r
+
+
+def test_a_run_in_the_clone_is_recorded(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command runs in the clone (it reads the committed file), its CPU is counted (a child burning CPU), and
+    pytest's summary line is taken apart; the record lands in the records file beside an earlier one."""
+    out = tmp_path / "runs.json"
+    out.write_text('[{"earlier": true}]\n')
+    burn = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
+    cmd = f"cat marker && {burn} && echo '3 passed, 1 skipped in 0.25s (0:00:00)'"
+    assert fc.main(["--repo", str(repo), "--command", cmd, "--out", str(out), "--log", str(tmp_path / "log")]) == 0
+    records = json.loads(out.read_text())
+    assert records[0] == {"earlier": True} and len(records) == 2
+    r = records[1]
+    assert r["exit"] == 0 and r["command"] == cmd and r["cpu_s"] >= 0.3 and r["wall_s"] >= 0.3
+    assert r["pytest"] == {"line": "3 passed, 1 skipped in 0.25s", "counts": {"passed": 3, "skipped": 1},
+                           "seconds": 0.25}
+    assert r["within_budget"] is True and len(r["probe_s"]) == 2 and all(p > 0 for p in r["probe_s"])
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert r["commit"] == head
+    assert (tmp_path / "log").read_text().startswith("from the commit")
+    assert "exit 0" in capsys.readouterr().out
+
+
+def test_a_failing_command_fails_the_script_and_is_not_within_budget(repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "runs.json"
+    assert fc.main(["--repo", str(repo), "--command", "echo '1 failed, 2 passed in 1.0s'; exit 1",
+                    "--out", str(out)]) == 1
+    (r,) = json.loads(out.read_text())
+    assert r["exit"] == 1 and r["within_budget"] is False
+    assert r["pytest"]["counts"] == {"failed": 1, "passed": 2}
+
+
+def test_the_budget_is_the_wall_time(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control of ``within_budget``: a passing run over the budget is not within it."""
+    monkeypatch.setattr(fc, "BUDGET_S", 0.1)
+    r = fc.fresh_clone_run(repo, "HEAD", "sleep 0.3")
+    assert r["exit"] == 0 and r["wall_s"] >= 0.3 and r["within_budget"] is False and r["pytest"] is None
+
+
+def test_the_summary_is_the_last_one() -> None:
+    text = "12 passed in 1.00s\nnoise\n==== 1 error, 2 warnings in 2.50s ====\n1024 passed in 655.12s (0:10:55)\n"
+    assert fc.pytest_summary(text)["counts"] == {"passed": 1024}
+    assert fc.pytest_summary("no summary here\n") is None
+
+
+def test_without_a_cgroup_the_childrens_rusage_counts(repo: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no group can be made (not root, no cgroup v1), the CPU is the children's rusage, and says so."""
+    monkeypatch.setattr(fc, "CGROUPS", tmp_path / "no-such-hierarchy")
+    burn = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
+    r = fc.fresh_clone_run(repo, "HEAD", burn)
+    assert r["method"] == "rusage" and r["cpu_s"] >= 0.3
