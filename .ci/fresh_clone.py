@@ -75,6 +75,13 @@ def pytest_summary(output: str) -> dict[str, Any] | None:
     return {"line": found.group(0).strip("= "), "counts": counts, "seconds": float(found.group(2))}
 
 
+def wait_empty(group: Path, timeout: float = 60.0) -> None:
+    """Until no process is left in ``group`` (a JVM still writing at its exit), or ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and (group / "cgroup.procs").read_text().strip():
+        time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def cpu_group(name: str) -> Iterator[Path | None]:
     """A cgroup v1 ``cpuacct`` group of its own (None where one cannot be made); removed afterwards, once the
@@ -88,9 +95,7 @@ def cpu_group(name: str) -> Iterator[Path | None]:
     try:
         yield path
     finally:
-        end = time.monotonic() + 60
-        while time.monotonic() < end and (path / "cgroup.procs").read_text().strip():
-            time.sleep(0.5)
+        wait_empty(path)
         with contextlib.suppress(OSError):
             path.rmdir()
 
@@ -115,9 +120,7 @@ def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
                             preexec_fn=join_group, check=False).returncode
         wall = time.monotonic() - start
         if group is not None:
-            end = time.monotonic() + 60  # the processes that outlive the command (a JVM at its exit) count too
-            while time.monotonic() < end and (group / "cgroup.procs").read_text().strip():
-                time.sleep(0.5)
+            wait_empty(group)  # the processes that outlive the command (a JVM at its exit) count too
             cpu, method = int((group / "cpuacct.usage").read_text()) / 1e9, "cgroup"
         else:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -157,22 +160,15 @@ def fresh_clone_run(repo: Path, rev: str, command: str, log: Path | None = None)
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Add ``record`` to the JSON list in ``path`` (created if missing), rewriting the file whole: a temporary
-    file beside it, fsync, rename."""
+    """Add ``record`` to the JSON list in ``path`` (created if missing), the file rewritten whole
+    (:func:`oij.io.atomic.atomic_text`: a temporary file beside it, fsync, rename)."""
+    from oij.io.atomic import atomic_text
+
     records = json.loads(path.read_text()) if path.exists() else []
     records.append(record)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(records, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_text(str(path)) as f:
+        json.dump(records, f, indent=1)
+        f.write("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
