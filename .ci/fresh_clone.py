@@ -135,10 +135,17 @@ def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
 
 
 def describe(repo: Path, rev: str) -> tuple[str, str]:
-    """The full hash of ``rev`` and its short name."""
+    """The full hash of ``rev`` and its short name.  Raises ValueError when ``repo`` is not a git repository
+    or ``rev`` not one of its commits."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-    return git("rev-parse", f"{rev}^{{commit}}"), git("rev-parse", "--short", f"{rev}^{{commit}}")
+        p = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            why = p.stderr.strip().splitlines()
+            raise ValueError(f"{repo}: no commit {rev!r}" + (f" ({why[-1]})" if why else ""))
+        return p.stdout.strip()
+    if not repo.is_dir():
+        raise ValueError(f"{repo}: not a directory")
+    return git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}"), git("rev-parse", "--short", f"{rev}^{{commit}}")
 
 
 def fresh_clone_run(repo: Path, rev: str, command: str, log: Path | None = None) -> dict[str, Any]:
@@ -179,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RECORDS, help=f"the records file (default: {RECORDS})")
     ap.add_argument("--log", type=Path, default=None, help="keep the command's whole output in this file")
     args = ap.parse_args(argv)
+    try:
+        describe(args.repo, args.rev)  # a bad --repo or --rev: one line and exit 2, before any clone
+    except ValueError as e:
+        print(f"fresh_clone: {e}", file=sys.stderr)
+        return 2
     record = fresh_clone_run(args.repo, args.rev, args.command, args.log)
     append_record(args.out, record)
     summary = record["pytest"]["line"] if record["pytest"] else "no pytest summary"

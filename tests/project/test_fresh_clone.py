@@ -85,3 +85,14 @@ def test_without_a_cgroup_the_childrens_rusage_counts(repo: Path, tmp_path: Path
     burn = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
     r = fc.fresh_clone_run(repo, "HEAD", burn)
     assert r["method"] == "rusage" and r["cpu_s"] >= 0.3
+
+
+@pytest.mark.parametrize("args", [["--rev", "no-such-rev"], ["--repo", "no-such-dir"]])
+def test_a_bad_rev_or_repo_is_one_line_and_exit_2(repo: Path, tmp_path: Path, args: list[str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "runs.json"
+    full = ["--repo", str(repo), *args] if args[0] == "--rev" else [args[0], str(tmp_path / args[1])]
+    assert fc.main([*full, "--command", "true", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("fresh_clone: ") and "Traceback" not in err
+    assert not out.exists()  # nothing recorded
