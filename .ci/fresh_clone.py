@@ -30,7 +30,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -159,11 +158,9 @@ def fresh_clone_run(repo: Path, rev: str, command: str, log: Path | None = None)
         speed_before = probe()
         result = measure(command, clone, log)
         speed_after = probe()
-        shutil.rmtree(clone, ignore_errors=True)
-    record = {"commit": commit, "short": short, "started": started, "command": command, **result,
-              "probe_s": [speed_before, speed_after], "budget_s": BUDGET_S,
-              "within_budget": result["exit"] == 0 and result["wall_s"] <= BUDGET_S}
-    return record
+    return {"commit": commit, "short": short, "started": started, "command": command, **result,
+            "probe_s": [speed_before, speed_after], "budget_s": BUDGET_S,
+            "within_budget": result["exit"] == 0 and result["wall_s"] <= BUDGET_S}
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:

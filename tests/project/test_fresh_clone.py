@@ -18,6 +18,8 @@ from tests.loadfile import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 fc: Any = load_file("fresh_clone", ROOT / ".ci" / "fresh_clone.py")
+BURN = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
+"""A child that burns 0.3 CPU-seconds."""
 
 
 @pytest.fixture
@@ -40,8 +42,7 @@ def test_a_run_in_the_clone_is_recorded(repo: Path, tmp_path: Path, capsys: pyte
     pytest's summary line is taken apart; the record lands in the records file beside an earlier one."""
     out = tmp_path / "runs.json"
     out.write_text('[{"earlier": true}]\n')
-    burn = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
-    cmd = f"cat marker && {burn} && echo '3 passed, 1 skipped in 0.25s (0:00:00)'"
+    cmd = f"cat marker && {BURN} && echo '3 passed, 1 skipped in 0.25s (0:00:00)'"
     assert fc.main(["--repo", str(repo), "--command", cmd, "--out", str(out), "--log", str(tmp_path / "log")]) == 0
     records = json.loads(out.read_text())
     assert records[0] == {"earlier": True} and len(records) == 2
@@ -82,8 +83,7 @@ def test_without_a_cgroup_the_childrens_rusage_counts(repo: Path, tmp_path: Path
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no group can be made (not root, no cgroup v1), the CPU is the children's rusage, and says so."""
     monkeypatch.setattr(fc, "CGROUPS", tmp_path / "no-such-hierarchy")
-    burn = "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass'"
-    r = fc.fresh_clone_run(repo, "HEAD", burn)
+    r = fc.fresh_clone_run(repo, "HEAD", BURN)
     assert r["method"] == "rusage" and r["cpu_s"] >= 0.3
 
 
