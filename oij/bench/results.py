@@ -28,7 +28,8 @@ A result is *stale* when ``git diff <commit> -- <code>`` (the commit it measured
 is not empty: the measured code changed after the measurement.  A Python file whose comments and docstrings
 alone changed does not count (:func:`same_code`: the same syntax tree without its bare strings).  Nor does code
 moved between the Python files a result measures, a module split in two with its importers repointed
-(:func:`moved_code`).  Pages quote
+(:func:`moved_code`), nor a Python module added beside the measured code that none of it imports or names
+(``_new_and_unimported``): what ran is what runs.  Pages quote
 measured numbers only through the generated tables, so a stale number cannot hide in prose; ``oij bench
 status`` fails while any result is stale, and the tests run it, unless the manifest marks it (``stale = "why it
 was not measured again"``): then every table that quotes it says it is stale and why, and the mark must go once
@@ -247,7 +248,56 @@ def _changed(repo: Path, commit: str, code: Sequence[str]) -> tuple[str, ...] | 
     kept = [p for p in changed if not (p.endswith(".py") and _same_code_since(repo, commit, p))]
     kept_all = sorted({*kept, *untracked.splitlines()} - {""})
     moved = _moved_only(repo, commit, [p for p in kept_all if p.endswith(".py")])
-    return tuple(p for p in kept_all if p not in moved)
+    unused = _new_and_unimported(repo, commit, code, [p for p in kept_all if p.endswith(".py")])
+    return tuple(p for p in kept_all if p not in moved and p not in unused)
+
+
+def _new_and_unimported(repo: Path, commit: str, code: Sequence[str], paths: Sequence[str]) -> set[str]:
+    """The Python files of ``paths`` that ``commit`` did not have and that no Python file under ``code`` imports
+    (``import m``, ``from m import x``, ``from pkg import m``, relative or not) or names by its dotted name (a
+    string that ``importlib`` could import): a module added beside the measured code, which none of it runs.  A
+    file that starts to use it changes, and that change is stale.  A file that does not parse counts as using
+    it."""
+    import ast
+
+    added = [p for p in paths if _blob(repo, commit, p) is None and not p.endswith("__init__.py")]
+    if not added:
+        return set()
+    names = _module_names(repo)
+    imported: set[str] = set()
+    texts: list[str] = []
+    unparsed = False
+    for c in code:
+        root = repo / c
+        files = [root] if root.is_file() else sorted(root.rglob("*.py")) if root.is_dir() else []
+        for f in files:
+            rel = f.relative_to(repo).as_posix()
+            if f.suffix != ".py" or rel in added:
+                continue
+            text = f.read_text(encoding="utf-8", errors="replace")
+            texts.append(text)
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                unparsed = True
+                continue
+            here = _module_of(rel, names).split(".")
+            package = here if rel.endswith("__init__.py") else here[:-1]
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    base = package[:len(package) - node.level + 1] if node.level else []
+                    mod = ".".join([*base, *([node.module] if node.module else [])])
+                    imported |= {mod, *(f"{mod}.{a.name}" for a in node.names)}
+    if unparsed:
+        return set()
+    out = set()
+    for p in added:
+        dotted = _module_of(p, names)
+        if dotted not in imported and not any(re.search(rf"{re.escape(dotted)}(?![\w])", t) for t in texts):
+            out.add(p)
+    return out
 
 
 def _module_names(repo: Path) -> dict[str, str]:

@@ -170,10 +170,33 @@ def test_a_path_excluded_from_measured_code_changes_nothing(tmp_path: Path) -> N
     assert _states(repo) == {"speed.json": "stale"}
 
 
-def test_new_untracked_file_under_measured_code_is_a_change(tmp_path: Path) -> None:
+def test_a_new_module_counts_once_the_measured_code_can_run_it(tmp_path: Path) -> None:
+    """A module added beside the measured code, which none of it imports or names: what ran is what runs, so the
+    result stays fresh (a mirror of a spec module added to reference/ would have made every result that
+    measures reference/ stale).  Negative controls, each stale: a measured file that imports it (``from . import``
+    too), one that names it in a string (``importlib`` could import it), a new file that is not Python."""
     repo = _repo(tmp_path)
+    (repo / "engine" / "__init__.py").write_text("")
+    (repo / "engine" / "dyn.py").write_text('import importlib\n\n\ndef load():\n    return 1\n')
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "package")
     _measure(repo)
     (repo / "engine" / "new.py").write_text("Z = 1\n")
+    assert _states(repo) == {"speed.json": "fresh"}
+    assert pv.status(repo).findings[0].changed == ()
+    join = repo / "engine" / "join.py"
+    for importer in ("from engine.new import Z\nX = 1\n", "from . import new\nX = 1\n", "import engine.new\nX = 1\n",
+                     "from .new import Z\nX = 1\n"):
+        join.write_text(importer)
+        assert _states(repo) == {"speed.json": "stale"}, importer
+        assert set(pv.status(repo).findings[0].changed) == {"engine/join.py", "engine/new.py"}, importer
+    _git(repo, "checkout", "-q", "--", "engine/join.py")
+    assert _states(repo) == {"speed.json": "fresh"}
+    (repo / "engine" / "dyn.py").write_text('import importlib\n\n\ndef load():\n    return importlib.import_module('
+                                            '"engine.new")\n')
+    assert _states(repo) == {"speed.json": "stale"}
+    _git(repo, "checkout", "-q", "--", "engine/dyn.py")
+    (repo / "engine" / "data.csv").write_text("a,b\n")
     assert _states(repo) == {"speed.json": "stale"}
 
 
