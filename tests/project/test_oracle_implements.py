@@ -1,4 +1,4 @@
-"""The oracle says which definition of the specification each of its handlers implements (issue 66).
+"""The oracles say which definition of the specification each of their handlers implements (issue 66).
 
 Every method of the oracles' classes and every function of their modules either has a paragraph
 ``Implements :func:`oij.spec...` ...`` in its docstring, or is listed in :data:`HELPERS` with what it is instead;
@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-ORACLES = {"reference/oracle.py": ("Oracle",), "reference/block_oracle.py": ("BlockOracle", "BlockStore")}
+ORACLES = {"reference/oracle.py": ("Oracle",), "reference/block_oracle.py": ("BlockOracle", "BlockStore"),
+           "reference/profiles.py": ("ProfileOracle",)}
 """Each oracle module and its classes whose methods are handlers (the others are data layouts)."""
 
 HELPERS = {
@@ -49,6 +50,11 @@ HELPERS = {
         "BlockStore._exact_objects": "exact arithmetic for values past int64",
         "BlockStore._compact": "renumbering the key dictionary",
         "BlockStore._check": "the invariants, for the tests",
+    },
+    "reference/profiles.py": {
+        "_key": "a key's index entry (its type and its value)",
+        "ProfileOracle.__init__": "the state's layout",
+        "ProfileOracle._check": "the invariants, for the tests",
     },
 }
 
