@@ -258,15 +258,12 @@ def _new_and_unimported(repo: Path, commit: str, code: Sequence[str], paths: Seq
     string that ``importlib`` could import): a module added beside the measured code, which none of it runs.  A
     file that starts to use it changes, and that change is stale.  A file that does not parse counts as using
     it."""
-    import ast
-
     added = [p for p in paths if _blob(repo, commit, p) is None and not p.endswith("__init__.py")]
     if not added:
         return set()
     names = _module_names(repo)
     imported: set[str] = set()
     texts: list[str] = []
-    unparsed = False
     for c in code:
         root = repo / c
         files = [root] if root.is_file() else sorted(root.rglob("*.py")) if root.is_dir() else []
@@ -275,29 +272,41 @@ def _new_and_unimported(repo: Path, commit: str, code: Sequence[str], paths: Seq
             if f.suffix != ".py" or rel in added:
                 continue
             text = f.read_text(encoding="utf-8", errors="replace")
+            found = _imports_of(_module_of(rel, names), rel.endswith("__init__.py"), text)
+            if found is None:
+                return set()
             texts.append(text)
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                unparsed = True
-                continue
-            here = _module_of(rel, names).split(".")
-            package = here if rel.endswith("__init__.py") else here[:-1]
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    imported |= {a.name for a in node.names}
-                elif isinstance(node, ast.ImportFrom):
-                    base = package[:len(package) - node.level + 1] if node.level else []
-                    mod = ".".join([*base, *([node.module] if node.module else [])])
-                    imported |= {mod, *(f"{mod}.{a.name}" for a in node.names)}
-    if unparsed:
-        return set()
+            imported |= found
     out = set()
     for p in added:
         dotted = _module_of(p, names)
         if dotted not in imported and not any(re.search(rf"{re.escape(dotted)}(?![\w])", t) for t in texts):
             out.add(p)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_of(module: str, is_package: bool, text: str) -> frozenset[str] | None:
+    """Every module ``text`` (the source of ``module``) imports, and every ``module.name`` it imports a name
+    from (a submodule, perhaps), relative imports resolved; None if it does not parse.  Cached: ``oij bench
+    status`` reads the same files for every result."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    here = module.split(".")
+    package = here if is_package else here[:-1]
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, *([node.module] if node.module else [])])
+            imported |= {mod, *(f"{mod}.{a.name}" for a in node.names)}
+    return frozenset(imported)
 
 
 def _module_names(repo: Path) -> dict[str, str]:
