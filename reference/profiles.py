@@ -230,6 +230,22 @@ class ProfileOracle:
         self.heap.clear()
         self.by_side = {BASE: SortedList(), PROBE: SortedList()}
 
+    def step(self, e: Event, j: int) -> bool:
+        """Event j, whole: End (True: the stream is over), or a watermark or a tuple, then W after it and the
+        evictions it allows.
+
+        Implements the loop of :func:`oij.spec.profiles.compute_profile_result`."""
+        if isinstance(e, End):
+            self.on_end()
+            return True
+        if isinstance(e, Watermark):
+            self.on_watermark(e)
+        else:
+            self.on_tuple(e, j)
+        self.advance()
+        self.evict(j)
+        return False
+
     def result(self) -> Results:
         """The rows emitted (canonical order); with ``retract_on_purge`` the batch join of the tuples held.
 
@@ -291,15 +307,8 @@ def compute_profile_result(events: Sequence[Event], q: Query, p: Profile = CANON
     Requires: ``events`` valid for ``q`` (ids unique), ending with End or not."""
     o = ProfileOracle(q, p)
     for j, e in enumerate(events, 1):
-        if isinstance(e, End):
-            o.on_end()
+        if o.step(e, j):
             break
-        if isinstance(e, Watermark):
-            o.on_watermark(e)
-        else:
-            o.on_tuple(e, j)
-        o.advance()
-        o.evict(j)
     return o.result()
 
 

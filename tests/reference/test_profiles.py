@@ -43,17 +43,10 @@ def stepped(events: list[Event], q: Query, p: Profile, cls: type[ProfileOracle] 
     """:func:`compute_profile_result` step by step, with ``_check`` after every event."""
     o = cls(q, p)
     for j, e in enumerate(events, 1):
-        if isinstance(e, End):
-            o.on_end()
-            o._check()
-            break
-        if isinstance(e, Watermark):
-            o.on_watermark(e)
-        else:
-            o.on_tuple(e, j)
-        o.advance()
-        o.evict(j)
+        over = o.step(e, j)
         o._check()
+        if over:
+            break
     return o.result()
 
 
@@ -178,9 +171,7 @@ def test_check_fails_on_a_corrupted_state() -> None:
     events = workloads_fixed()
     o = ProfileOracle(q, CANONICAL)
     for j, e in enumerate(events, 1):
-        o.on_tuple(e, j)
-        o.advance()
-        o.evict(j)
+        assert not o.step(e, j)
     o._check()
     seq = next(iter(o.stored))
     t = o.stored[seq]
