@@ -22,7 +22,7 @@ import pytest
 from oij.parallel.runtime.pool import Runtime
 
 from . import cpucost, jvm_archive
-from .procs import alive, segments
+from .procs import alive, segments, shm_entries, shm_left
 
 # Every JVM the tests start (the Spark sessions and clusters, PyFlink's gateway, the Flink and Spark programs the
 # adapters run) lives seconds to minutes and is judged on its output, never on its speed: C1 only and the serial
@@ -129,6 +129,30 @@ def pytest_configure(config: pytest.Config) -> None:
         jvm_archive.start_building()
         if config.getoption("cpu_report", None) is not None:
             cpucost.clear(config.getoption("cpu_report"))  # an interrupted run's parts
+
+
+_SHM_AT_START: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller (or a run without workers) notes what /dev/shm holds before any test runs."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        _SHM_AT_START.update(shm_entries())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Iterator[None]:
+    """The controller, after every other plugin's end of the session (xdist's stops the workers): nothing the
+    run created may stay in /dev/shm (a segment, a multiprocessing semaphore).  The per-test check
+    (``no_leaked_segments``) sees only the runtime's segments of its own process; this one sees every process's,
+    the killed and restarted ones too, and fails the run."""
+    yield
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        return
+    left = shm_left(_SHM_AT_START)
+    if left:
+        session.config.get_terminal_writer().line(f"left in /dev/shm by this run: {sorted(left)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
