@@ -5,6 +5,7 @@ normally.  Each child says the names it made, so the entries of tests running be
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -43,10 +44,8 @@ def test_a_killed_process_and_tracker_leave_entries_that_are_found() -> None:
         assert names <= shm_left(before, grace=1.0), "negative control: the leak is found"
     finally:
         for n in names:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"/dev/shm/{n}")
-            except FileNotFoundError:
-                pass
     assert not names & shm_left(before, grace=0.0)
 
 
