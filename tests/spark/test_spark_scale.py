@@ -547,15 +547,25 @@ def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp
                 err.seek(0)
                 pytest.fail(f"no URL; exit {rc}: {err.read().decode(errors='replace')[-3000:]}")
         assert int(url.rsplit(":", 1)[1]) > 0
-        kids = []
-        for d in Path("/proc").iterdir():
-            try:
-                if d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes() and \
-                        int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
-                    kids.append(int(d.name))
-            except (OSError, ValueError, IndexError):  # a process that ended meanwhile
-                continue
-        assert len(kids) == workers + 1  # the master and the workers
+        # the master and the workers; with no worker the URL comes as soon as the master's spark-class is started,
+        # which may not show its class on its command line yet under load (once: 0 found), so look a while
+        deadline = time.monotonic() + 30
+        while True:
+            kids = []
+            for d in Path("/proc").iterdir():
+                try:
+                    if d.name.isdigit() and b"org.apache.spark.deploy." in (d / "cmdline").read_bytes() and \
+                            int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
+                        kids.append(int(d.name))
+                except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+                    continue
+            if len(kids) >= workers + 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if len(kids) != workers + 1:
+            p.send_signal(signal.SIGTERM)  # the command stops what it started
+            p.wait(timeout=60)
+            pytest.fail(f"{len(kids)} of the cluster's {workers + 1} JVMs found")
         return p, kids, url
 
     p, kids, url = start(2)
