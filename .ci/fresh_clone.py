@@ -81,10 +81,28 @@ def wait_empty(group: Path, timeout: float = 60.0) -> None:
         time.sleep(0.5)
 
 
+GRACE_S = 60.0
+"""How long the processes a run leaves in its group may take to exit (a JVM still writing) before they are
+killed."""
+
+
+def kill_left(group: Path) -> list[str]:
+    """SIGKILL every process still in ``group``; their command lines (a run that leaves a process behind is a
+    bug of the run: the caller says so)."""
+    import signal
+
+    left = []
+    for pid in (group / "cgroup.procs").read_text().split():
+        with contextlib.suppress(OSError):
+            left.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+            os.kill(int(pid), signal.SIGKILL)
+    return left
+
+
 @contextlib.contextmanager
 def cpu_group(name: str) -> Iterator[Path | None]:
     """A cgroup v1 ``cpuacct`` group of its own (None where one cannot be made); removed afterwards, once the
-    processes left in it have exited (up to a minute)."""
+    processes left in it have exited (up to :data:`GRACE_S`), or have been killed (each named on stderr)."""
     path = CGROUPS / name
     try:
         path.mkdir()
@@ -94,7 +112,10 @@ def cpu_group(name: str) -> Iterator[Path | None]:
     try:
         yield path
     finally:
-        wait_empty(path)
+        wait_empty(path, GRACE_S)
+        for cmd in kill_left(path):
+            print(f"fresh_clone: killed a process the run left behind: {cmd}", file=sys.stderr)
+        wait_empty(path, 10.0)
         with contextlib.suppress(OSError):
             path.rmdir()
 
@@ -119,7 +140,7 @@ def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
                             preexec_fn=join_group, check=False).returncode
         wall = time.monotonic() - start
         if group is not None:
-            wait_empty(group)  # the processes that outlive the command (a JVM at its exit) count too
+            wait_empty(group, GRACE_S)  # the processes that outlive the command (a JVM at its exit) count too
             cpu, method = int((group / "cpuacct.usage").read_text()) / 1e9, "cgroup"
         else:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
