@@ -17,8 +17,13 @@ drifts by a third or more, and a figure means little without it.  ``--command`` 
 test command (the tests of this script), ``--out`` records elsewhere; ``--log FILE`` keeps the command's whole
 output.
 
-Data flow: git clone (a temporary folder, removed at the end) -> the command in its group -> one record -> the
-records file, rewritten whole (temporary file, fsync, rename).
+The timeline (``cgroup`` only, the record's ``timeline``): every second a thread reads the group's CPU and the
+command lines of its processes.  ``busy`` is the cores in use in each window of ``window_s`` seconds (2.0: both
+cores busy), ``phases`` the first and last second at which a process of each phase was seen (:data:`PHASES`),
+so that where the run leaves a core idle shows, and in which phase.
+
+Data flow: git clone (a temporary folder, removed at the end) -> the command in its group, sampled by a thread
+-> one record -> the records file, rewritten whole (temporary file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -120,6 +125,64 @@ def cpu_group(name: str) -> Iterator[Path | None]:
             path.rmdir()
 
 
+PHASES = {"pip": "pip install", "compileall": "-m compileall", "mypy": "typecheck.py", "sphinx": "sphinx-build",
+          "pytest": "-m pytest", "pytest-workers": "execnet"}
+"""The timeline's phases: a process whose command line holds the text is in the phase (pytest-xdist's workers
+are ``python -c`` processes that import execnet's bootstrap)."""
+
+
+class Timeline:
+    """Samples a cgroup every ``every`` seconds from a thread: its CPU, and which :data:`PHASES` have a process.
+
+    Started with :meth:`start`, stopped with :meth:`stop`, which returns the record's ``timeline``."""
+
+    def __init__(self, group: Path, window_s: float = 10.0, every: float = 1.0) -> None:
+        import threading
+
+        self.group, self.window_s, self.every = group, window_s, every
+        self.samples: list[tuple[float, float]] = []  # (seconds since the start, CPU-seconds of the group)
+        self.seen: dict[str, list[float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._thread.start()
+
+    def _sample(self) -> None:
+        t = time.monotonic() - self._t0
+        with contextlib.suppress(OSError, ValueError):
+            self.samples.append((t, int((self.group / "cpuacct.usage").read_text()) / 1e9))
+        with contextlib.suppress(OSError):
+            pids = (self.group / "cgroup.procs").read_text().split()
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    for phase, text in PHASES.items():
+                        if text in cmd:
+                            first_last = self.seen.setdefault(phase, [t, t])
+                            first_last[1] = t
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        busy = []
+        edge, last_cpu = self.window_s, 0.0
+        last_t = 0.0
+        for t, cpu in self.samples:
+            if t >= edge:
+                busy.append(round((cpu - last_cpu) / (t - last_t), 2))
+                last_t, last_cpu, edge = t, cpu, edge + self.window_s
+        return {"window_s": self.window_s, "busy": busy,
+                "phases": {k: [round(a, 1), round(b, 1)] for k, (a, b) in self.seen.items()}}
+
+
 def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
     """Run ``command`` (a shell line) in ``cwd`` and return its exit status, wall and CPU seconds, the method of
     counting and pytest's summary.  The environment is the caller's without an active virtual environment."""
@@ -136,9 +199,13 @@ def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
             if group is not None:
                 (group / "cgroup.procs").write_text(str(os.getpid()))
 
+        timeline = Timeline(group) if group is not None else None
+        if timeline is not None:
+            timeline.start()
         rc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                             preexec_fn=join_group, check=False).returncode
         wall = time.monotonic() - start
+        sampled = timeline.stop() if timeline is not None else None
         if group is not None:
             wait_empty(group, GRACE_S)  # the processes that outlive the command (a JVM at its exit) count too
             cpu, method = int((group / "cpuacct.usage").read_text()) / 1e9, "cgroup"
@@ -150,8 +217,11 @@ def measure(command: str, cwd: Path, log: Path | None = None) -> dict[str, Any]:
         text = out.read()
     if log is not None:
         log.write_text(text)
-    return {"exit": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "method": method,
-            "pytest": pytest_summary(text)}
+    record = {"exit": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "method": method,
+              "pytest": pytest_summary(text)}
+    if sampled is not None:
+        record["timeline"] = sampled
+    return record
 
 
 def describe(repo: Path, rev: str) -> tuple[str, str]:

@@ -113,3 +113,31 @@ def test_a_process_the_run_leaves_is_killed_and_named(tmp_path: Path) -> None:
         for p in (listed, other):
             p.kill()
             p.wait()
+
+
+def test_the_timeline_gives_each_windows_cores_and_each_phases_span(tmp_path: Path) -> None:
+    """The timeline reads the group's CPU and the command lines of its processes.  The group is a folder with the
+    two files a cgroup has: its CPU counter, written here as 1.5 cores busy, and its process list, which holds a
+    process whose command line says ``-m pytest``; a process in the phase but not in the list is not seen (the
+    negative control), nor a phase nobody runs."""
+    inside = subprocess.Popen(["python3", "-c", "import time; time.sleep(30)", "-m", "pytest"])
+    outside = subprocess.Popen(["python3", "-c", "import time; time.sleep(30)", "sphinx-build"])
+    try:
+        (tmp_path / "cgroup.procs").write_text(f"{inside.pid}\n")
+        (tmp_path / "cpuacct.usage").write_text("0")
+        t = fc.Timeline(tmp_path, window_s=0.2, every=0.05)
+        t.start()
+        start = fc.time.monotonic()
+        while (now := fc.time.monotonic() - start) < 1.0:
+            (tmp_path / "cpuacct.usage").write_text(str(int(now * 1.5e9)))
+            fc.time.sleep(0.01)
+        r = t.stop()
+    finally:
+        for p in (inside, outside):
+            p.kill()
+            p.wait()
+    assert r["window_s"] == 0.2 and len(r["busy"]) >= 3
+    assert all(1.2 <= b <= 1.8 for b in r["busy"][:3]), r["busy"]
+    assert set(r["phases"]) == {"pytest"}
+    first, last = r["phases"]["pytest"]
+    assert 0 <= first <= 0.3 and last >= 0.8
