@@ -126,9 +126,9 @@ def cpu_group(name: str) -> Iterator[Path | None]:
 
 
 PHASES = {"pip": "pip install", "compileall": "-m compileall", "mypy": "typecheck.py", "sphinx": "sphinx-build",
-          "pytest": "-m pytest", "pytest-workers": "execnet"}
+          "pytest": "-m pytest", "pytest-workers": "exec(eval(sys.stdin.readline()))"}
 """The timeline's phases: a process whose command line holds the text is in the phase (pytest-xdist's workers
-are ``python -c`` processes that import execnet's bootstrap)."""
+are ``python -c`` processes that run execnet's bootstrap, read from their stdin)."""
 
 
 class Timeline:

@@ -129,8 +129,24 @@ def _dump(path: Path, run: str) -> None:
         _wait_group(_building.pid)  # the JVM writes the archive once its Python has gone: at its own exit
     if rc == 0 and tmp.exists():
         os.replace(tmp, path)  # whole or not at all: a JVM maps only a finished archive
+        prune(path)
     else:
         tmp.unlink(missing_ok=True)
+
+
+def prune(kept: Path) -> list[Path]:
+    """Remove the other archives of ``kept``'s kind (``spark-*.jsa`` or ``flink-*.jsa`` beside it): each new flink-ds
+    jar (a fresh clone's sources are newer than the jar) or pyspark makes a new one, about 60 and 180 MB, and
+    nothing maps the old ones again.  A JVM that still maps one keeps its pages (unlinking a mapped file on Linux
+    leaves the mapping).  Returns the removed paths."""
+    kind = kept.name.split("-", 1)[0]
+    gone = []
+    for old in kept.parent.glob(f"{kind}-*.jsa"):
+        if old != kept:
+            with contextlib.suppress(FileNotFoundError):
+                old.unlink()
+                gone.append(old)
+    return gone
 
 
 def _build_missing() -> None:

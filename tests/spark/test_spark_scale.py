@@ -538,8 +538,9 @@ def test_the_cluster_command_runs_the_pipeline_and_stops_its_jvms_on_sigterm(tmp
 
     def start(workers: int) -> tuple[subprocess.Popen[str], list[int], str]:
         with tempfile.TemporaryFile() as err:  # the command's reason, if it ends without its URL
+            # TMPDIR: the cluster's work folder under the test's own (the SIGKILLed control cannot remove its own)
             p = subprocess.Popen([sys.executable, "-m", "oij.spark.cluster", str(workers)], stdout=subprocess.PIPE,
-                                 text=True, stderr=err)
+                                 text=True, stderr=err, env={**os.environ, "TMPDIR": str(tmp_path)})
             assert p.stdout is not None
             url = p.stdout.readline().strip()
             if not url.startswith("spark://127.0.0.1:"):
