@@ -274,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RECORDS, help=f"the records file (default: {RECORDS})")
     ap.add_argument("--log", type=Path, default=None, help="keep the command's whole output in this file")
     args = ap.parse_args(argv)
-    try:
-        import oij.io.atomic  # noqa: F401  (append_record's writer: missing, the run's record would be lost at its end)
-    except ImportError as e:
-        print(f"fresh_clone: cannot record a run: {e} (run it with the project's venv active)", file=sys.stderr)
+    import importlib.util
+
+    if importlib.util.find_spec("oij") is None:  # append_record's writer: the record would be lost at the end
+        print("fresh_clone: cannot record a run: no module named 'oij' (run it with the project's venv active)",
+              file=sys.stderr)
         return 2
     try:
         describe(args.repo, args.rev)  # a bad --repo or --rev: one line and exit 2, before any clone

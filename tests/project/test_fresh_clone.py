@@ -141,3 +141,21 @@ def test_the_timeline_gives_each_windows_cores_and_each_phases_span(tmp_path: Pa
     assert set(r["phases"]) == {"pytest"}
     first, last = r["phases"]["pytest"]
     assert 0 <= first <= 0.3 and last >= 0.8
+
+
+def test_without_oij_importable_the_script_refuses_before_running(repo: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside the venv the record could not be written at the end: one line, exit 2, and the command never runs
+    (it would have made a file); with oij importable the same call runs it (the negative control)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "oij" else real(name, *a))
+    marker = tmp_path / "ran"
+    args = ["--repo", str(repo), "--command", f"touch {marker}", "--out", str(tmp_path / "runs.json")]
+    assert fc.main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "venv" in err and not marker.exists()
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert fc.main(args) == 0 and marker.exists()
