@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -38,6 +39,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,8 +139,6 @@ class Timeline:
     Started with :meth:`start`, stopped with :meth:`stop`, which returns the record's ``timeline``."""
 
     def __init__(self, group: Path, window_s: float = 10.0, every: float = 1.0) -> None:
-        import threading
-
         self.group, self.window_s, self.every = group, window_s, every
         self.samples: list[tuple[float, float]] = []  # (seconds since the start, CPU-seconds of the group)
         self.seen: dict[str, list[float]] = {}
@@ -173,8 +173,7 @@ class Timeline:
         self._thread.join()
         self._sample()
         busy = []
-        edge, last_cpu = self.window_s, 0.0
-        last_t = 0.0
+        edge, last_t, last_cpu = self.window_s, 0.0, 0.0
         for t, cpu in self.samples:
             if t >= edge:
                 busy.append(round((cpu - last_cpu) / (t - last_t), 2))
@@ -274,8 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RECORDS, help=f"the records file (default: {RECORDS})")
     ap.add_argument("--log", type=Path, default=None, help="keep the command's whole output in this file")
     args = ap.parse_args(argv)
-    import importlib.util
-
     if importlib.util.find_spec("oij") is None:  # append_record's writer: the record would be lost at the end
         print("fresh_clone: cannot record a run: no module named 'oij' (run it with the project's venv active)",
               file=sys.stderr)
