@@ -93,6 +93,11 @@ GRACE_S = 60.0
 killed."""
 
 
+def cmdline(pid: str) -> str:
+    """Process ``pid``'s command line, its arguments joined by spaces.  Raises OSError once it has exited."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
 def kill_left(group: Path) -> list[str]:
     """SIGKILL every process still in ``group``; their command lines (a run that leaves a process behind is a
     bug of the run: the caller says so)."""
@@ -101,7 +106,7 @@ def kill_left(group: Path) -> list[str]:
     left = []
     for pid in (group / "cgroup.procs").read_text().split():
         with contextlib.suppress(OSError):
-            left.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+            left.append(cmdline(pid)[:200])
             os.kill(int(pid), signal.SIGKILL)
     return left
 
@@ -158,7 +163,7 @@ class Timeline:
             pids = (self.group / "cgroup.procs").read_text().split()
             for pid in pids:
                 with contextlib.suppress(OSError):
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    cmd = cmdline(pid)
                     for phase, text in PHASES.items():
                         if text in cmd:
                             first_last = self.seen.setdefault(phase, [t, t])
