@@ -120,7 +120,7 @@ def segmented(draw: st.DrawFn, cond: bool | None = None, segments: int = 3) -> t
 @settings(max_examples=examples(5, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]], method: Any, block: int) -> None:
     q, events = wl
-    got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, block=block, replicas=2))
+    got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, block=block, replicas=2, salt_from=0))
     assert_same(got, run_events(events, q))
 
 
@@ -128,7 +128,7 @@ def test_spark_oracle_equals_sequential(spark: Any, wl: tuple[Query, list[Event]
 @settings(max_examples=examples(3, 12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_spark_oracle_pushes_the_cond_into_the_join(spark: Any, wl: tuple[Query, list[Event]], method: Any) -> None:
     q, events = wl
-    got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, replicas=2))
+    got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=method, replicas=2, salt_from=0))
     assert_same(got, run_events(events, q))
 
 
@@ -148,7 +148,8 @@ def _skewed(n: int, hot_share: float, q: Query) -> list[Event]:
 def test_salting_splits_the_hot_group_and_keeps_the_result(spark: Any, agg: Any) -> None:
     q = Query(-2000, 0, aggregate=agg, join="left")  # one bucket per key: key 0 is one hot group
     events = _skewed(600, 0.7, q)
-    res = spark_oracle(spark, q, events_frame(spark, events, q), SparkOracleOptions(method="salted", replicas=4))
+    res = spark_oracle(spark, q, events_frame(spark, events, q),
+                       SparkOracleOptions(method="salted", replicas=4, salt_from=0))
     try:
         assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2
         assert res.plan["load_balance_factor"] <= 1.2
@@ -172,7 +173,8 @@ def test_the_salting_statistics_take_one_job_when_every_group_is_in_hand(spark: 
         sc.setJobGroup(group, "salting statistics")
         try:
             res = spark_oracle(spark, q, events_frame(spark, events, q),
-                               SparkOracleOptions(method="salted", replicas=4, heavy_groups=m))
+                               SparkOracleOptions(method="salted", replicas=4, heavy_groups=m,
+                                                  salt_from=0))
             try:
                 assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2, res.plan
                 assert_same(res.collect(), want)
@@ -194,6 +196,36 @@ def test_int_and_str_keys_stay_apart(spark: Any) -> None:
     assert got.pairs == [(1, 3)] == run_events(events, q).pairs
 
 
+def test_the_salting_statistics_start_at_salt_from_tuples(spark: Any) -> None:
+    """Below ``salt_from`` tuples the salted join is the bucketed one: no statistics (two jobs fewer), the plan
+    says so, the result the same; at ``salt_from`` the statistics are computed and the hot group split (the
+    negative control: the threshold is where the plan changes, not elsewhere)."""
+    q = Query(-2000, 0)
+    events = _skewed(600, 0.7, q)
+    want = run_events(events, q)
+    n = sum(1 for e in events if isinstance(e, StreamTuple))
+    sc = spark.sparkContext
+    jobs = {}
+    for salt_from in (n + 1, n):
+        sc.setJobGroup(f"oij-salt-from-{salt_from}", "salting threshold")
+        try:
+            res = spark_oracle(spark, q, events_frame(spark, events, q),
+                               SparkOracleOptions(method="salted", replicas=4, salt_from=salt_from))
+            try:
+                assert_same(res.collect(), want)
+                if salt_from > n:
+                    assert res.plan["salting"] == f"skipped: {n} tuples, fewer than {n + 1}", res.plan
+                    assert "salted_groups" not in res.plan
+                else:
+                    assert "salting" not in res.plan and res.plan["salted_groups"] >= 1, res.plan
+            finally:
+                res.release()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        jobs[salt_from] = len(sc.statusTracker().getJobIdsForGroup(f"oij-salt-from-{salt_from}"))
+    assert jobs[n] >= jobs[n + 1] + 1, jobs
+
+
 def test_extreme_timestamps_and_bounds(spark: Any) -> None:
     big = (1 << 62) - 5
     q = Query(-TS_LIMIT, TS_LIMIT, lower_inclusive=False, aggregate="count")
@@ -202,7 +234,8 @@ def test_extreme_timestamps_and_bounds(spark: Any) -> None:
         StreamTuple("base", 4, -big, 0), End(),
     ]
     for m in METHODS:
-        assert_same(run_spark_oracle(spark, q, events, SparkOracleOptions(method=m)), run_events(events, q))
+        got = run_spark_oracle(spark, q, events, SparkOracleOptions(method=m, salt_from=0))
+        assert_same(got, run_events(events, q))
 
 
 def test_parquet_fast_path(spark: Any, tmp_path: Path) -> None:
