@@ -12,8 +12,9 @@ a window's edge.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -156,6 +157,45 @@ def cases(draw: st.DrawFn, features: Iterable[str] | None = None, max_events: in
         encoding = f"mixed:{draw(st.integers(0, 2**16 - 1))}"
     case = _draw_case(draw, claimed, max_events)
     return replace(case, encoding=encoding + text_features(case))
+
+
+@contextlib.contextmanager
+def same_draws_anywhere() -> Iterator[None]:
+    """While open, a seed draws the same cases in any process: Hypothesis's pool of *local constants* is empty.
+
+    Hypothesis (6.131 on) now and then draws a number or string from the constants in the source of the
+    *local* modules that ``sys.modules`` holds (neither the standard library's nor site-packages'), to reach the
+    values the code under test compares with.  A search seeded alike then draws other cases wherever other
+    local modules are imported: in oij's own editable install (oij's modules are local), in a process that
+    imported more of them since its last search (the first choice of :func:`oij.testing._restarts.restart_cases`
+    in a process differed from the second), in a user's test process (their modules).  The kit judges a
+    system that runs apart from it, whose source Hypothesis never sees; its cases must replay from a seed and
+    must be the same cases that ``oij conform`` installed from a wheel draws (where no oij module is local and
+    the pool is empty).  So the kit's draws see the empty pool, as there.
+
+    Reaches into ``hypothesis.internal`` (the only way: Hypothesis has no setting for it); with a Hypothesis
+    that has no such pool, a no-op.  The cache of permitted constants is cleared on the way in and out, as
+    Hypothesis clears it when the pool changes.  Not for threads that draw meanwhile (the kit draws in one).
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # a Hypothesis before local constants
+        yield
+        return
+    real = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if real is None or cache is None:
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = real
+        cache.clear()
 
 
 def text_features(case: Case) -> str:

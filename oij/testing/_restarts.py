@@ -363,7 +363,7 @@ def restart_cases(features: frozenset[str], n: int, seed: int = 0, pool: int = P
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hyp_seed
 
-    from oij.testing._cases import cases
+    from oij.testing._cases import cases, same_draws_anywhere
 
     drawn: list[Case] = []
 
@@ -375,7 +375,8 @@ def restart_cases(features: frozenset[str], n: int, seed: int = 0, pool: int = P
         if case not in drawn:
             drawn.append(case)
 
-    collect()
+    with same_draws_anywhere():
+        collect()
     from oij.testing._case import case_features
     from oij.testing._vectors import interleaved
 

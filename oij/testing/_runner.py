@@ -27,7 +27,7 @@ from oij.spec.batch import Results
 from oij.spec.model import End, Event, Query, StreamTuple
 from oij.spec.profiles import CANONICAL, PROFILES, Profile
 from oij.testing._case import Impl
-from oij.testing._cases import DEFAULT_FEATURES, Case, case_features, cases, exercised
+from oij.testing._cases import DEFAULT_FEATURES, Case, case_features, cases, exercised, same_draws_anywhere
 from oij.testing._edges import compute_edges
 from oij.testing._protocol import ProtocolError, compare, expected_output, parse_output, restrict
 from oij.testing._timeline import render
@@ -439,7 +439,7 @@ def _hypothesis(body: Callable[[Case], None], feats: frozenset[str], seed: int, 
     def prop(case: Case) -> None:
         body(case)
 
-    with reporting.with_reporter(lambda _msg: None):
+    with reporting.with_reporter(lambda _msg: None), same_draws_anywhere():
         prop()
 
 
