@@ -158,34 +158,6 @@ def test_salting_splits_the_hot_group_and_keeps_the_result(spark: Any, agg: Any)
         res.release()
 
 
-def test_the_salting_statistics_take_one_job_when_every_group_is_in_hand(spark: Any) -> None:
-    """Alg. 1's statistics: with at most ``heavy_groups`` (key, bucket) groups, the heaviest ones listed are all
-    of them and no job sums the rest; with more (``heavy_groups=4`` of the 10 groups here), a second job sums
-    them.  Both split the hot group and keep the result (negative control for the count: the second path runs
-    exactly one job more)."""
-    q = Query(-2000, 0)  # one bucket per key: 10 groups, key 0 the hot one
-    events = _skewed(600, 0.7, q)
-    want = run_events(events, q)
-    sc = spark.sparkContext
-    jobs: dict[int | None, int] = {}
-    for m in (None, 4):
-        group = f"oij-salt-{m}"
-        sc.setJobGroup(group, "salting statistics")
-        try:
-            res = spark_oracle(spark, q, events_frame(spark, events, q),
-                               SparkOracleOptions(method="salted", replicas=4, heavy_groups=m,
-                                                  salt_from=0))
-            try:
-                assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2, res.plan
-                assert_same(res.collect(), want)
-            finally:
-                res.release()
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-        jobs[m] = len(sc.statusTracker().getJobIdsForGroup(group))
-    assert jobs[4] == jobs[None] + 1, jobs
-
-
 def test_int_and_str_keys_stay_apart(spark: Any) -> None:
     q = Query(-5, 5)
     events: list[Event] = [
@@ -196,34 +168,46 @@ def test_int_and_str_keys_stay_apart(spark: Any) -> None:
     assert got.pairs == [(1, 3)] == run_events(events, q).pairs
 
 
-def test_the_salting_statistics_start_at_salt_from_tuples(spark: Any) -> None:
-    """Below ``salt_from`` tuples the salted join is the bucketed one: no statistics (two jobs fewer), the plan
-    says so, the result the same; at ``salt_from`` the statistics are computed and the hot group split (the
-    negative control: the threshold is where the plan changes, not elsewhere)."""
-    q = Query(-2000, 0)
+def test_the_salting_statistics_start_at_salt_from_tuples_and_take_one_job_when_every_group_is_in_hand(
+        spark: Any) -> None:
+    """Alg. 1's statistics, on 10 (key, bucket) groups of which key 0 is the hot one, three oracle calls:
+
+    * below ``salt_from`` tuples the salted join is the bucketed one: no statistics, the plan says so;
+    * at ``salt_from`` they are computed and the hot group split; with at most ``heavy_groups`` groups (the
+      default), the heaviest ones listed are all of them and no job sums the rest;
+    * with more (``heavy_groups=4``), a second job sums them.
+
+    Every call keeps the result.  Negative controls for the counts: the threshold is where the plan changes, not
+    elsewhere (one tuple fewer skips them, at least one job fewer), and the second path runs exactly one job
+    more."""
+    q = Query(-2000, 0)  # one bucket per key
     events = _skewed(600, 0.7, q)
     want = run_events(events, q)
     n = sum(1 for e in events if isinstance(e, StreamTuple))
     sc = spark.sparkContext
-    jobs = {}
-    for salt_from in (n + 1, n):
-        sc.setJobGroup(f"oij-salt-from-{salt_from}", "salting threshold")
+    jobs: dict[str, int] = {}
+    for name, salt_from, heavy in (("skipped", n + 1, None), ("all-in-hand", n, None), ("summed", n, 4)):
+        group = f"oij-salt-{name}"
+        sc.setJobGroup(group, "salting statistics")
         try:
             res = spark_oracle(spark, q, events_frame(spark, events, q),
-                               SparkOracleOptions(method="salted", replicas=4, salt_from=salt_from))
+                               SparkOracleOptions(method="salted", replicas=4, heavy_groups=heavy,
+                                                  salt_from=salt_from))
             try:
                 assert_same(res.collect(), want)
-                if salt_from > n:
+                if name == "skipped":
                     assert res.plan["salting"] == f"skipped: {n} tuples, fewer than {n + 1}", res.plan
                     assert "salted_groups" not in res.plan
                 else:
-                    assert "salting" not in res.plan and res.plan["salted_groups"] >= 1, res.plan
+                    assert "salting" not in res.plan, res.plan
+                    assert res.plan["salted_groups"] >= 1 and res.plan["max_salt"] >= 2, res.plan
             finally:
                 res.release()
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
-        jobs[salt_from] = len(sc.statusTracker().getJobIdsForGroup(f"oij-salt-from-{salt_from}"))
-    assert jobs[n] >= jobs[n + 1] + 1, jobs
+        jobs[name] = len(sc.statusTracker().getJobIdsForGroup(group))
+    assert jobs["all-in-hand"] >= jobs["skipped"] + 1, jobs
+    assert jobs["summed"] == jobs["all-in-hand"] + 1, jobs
 
 
 def test_extreme_timestamps_and_bounds(spark: Any) -> None:

@@ -27,11 +27,13 @@ TOY = Path(__file__).parent.parent / "impls" / "toy_oij.py"
 def test_conform_passes_a_correct_implementation_and_fails_a_planted_bug(tmp_path: Path) -> None:
     good, bad = io.StringIO(), io.StringIO()
     base = ConformOptions(max_examples=5, no_vectors=True, replay_out=str(tmp_path / "fail.jsonl"))
-    with forked_commands():  # a process per case, forked (tests/testing/test_restarts.py); the bug's run starts it
+    # a process per case, forked (tests/forking.py): the kit's searches with a real interpreter per case are
+    # kit-power's (tests/bench/test_kit_power.py) and `oij conform` as a command (tests/testing/test_conform.py)
+    with forked_commands():
         assert conform(ConformOptions(**{**base.__dict__, "cmd": (sys.executable, str(TOY))}), good) == 0
+        rc = conform(ConformOptions(**{**base.__dict__, "cmd": ("--", sys.executable, str(TOY), "upper-off-by-one"),
+                                       "max_examples": 200}), bad)
     assert good.getvalue().startswith("conforms: ")
-    rc = conform(ConformOptions(**{**base.__dict__, "cmd": ("--", sys.executable, str(TOY), "upper-off-by-one"),
-                                   "max_examples": 200}), bad)
     assert rc == 1 and "does NOT conform" in bad.getvalue()
     assert (tmp_path / "fail.jsonl").read_text().startswith('{"type":"query"')
 
