@@ -29,6 +29,7 @@ import tempfile
 import time
 from typing import Any
 
+from oij.proctree import run_own_usage
 from oij.spec.batch import Results
 from oij.spec.model import StreamTuple
 
@@ -130,17 +131,12 @@ def _timed(cmd: list[str]) -> tuple[float, float, int]:
 
 
 def timed_rss(cmd: list[str]) -> tuple[float, float, int, int]:
-    """Wall and CPU seconds, the exit code and the peak RSS in bytes of ``cmd`` (``wait4``'s: the process itself
-    and the children it waited for; Spark's JVM, which pyspark does not wait for, is in neither the CPU seconds
-    nor the RSS: they are the driver Python's)."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.stderr is not None:
-        p.stderr.close()
-    return wall, ru.ru_utime + ru.ru_stime, p.returncode, ru.ru_maxrss * 1024
+    """Wall and CPU seconds, the exit code and the peak RSS in bytes of ``cmd`` (``wait4``'s through
+    :func:`oij.proctree.run_own_usage`: the CPU of the process itself and the children it waited for, its own
+    peak; Spark's JVM, which pyspark does not wait for, is in neither the CPU seconds nor the RSS: they are the
+    driver Python's)."""
+    u = run_own_usage(cmd, stdout=subprocess.DEVNULL, capture_stderr=True)
+    return u.wall_s, u.cpu_s, u.returncode, u.peak_rss_kib * 1024
 
 
 def spark_judge_cost(d: str, tuples: int, seed: int = 1, master: str = "local[2]") -> dict[str, Any]:

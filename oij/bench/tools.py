@@ -1,7 +1,8 @@
 """Experiments on the project's own tools: workload generation and the Spark oracle.
 
 ``generate``: ``oij generate`` in a fresh process per run (wall time, CPU
-time and peak RSS of that process, from ``os.wait4``), to Parquet and to
+time and peak RSS of that process, from ``os.wait4`` through
+:func:`oij.proctree.run_own_usage`, so that the peak is the process's own), to Parquet and to
 oij-jsonl, next to rows and bytes written (counted).
 
 ``spark``: judging an output at scale.  For each size (the peers workload as
@@ -31,6 +32,7 @@ import time
 from typing import Any
 
 from oij.bench.experiment import Cell, Context, Experiment, Row, by_size, register
+from oij.proctree import run_own_usage
 
 
 def _gen_cells(size: str) -> list[Cell]:
@@ -44,19 +46,14 @@ def _generate(cell: Cell, ctx: Context) -> Row:
         path = os.path.join(d, f"w.{cell['format']}")
         cmd = [sys.executable, "-m", "oij.cli", "generate", cell["preset"], "-n", str(cell["events"]), "-s", "0",
                "-o", path, "--no-progress"]
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        err = p.stderr.read() if p.stderr else ""
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {err.strip()}")
-        m = re.search(r"wrote (\d+) tuples, (\d+) watermarks \((\d+) events\)", err)
+        u = run_own_usage(cmd, stdout=subprocess.DEVNULL, capture_stderr=True)
+        if u.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {u.returncode}: {u.stderr.strip()}")
+        m = re.search(r"wrote (\d+) tuples, (\d+) watermarks \((\d+) events\)", u.stderr)
         rows = int(m.group(3)) if m else 0
-        return {"wall_s": round(wall, 3), "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
-                "peak_rss_mib": round(ru.ru_maxrss / 1024, 1), "rows_written": rows,
-                "bytes": os.path.getsize(path), "rows_per_s": round(rows / wall)}
+        return {"wall_s": round(u.wall_s, 3), "cpu_s": round(u.cpu_s, 3),
+                "peak_rss_mib": round(u.peak_rss_kib / 1024, 1), "rows_written": rows,
+                "bytes": os.path.getsize(path), "rows_per_s": round(rows / u.wall_s)}
 
 
 def _plot_gen(result: dict[str, Any], fig: Any) -> None:
@@ -107,16 +104,10 @@ lateness 500; about one pair per two tuples."""
 def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
     """Run ``cmd``: (wall s, CPU s of it and the children it waited for, its peak RSS in MiB, stderr); raises
     on a non-zero exit."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    assert p.stderr is not None
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    if rc not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {err.strip()[-500:]}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, err
+    u = run_own_usage(cmd, env=env, stdout=subprocess.DEVNULL, capture_stderr=True)
+    if u.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {u.returncode}: {u.stderr.strip()[-500:]}")
+    return u.wall_s, u.cpu_s, u.peak_rss_kib / 1024, u.stderr
 
 
 def _one_machine(path: str, d: str) -> dict[str, Any]:
