@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -66,90 +65,6 @@ def self_peak_kib() -> int:
     if not peak:
         raise RuntimeError("no VmHWM in /proc/self/status")
     return peak
-
-
-_LAUNCHER = """
-import os, sys
-fd = int(sys.argv[1])
-os.set_inheritable(fd, False)
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(sys.argv[2], sys.argv[2:])
-    except OSError as e:
-        os.write(2, f"{sys.argv[2]}: {e.strerror}\\n".encode())
-    os._exit(127)
-while True:
-    try:
-        _, status, ru = os.wait4(pid, 0)
-        break
-    except InterruptedError:
-        pass
-os.write(fd, f"{status} {ru.ru_utime!r} {ru.ru_stime!r} {ru.ru_maxrss}".encode())
-os._exit(0)
-"""
-"""The launcher of :func:`run_own_usage`: a bare interpreter (``-I -S``, 5 to 7 MiB resident) that forks, execs
-the command and reports ``wait4``'s status and usage of it on the file descriptor it is given."""
-
-
-@dataclass(frozen=True)
-class OwnUsage:
-    """One command's run (:func:`run_own_usage`): wall seconds, CPU seconds of the command and the children it
-    waited for, its own peak resident set in KiB, its exit code (``-N``: killed by signal N) and, when asked
-    for, its standard error."""
-
-    wall_s: float
-    cpu_s: float
-    peak_rss_kib: int
-    returncode: int
-    stderr: str = ""
-
-
-def run_own_usage(argv: list[str], *, env: dict[str, str] | None = None, stdout: int | IO[bytes] | None = None,
-                  capture_stderr: bool = False) -> OwnUsage:
-    """Run ``argv`` to its end and return its own wall time, CPU time and peak RSS.
-
-    ``ru_maxrss`` of a child that ``wait4`` returns is not the child's own peak: Linux keeps the high-water mark
-    of the address space a process had before ``exec``, and a forked child starts with a copy of its parent's
-    (``/bin/true`` started from a Python holding 300 MB reports 314 MB, from a small one 14).  So the command
-    is started by a small launcher (``_LAUNCHER``), whose own small address space is the one copied: the peak
-    reported is the command's own, or the launcher's (5 to 7 MiB) where the command stays below it.
-
-    ``stdout`` is passed to :class:`subprocess.Popen` (``None``: this process's); ``capture_stderr`` reads the
-    command's standard error into the result (else it is this process's).  The command runs in a session of its
-    own; if this call is interrupted, the session is killed before the exception passes on.  Complexity: one
-    extra interpreter start (about 10 ms).
-    """
-    r, w = os.pipe()
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.Popen([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(w), *argv], env=env, stdout=stdout,
-                             stderr=subprocess.PIPE if capture_stderr else None, pass_fds=(w,),
-                             start_new_session=True)
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    try:
-        with os.fdopen(r, "rb") as f:
-            err = p.stderr.read() if p.stderr is not None else b""
-            report = f.read().decode()
-        p.wait()
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        raise
-    finally:
-        if p.stderr is not None:
-            p.stderr.close()
-    wall = time.perf_counter() - t0
-    if p.returncode != 0 or not report:
-        raise RuntimeError(f"the launcher of {' '.join(argv)} exited with status {p.returncode}")
-    status, utime, stime, maxrss = report.split()
-    return OwnUsage(wall, float(utime) + float(stime), int(maxrss), os.waitstatus_to_exitcode(int(status)),
-                    err.decode(errors="replace"))
 
 
 @dataclass
@@ -226,8 +141,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["OwnUsage", "TreePeaks", "descendants", "kib", "measure", "record_rss", "run_own_usage", "self_peak_kib",
-           "tree_rss"]
+__all__ = ["TreePeaks", "descendants", "kib", "measure", "record_rss", "self_peak_kib", "tree_rss"]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from oij.proctree import run_own_usage
+from oij.bench.usage import run_own_usage
 from oij.spec.batch import Results
 from oij.spec.model import StreamTuple
 
@@ -132,7 +132,7 @@ def _timed(cmd: list[str]) -> tuple[float, float, int]:
 
 def timed_rss(cmd: list[str]) -> tuple[float, float, int, int]:
     """Wall and CPU seconds, the exit code and the peak RSS in bytes of ``cmd`` (``wait4``'s through
-    :func:`oij.proctree.run_own_usage`: the CPU of the process itself and the children it waited for, its own
+    :func:`oij.bench.usage.run_own_usage`: the CPU of the process itself and the children it waited for, its own
     peak; Spark's JVM, which pyspark does not wait for, is in neither the CPU seconds nor the RSS: they are the
     driver Python's)."""
     u = run_own_usage(cmd, stdout=subprocess.DEVNULL, capture_stderr=True)

@@ -2,7 +2,7 @@
 
 ``generate``: ``oij generate`` in a fresh process per run (wall time, CPU
 time and peak RSS of that process, from ``os.wait4`` through
-:func:`oij.proctree.run_own_usage`, so that the peak is the process's own), to Parquet and to
+:func:`oij.bench.usage.run_own_usage`, so that the peak is the process's own), to Parquet and to
 oij-jsonl, next to rows and bytes written (counted).
 
 ``spark``: judging an output at scale.  For each size (the peers workload as
@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from oij.bench.experiment import Cell, Context, Experiment, Row, by_size, register
-from oij.proctree import run_own_usage
+from oij.bench.usage import run_own_usage
 
 
 def _gen_cells(size: str) -> list[Cell]:

@@ -1,4 +1,4 @@
-"""``oij.proctree.run_own_usage``: the peak RSS the benches report is the command's own, not its parent's.
+"""``oij.bench.usage.run_own_usage``: the peak RSS the benches report is the command's own, not its parent's.
 
 The negative control is the measurement the benches made before (``os.wait4`` on a child forked straight from a
 large process): it reports at least the parent's resident size, for a command that uses a few MiB.
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from oij.proctree import run_own_usage
+from oij.bench.usage import run_own_usage
 
 MIB = 1024
 HELD = 200  # MiB this test's process holds while it starts the commands
