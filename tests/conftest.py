@@ -74,13 +74,13 @@ def _group(item: pytest.Item) -> str | None:
 
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick",
                  "answers": "flink-ds-session"}
+"""Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py",
                 "tests/spark/test_spark_schedule.py")
 """The Spark tests of the second session group, ``spark-session-2``: the session tests on one worker took about
 as long as the rest of the suite on the other two (the fingerprint and scale tests alone about half of them), so
 they get a second JVM on another worker (about 12 CPU-seconds to start) and the two halves run side by side."""
-"""Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -68,7 +68,7 @@ def run_own_usage(argv: list[str], *, env: dict[str, str] | None = None, stdout:
     """Run ``argv`` to its end through the launcher (module docstring) and return its own wall time, CPU time
     (the command's and its waited-for children's) and peak RSS.
 
-    ``stdout`` is passed to :class:`subprocess.Popen` (``None``: this process's); ``capture_stderr`` reads the
+    ``stdout`` is passed to ``subprocess.Popen`` (``None``: this process's); ``capture_stderr`` reads the
     command's standard error into the result (else it is this process's).  The command runs in a session of its
     own; if this call is interrupted, the session is killed before the exception passes on.  Complexity: one
     extra interpreter start (about 10 ms).
