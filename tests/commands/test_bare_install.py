@@ -2,11 +2,11 @@
 
 CI installs ``.[dev,flink]``, which hides a runtime import that only an extra provides (the conformance kit
 once needed Hypothesis from ``dev``: ``oij conform``, ``vectors``, ``explain`` and ``adapter`` died with
-ModuleNotFoundError).  So this module takes a fresh virtual environment (no system site packages) with the
-project installed into it non-editable (a copy of the tree, so a missing package data file shows up too and no
-``build/`` lands in the work tree; tests/bare_env.py builds it, here or ahead of the tests in ``.ci/run``), and
-runs the happy path of every command once with that environment's ``oij``, from a directory outside the tree.
-The Flink adapter is the ``[flink]`` extra: without it, it must say so in one line.
+ModuleNotFoundError).  So this module builds a fresh virtual environment (no system site packages), installs
+the project into it non-editable (a copy of the tree, so a missing package data file shows up too and no
+``build/`` lands in the work tree), and runs the happy path of every command once with that environment's
+``oij``, from a directory outside the tree.  The Flink adapter is the ``[flink]`` extra: without it, it must
+say so in one line.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,13 +25,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.bare_env import bare_env, build, prebuilt
-
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "tests" / "impls" / "toy_oij.py"
 
 # building the environment (about half a minute from pip's cache) is charged to the first test
 pytestmark = pytest.mark.timeout(900)
+
+# left out of the copy: version control, environments, caches and build output
+IGNORED = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis",
+                                 ".mypy_cache", ".ruff_cache", ".pytest_cache", ".import_linter_cache", "_build",
+                                 "spark-warehouse", "metastore_db", "prove-out", "oij-check")
+
 
 @dataclass(frozen=True)
 class Bare:
@@ -58,21 +64,26 @@ class Bare:
 
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bare]:
-    """The bare environment (tests/bare_env.py): the one ``.ci/run`` built ahead of the tests, if it was built
-    from the tree as it is now, else one built here (and removed after the module)."""
     tmp = tmp_path_factory.mktemp("bare-install")
-    work = tmp / "work"
-    ahead = os.environ.get("OIJ_TEST_BARE_ENV")
-    found = prebuilt(Path(ahead) if ahead else None)
-    if found is not None:
-        work.mkdir()
-        venv, seconds = found
-        yield Bare(venv, work, bare_env(venv), seconds)
-        return
-    seconds = build(tmp, work)
-    yield Bare(tmp / "venv", work, bare_env(tmp / "venv"), seconds)
-    shutil.rmtree(tmp / "venv", ignore_errors=True)  # ~1 GB (pyspark); the outputs in work/ stay for a look
-    shutil.rmtree(tmp / "src", ignore_errors=True)
+    src, venv, work = tmp / "src", tmp / "venv", tmp / "work"
+    shutil.copytree(ROOT, src, ignore=IGNORED)
+    work.mkdir()
+    # (and not the test suite's Spark options, tests/conftest.py: `oij check` here runs on Spark's defaults)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYSPARK_SUBMIT_ARGS")}
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, env=env)
+    # --no-compile: the same install, without byte-compiling about 1 GB of dependencies up front (Python compiles
+    # what a command imports when it imports it)
+    p = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", str(src)],
+                       env=env, cwd=work, capture_output=True, text=True, timeout=780, check=False)
+    assert p.returncode == 0, f"pip install . failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    yield Bare(venv, work, env, time.monotonic() - t0)
+    shutil.rmtree(venv, ignore_errors=True)  # ~1 GB (pyspark); the outputs in work/ stay for a look after a failure
+    shutil.rmtree(src, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -94,26 +105,6 @@ def test_the_environment_is_bare_and_oij_comes_from_it(bare: Bare) -> None:
     assert Path(where).is_relative_to(bare.venv) and in_venv == "True", p.stdout  # the installed copy, not the tree
     assert no_extras == "True True", "a dev or flink extra leaked into the bare environment"
     assert bare.run("--version").stdout.strip()
-
-
-def test_a_prebuilt_environment_is_taken_only_when_built_from_this_tree(tmp_path: Path) -> None:
-    """``.ci/run``'s environment built ahead is taken when its ``ready.json`` names this tree's digest and its
-    ``oij`` exists; one built from another tree (a digest off by one character), an unfinished one (no
-    ``ready.json``) or one without ``oij`` is not."""
-    from tests.bare_env import tree_digest
-
-    oij = tmp_path / "venv" / "bin" / "oij"
-    oij.parent.mkdir(parents=True)
-    assert prebuilt(tmp_path) is None and prebuilt(None) is None
-    digest = tree_digest()
-    other = digest[:-1] + ("0" if digest[-1] != "0" else "1")
-    (tmp_path / "ready.json").write_text(json.dumps({"tree": other, "seconds": 20.5}))
-    oij.touch()
-    assert prebuilt(tmp_path) is None
-    (tmp_path / "ready.json").write_text(json.dumps({"tree": digest, "seconds": 20.5}))
-    assert prebuilt(tmp_path) == (tmp_path / "venv", 20.5)
-    oij.unlink()
-    assert prebuilt(tmp_path) is None
 
 
 def installed_layout(files: list[str]) -> tuple[set[str], set[str]]:
