@@ -27,8 +27,13 @@ from .procs import alive, segments, shm_entries, shm_left
 # Every JVM the tests start (the Spark sessions and clusters, PyFlink's gateway, the Flink and Spark programs the
 # adapters run) lives seconds to minutes and is judged on its output, never on its speed: C1 only and the serial
 # collector start it with a fraction of the CPU that C2 and G1 warm up with (a 1,000-event `oij check` on Spark:
-# 32 CPU-seconds with the defaults, 17 with these), and the test command is short of CPU on two cores.  Each JVM
-# says "Picked up JAVA_TOOL_OPTIONS" on stderr.  A value already in the environment is kept.
+# 32 CPU-seconds with the defaults, 17 with these), and the test command is short of CPU on two cores.  C1 alone
+# also shrinks the code cache the JVM reserves from 240 MB to 48 MB, which Spark's long-lived session JVM fills:
+# the JVM then flushes compiled methods, runs them interpreted and compiles them again.  The code cache is set back
+# to 256 MB: the 98 tests of the two session JVMs, on two workers, took 375.1 CPU-seconds with 48 MB (of the JVMs'
+# threads, the code cache's sweeper 17.2 and the compiler 33.5), 322.0 with 256 MB (0 and 17.6;
+# tests/cost-history.md, session 27).  Each JVM says "Picked up JAVA_TOOL_OPTIONS" on stderr.  A value already in
+# the environment is kept.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm_archive.JVM_OPTS)
 # Every Spark JVM the tests start (the session below, and those of the commands and adapters they run) computes
 # frames of a few hundred rows: there, compiling each query's Java code (whole-stage codegen, then Janino) costs

@@ -39,7 +39,7 @@ from pathlib import Path
 QUIET = "-Xlog:cds*=off"
 """The JVM's CDS messages (an archive that does not match, classes it skipped while dumping) off its stdout."""
 
-JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
 """tests/conftest.py's default ``JAVA_TOOL_OPTIONS`` (it says why); an archive is added to it, to no other."""
 
 _USER_OPTS = os.environ.get("JAVA_TOOL_OPTIONS", JVM_OPTS) != JVM_OPTS
