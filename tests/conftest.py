@@ -39,9 +39,15 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm_archive.JVM_OPTS)
 # frames of a few hundred rows: there, compiling each query's Java code (whole-stage codegen, then Janino) costs
 # more than interpreting its expressions.  Spark's own suites run both modes and hold them to the same answers;
 # `oij check` keeps codegen (the bare-install test runs it so, on Spark's defaults).  Measured on
-# tests/spark/test_spark.py alone: 58 CPU-seconds of the session's JVM with codegen, 43 without.
+# tests/spark/test_spark.py alone: 58 CPU-seconds of the session's JVM with codegen, 43 without.  And each sort or
+# aggregation task takes its memory in pages that Spark sizes from the heap (32 MB for the session's 2 GB on two
+# cores), on the heap and zeroed for a few hundred rows: the session's heap grew to its 2 GB, with a full
+# collection every two to three seconds.  With 1 MB pages it stays under 400 MB, and the collector's thread takes
+# half the CPU (the session groups' 98 tests on two workers: 11.9 and 12.2 CPU-seconds against 18.3 and 18.6);
+# the tests' CPU in all is the same within the noise (325.9 and 342.8 against 322.0 and 327.8; tests/cost-history.md,
+# session 27): kept for the memory, 1.6 GB less per session JVM.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false "
-                      "--conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell")
+                      "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.buffer.pageSize=1m pyspark-shell")
 
 
 def _group(item: pytest.Item) -> str | None:
