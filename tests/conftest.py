@@ -4,6 +4,7 @@ guard for the first two), and the tests' JVM options."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 # numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while: about 0.06 CPU-seconds
@@ -275,6 +276,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every object alive once the tests are collected (the modules of oij, numpy, Hypothesis, pytest; the test
+    modules) moved out of reach of Python's cyclic collector: each full collection of a worker walked them all
+    again, hundreds of times in a run.  The run's three workers spent 32 CPU-seconds in full collections (warm
+    `.ci/run` pytest line, timed by ``gc.callbacks``); the fast loop's 6.9, and 2.6 with them frozen
+    (tests/cost-history.md, session 27).  Garbage is collected first, so none is kept; what the tests create
+    later is collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
