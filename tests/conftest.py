@@ -282,7 +282,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Every object alive once the tests are collected (the modules of oij, numpy, Hypothesis, pytest; the test
     modules) moved out of reach of Python's cyclic collector: each full collection of a worker walked them all
     again, hundreds of times in a run.  The run's three workers spent 32 CPU-seconds in full collections (warm
-    `.ci/run` pytest line, timed by ``gc.callbacks``); the fast loop's 6.9, and 2.6 with them frozen
+    `.ci/run` pytest line, timed by ``gc.callbacks``); the fast loop's 6.9, and 2.6 and 3.8 with them frozen
     (tests/cost-history.md, session 27).  Garbage is collected first, so none is kept; what the tests create
     later is collected as before."""
     gc.collect()
