@@ -31,12 +31,16 @@ What the kit judges is what the sink holds, as a downstream reader would read it
 
 Resources: the SparkSession's JVM is a child of this process, in its process group (a SIGKILL of the group,
 as the kit sends, ends both); the query is stopped and the session closed on a normal exit.  Every file lives
-in the caller's state directory, which this module never removes.
+in the caller's state directory, which this module never removes, except ``STATE/tmp``: the session's
+``spark.local.dir`` and the JVM's ``java.io.tmpdir`` (block manager, pyspark's and Spark's temporary
+directories, extracted native libraries), emptied at each start.  Spark removes them at a normal stop; a killed
+incarnation leaves them, and the next one removes them.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -117,7 +121,8 @@ def run_restart(req: RestartRequest, policy: str = "min") -> int:
     """One incarnation of the restart protocol on Spark (module docstring); 0 after the end line.
 
     Requires: the case within the ``spark-ss`` adapter's features (else exit 2 with one line, through
-    :class:`InputError`).  Changes: ``STATE/in``, ``STATE/chk`` (Spark's), ``STATE/out``, ``STATE/ledger``.
+    :class:`InputError`).  Changes: ``STATE/in``, ``STATE/chk`` (Spark's), ``STATE/out``, ``STATE/ledger``,
+    ``STATE/tmp``.
     Emits: the sink's new rows as they enter it, a checkpoint line after each committed micro-batch.
     """
     req.unknown_options(["sink"])
@@ -135,10 +140,14 @@ def run_restart(req: RestartRequest, policy: str = "min") -> int:
     out.rows(sink.after(epoch))  # what the sink holds beyond the last checkpoint the kit saw
     t0 = os.stat(r.path("query.json")).st_mtime
 
+    tmp = r.path("tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # what a killed incarnation's JVM left
+    os.makedirs(tmp)
+
     from oij.spark.session import spark_session
 
     spark: Any = spark_session(req.master or "local[1]", app_name="oij-restart", driver_memory="1g",
-                               conf=spark_conf(policy))
+                               conf=spark_conf(policy), tmp_dir=tmp)
     query = None
     try:
         def to_sink(df: Any, b: int) -> None:

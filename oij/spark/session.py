@@ -106,6 +106,7 @@ def spark_session(
     executor_memory: str | None = None,
     shuffle_partitions: int | None = None,
     conf: dict[str, Any] | None = None,
+    tmp_dir: str | None = None,
 ) -> Any:
     """A SparkSession for oij: Java checked first, UI off, logging at ERROR, console progress bar off.
 
@@ -116,6 +117,11 @@ def spark_session(
     already exists in this process it is returned unchanged (one JVM per
     process: the driver memory and master are fixed at the first call).  Either way its JVM handle keeps the
     classes and methods it looks up (:func:`oij.spark.handles.cache_lookups`).
+
+    ``tmp_dir``: a directory for every file the session writes outside its output (Spark's ``spark.local.dir``:
+    block manager, shuffle and pyspark's temporary directories; the JVMs' ``java.io.tmpdir``: extracted native
+    libraries, artifacts).  Spark removes them at a normal stop, from a shutdown hook; a SIGKILLed driver leaves
+    them, so a caller that can be killed passes a directory it empties itself.  ``None`` keeps /tmp.
     """
     from pyspark.sql import SparkSession
 
@@ -130,6 +136,8 @@ def spark_session(
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_opt = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    if tmp_dir is not None:
+        log_opt += f' "-Djava.io.tmpdir={tmp_dir}"'  # quoted: Spark splits the options as a shell would
     b = SparkSession.builder.appName(app_name)
     if master is not None:
         b = b.master(master)
@@ -150,6 +158,8 @@ def spark_session(
     }
     if executor_memory is not None:
         settings["spark.executor.memory"] = executor_memory
+    if tmp_dir is not None:
+        settings["spark.local.dir"] = tmp_dir
     if shuffle_partitions is None and master is not None and master.startswith("local"):
         shuffle_partitions = 4 * (os.cpu_count() or 2)
     if shuffle_partitions is not None:

@@ -9,10 +9,12 @@ JVM (about 10 s here), so the cases are small and the plans few.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from oij.spec.model import End, Query, StreamTuple
@@ -20,7 +22,7 @@ from oij.spec.profiles import get_profile
 from oij.spec.recovery import Checkpoint
 
 from oij.adapters import get_adapter, restart_command
-from oij.testing import Case, expected_output
+from oij.testing import Case, _restarts, expected_output
 from oij.testing._restarts import KillPoint, parse_line, run_plan
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -48,14 +50,29 @@ def _rows(case: Case) -> Counter[object]:
     return Counter([("pair", *x) for x in res.pairs])
 
 
-def test_the_idempotent_sink_is_exactly_once_across_a_kill_mid_batch_then_one_between_batches() -> None:
+def test_the_idempotent_sink_is_exactly_once_across_a_kill_mid_batch_then_one_between_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """One run of three incarnations (each a JVM): the first killed on its first result row, inside a
     micro-batch; the second, restarted from the checkpoint, killed after its second event, between batches; the
     third finishes.  What the sink holds at the end is the profile's rows, each once (the case's spark-ss rows,
     with the pair (1, 5) that only Spark's lagged watermark keeps, not the canonical rows), and each micro-batch
     (one per event) was checkpointed once, by the incarnation that ran it.  (The same run answers what a clean run
-    answered in a JVM of its own: the last incarnation runs from its checkpoint to the end unkilled.)"""
+    answered in a JVM of its own: the last incarnation runs from its checkpoint to the end unkilled.)
+
+    What a killed driver leaves (its block manager, Spark's and pyspark's temporary directories) is in the
+    state directory's ``tmp/``, not in /tmp, and the next incarnation removes it: the names ``tmp/`` held after
+    each incarnation, read by a wrapper around the kit's incarnation runner."""
     assert ("pair", 1, 5) in _rows(CASE) and _rows(CASE) != Counter(("pair", *x) for x in expected_output(CASE).pairs)
+    left: list[set[str]] = []
+    run_one = _restarts.run_incarnation
+
+    def run_and_list(argv: Any, lines: Any, start: int, state_dir: str, *rest: Any) -> Any:
+        inc = run_one(argv, lines, start, state_dir, *rest)
+        tmp = os.path.join(state_dir, "tmp")
+        left.append(set(os.listdir(tmp)) if os.path.isdir(tmp) else set())
+        return inc
+
+    monkeypatch.setattr(_restarts, "run_incarnation", run_and_list)
     plan = (KillPoint("row", 1), KillPoint("fed", 2))
     run = run_plan(restart_command(get_adapter("spark-ss")), CASE, plan, SPARK, TIMEOUT, quiet=60.0)
     assert run.problem is None, run.problem
@@ -64,6 +81,10 @@ def test_the_idempotent_sink_is_exactly_once_across_a_kill_mid_batch_then_one_be
     marks = [x.events for inc in run.incarnations for x in inc.output if isinstance(x, Checkpoint)]
     assert marks == [1, 2, 3, 4, 5], "\n".join(run.timeline())
     assert run.incarnations[-1].exit_code == 0, "\n".join(run.timeline())
+    assert len(left) == 3
+    for killed, after in itertools.pairwise(left):
+        assert any(n.startswith("blockmgr-") for n in killed), left  # the killed JVM wrote here, not in /tmp
+        assert not killed & after, left  # and the next incarnation emptied it
 
 
 # the negative control's case: CASE's first two tuples, whose pair is its first row (a micro-batch per tuple:
