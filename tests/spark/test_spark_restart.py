@@ -21,8 +21,9 @@ from oij.spec.model import End, Query, StreamTuple
 from oij.spec.profiles import get_profile
 from oij.spec.recovery import Checkpoint
 
+import oij.testing._restarts as kit_restarts
 from oij.adapters import get_adapter, restart_command
-from oij.testing import Case, _restarts, expected_output
+from oij.testing import Case, expected_output
 from oij.testing._restarts import KillPoint, parse_line, run_plan
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -64,7 +65,7 @@ def test_the_idempotent_sink_is_exactly_once_across_a_kill_mid_batch_then_one_be
     each incarnation, read by a wrapper around the kit's incarnation runner."""
     assert ("pair", 1, 5) in _rows(CASE) and _rows(CASE) != Counter(("pair", *x) for x in expected_output(CASE).pairs)
     left: list[set[str]] = []
-    run_one = _restarts.run_incarnation
+    run_one = kit_restarts.run_incarnation
 
     def run_and_list(argv: Any, lines: Any, start: int, state_dir: str, *rest: Any) -> Any:
         inc = run_one(argv, lines, start, state_dir, *rest)
@@ -72,7 +73,7 @@ def test_the_idempotent_sink_is_exactly_once_across_a_kill_mid_batch_then_one_be
         left.append(set(os.listdir(tmp)) if os.path.isdir(tmp) else set())
         return inc
 
-    monkeypatch.setattr(_restarts, "run_incarnation", run_and_list)
+    monkeypatch.setattr(kit_restarts, "run_incarnation", run_and_list)
     plan = (KillPoint("row", 1), KillPoint("fed", 2))
     run = run_plan(restart_command(get_adapter("spark-ss")), CASE, plan, SPARK, TIMEOUT, quiet=60.0)
     assert run.problem is None, run.problem
