@@ -57,8 +57,11 @@ def _group(item: pytest.Item) -> str | None:
     * ``spark-session``: every test that runs Spark in its own process: on the session-scoped ``spark``
       fixture, or marked ``spark_session`` (test_check_got.py's, which take it through
       ``request.getfixturevalue`` or run ``oij check`` in-process).  One worker starts one JVM for all of them
-      (a JVM per worker would start one on every worker); but the files of :data:`SECOND_SPARK` are the group
-      ``spark-session-2``, a second JVM on another worker, so that the longest chain of the run is halved.
+      (a JVM per worker would start one on every worker).  Until session 28 a third of them were a second group
+      on a second JVM, to halve the longest chain; since the JVM's code cache stopped thrashing (session 27) one
+      chain is short enough: the warm pytest line took 962.5 CPU-seconds and 504 s with one group, 1,018.7 and
+      534 s with two, one run each, in turn (tests/cost-history.md, session 28).  xdist hands out the largest
+      group first, so the chain starts with the run.
     * ``flink-gateway``: the tests marked ``flink_gateway``, which drive Flink SQL through PyFlink in their own
       process (test_flink_adapter.py): PyFlink's gateway JVM lives until the process exits, so one per run.
     * ``kit-power``: the tests on the session-scoped accum recording (kit-power's recording: a process pair per
@@ -72,8 +75,7 @@ def _group(item: pytest.Item) -> str | None:
     """
     names = getattr(item, "fixturenames", ())
     if "spark" in names or item.get_closest_marker("spark_session") is not None:
-        rel = Path(str(item.path)).as_posix()
-        return "spark-session-2" if any(rel.endswith(f) for f in SECOND_SPARK) else "spark-session"
+        return "spark-session"
     if item.get_closest_marker("flink_gateway") is not None:
         return "flink-gateway"
     if "accum_recording" in names:
@@ -87,13 +89,6 @@ def _group(item: pytest.Item) -> str | None:
 MODULE_BUILDS = {"bare": "bare-install", "built": "docs-build", "quick_results": "bench-quick",
                  "answers": "flink-ds-session"}
 """Expensive module-scoped fixtures, by name, and the xdist group that keeps their tests on one worker."""
-
-SECOND_SPARK = ("tests/spark/test_spark_fingerprint.py", "tests/spark/test_spark_scale.py",
-                "tests/spark/test_spark_schedule.py")
-"""The Spark tests of the second session group, ``spark-session-2``: the session tests on one worker took about
-as long as the rest of the suite on the other two (the fingerprint and scale tests alone about half of them), so
-they get a second JVM on another worker (about 12 CPU-seconds to start) and the two halves run side by side."""
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cpu-report", metavar="FILE", default=None,
