@@ -315,6 +315,17 @@ def _differences(diffs: Any, first: int) -> ResultComparison:
     return c
 
 
+def _compared(ref: Any, eng: Any, tol: float, first: int) -> ResultComparison:
+    """:func:`_differences` of :func:`_diff_frame` (kept on the executors while both of its queries read it)."""
+    from pyspark import StorageLevel
+
+    diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _differences(diffs, first)
+    finally:
+        diffs.unpersist()
+
+
 def compare_frames(
     spark: Any, results_dir: str, reference: str, engines: list[str], tol: float = TOLERANCE, first: int = 10
 ) -> dict[str, ResultComparison]:
@@ -327,8 +338,6 @@ def compare_frames(
     An engine remembered with its fingerprints (:func:`oij.spark.got.read_got_spark`) is compared by them, and
     its rows are written only when it differs (:func:`write_remembered`).
     """
-    from pyspark import StorageLevel
-
     from oij.spark import fingerprint as fp
 
     cells = tol >= fp.MIN_TOLERANCE
@@ -353,13 +362,8 @@ def compare_frames(
         if not b:
             out[name] = ResultComparison()
             continue
-        ref = fp.in_buckets(ref_all, b)
-        eng = fp.in_buckets(_partition(spark, results_dir, name), b)
-        diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            out[name] = _differences(diffs, first)
-        finally:
-            diffs.unpersist()
+        out[name] = _compared(fp.in_buckets(ref_all, b), fp.in_buckets(_partition(spark, results_dir, name), b),
+                              tol, first)
     return out
 
 
@@ -368,15 +372,8 @@ def compare_frames_by_rows(
 ) -> dict[str, ResultComparison]:
     """:func:`compare_frames` without fingerprints: every row of both sides through ``_diff_frame`` (the
     definition the fingerprint path is tested against)."""
-    from pyspark import StorageLevel
-
     ref = reference_rows(spark, results_dir, reference)
     out: dict[str, ResultComparison] = {}
     for name in engines:
-        eng = reference_rows(spark, results_dir, name)
-        diffs = _diff_frame(ref, eng, tol).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            out[name] = _differences(diffs, first)
-        finally:
-            diffs.unpersist()
+        out[name] = _compared(ref, reference_rows(spark, results_dir, name), tol, first)
     return out

@@ -307,6 +307,16 @@ def range_lines(path: str, start: int, end: int, size: int) -> bytes:
         return f.read(b - a)
 
 
+def _range_table(path: str, span: tuple[int, int], size: int, cols: dict[str, str]) -> Any | None:
+    """:func:`parse_lines` of :func:`range_lines`: the rows of the lines of ``path`` that start in ``span`` =
+    ``[start, end)``, or None when it cannot vouch for them (a line off the fast path, or the file not where the driver
+    saw it)."""
+    try:
+        return parse_lines(range_lines(path, *span, size), cols)
+    except OSError:  # the file is not where the driver saw it (a cluster without shared storage)
+        return None
+
+
 def _parse_ranges(path: str, spans: list[tuple[int, int]], size: int,
                   cols: dict[str, str]) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: for each range index of its input, that range's rows (or one ``_bad`` row)."""
@@ -317,11 +327,7 @@ def _parse_ranges(path: str, spans: list[tuple[int, int]], size: int,
 
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                start, end = spans[i]
-                try:
-                    tb = parse_lines(range_lines(path, start, end, size), cols)
-                except OSError:  # the file is not where the driver saw it (a cluster without shared storage)
-                    tb = None
+                tb = _range_table(path, spans[i], size, cols)
                 if tb is None:
                     yield pa.RecordBatch.from_pylist([{"_bad": True}], schema=_out_schema())
                     continue
@@ -345,11 +351,7 @@ def _print_ranges(path: str, spans: list[tuple[int, int]], size: int,
         names = ["bucket", "n", "s0", "s1", "s2", "s3", "s4", "s5"]
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                start, end = spans[i]
-                try:
-                    tb = parse_lines(range_lines(path, start, end, size), cols)
-                except OSError:  # the file is not where the driver saw it (a cluster without shared storage)
-                    tb = None
+                tb = _range_table(path, spans[i], size, cols)
                 if tb is None:
                     yield pa.RecordBatch.from_pylist([{"bucket": -1, **{c: 1 for c in names[1:]}}],
                                                      schema=_prints_schema())

@@ -291,13 +291,44 @@ _NONE = -(1 << 63)
 """The running maximum of a channel with no contribution yet (-inf): below every ts (|ts| <= 2^62)."""
 
 
+def _w_rows(n: int, lateness: int | None) -> Any:
+    """A function ``arrive(batch, run)`` -> ``(w, none, ms)``: the watermark at each row's arrival in one Arrow
+    batch of consecutive positions.  ``run`` holds the maximum of each contribution ``_c<c>`` over every earlier
+    position (``_NONE``: none); ``arrive`` advances it past the batch, in place.  Per row, m_c is channel c's
+    exclusive running maximum (the maximum before the row), W = m_0 - lateness or W = min_c m_c, ``none`` where
+    W is -inf (``w`` then 0), ``ms`` the m_c, an array per channel.  Both scans call it; a closure, as
+    :func:`_w_walk` is, so that Spark pickles it by value."""
+    none_mark = _NONE
+
+    def arrive(b: Any, run: Any) -> tuple[Any, Any, list[Any]]:
+        import numpy as np
+
+        ms = []
+        for c in range(n):
+            v = b.column(f"_c{c}").to_numpy()
+            inc = np.maximum.accumulate(np.maximum(v, run[c]))
+            exc = np.empty_like(inc)
+            exc[0] = run[c]
+            exc[1:] = inc[:-1]
+            run[c] = inc[-1]
+            ms.append(exc)
+        if lateness is not None:
+            none = ms[0] == none_mark
+            return np.where(none, 0, ms[0] - lateness), none, ms
+        low = np.minimum.reduce(ms) if n > 1 else ms[0]
+        none = low == none_mark
+        return np.where(none, 0, low), none, ms
+
+    return arrive
+
+
 def _w_walk(n: int, firsts: list[int], carries: list[list[int]], lateness: int | None) -> Any:
     """A function ``walk(batches)`` that yields ``(batch, w, none)`` for each non-empty Arrow batch of one
     partition: the watermark at each row's arrival (``none``: -inf, ``w`` then 0).  A partition holds consecutive
     positions ``firsts[i] ..``; ``carries[i]`` is the maximum of each contribution ``_c<c>`` over every earlier
     position (``_NONE``: none).  Shared by both scans; a closure, so that Spark pickles it by value (executors
     need only numpy, not oij)."""
-    none_mark = _NONE
+    arrive = _w_rows(n, lateness)
 
     def walk(batches: Any) -> Any:
         import bisect
@@ -320,22 +351,7 @@ def _w_walk(n: int, firsts: list[int], carries: list[list[int]], lateness: int |
             if not np.array_equal(pos, np.arange(expect, expect + len(pos), dtype=np.int64)):
                 raise RuntimeError("oij: a partition's positions are not consecutive on the second scan")
             expect += len(pos)
-            ms = []
-            for c in range(n):
-                v = b.column(f"_c{c}").to_numpy()
-                inc = np.maximum.accumulate(np.maximum(v, run[c]))
-                exc = np.empty_like(inc)
-                exc[0] = run[c]
-                exc[1:] = inc[:-1]
-                run[c] = inc[-1]
-                ms.append(exc)
-            if lateness is not None:
-                none = ms[0] == none_mark
-                w = np.where(none, 0, ms[0] - lateness)
-            else:
-                lo = np.minimum.reduce(ms) if n > 1 else ms[0]
-                none = lo == none_mark
-                w = np.where(none, 0, lo)
+            w, none, _ = arrive(b, run)
             yield b, w, none
 
     return walk
@@ -558,6 +574,7 @@ def _one_pass(n: int, lateness: int | None, rules: int, frac: float, tail: int, 
     each contribution, the ids' summary of :func:`ids_verdict`, the rules' first rows and the candidates'
     count and largest ts kept."""
     none_mark = _NONE
+    arrive = _w_rows(n, lateness)
 
     def scan(batches: Any) -> Any:
         import numpy as np
@@ -629,22 +646,7 @@ def _one_pass(n: int, lateness: int | None, rules: int, frac: float, tail: int, 
             t = b.column("_t").to_numpy(zero_copy_only=False)
             ts = b.column("ts").to_numpy()
             tuples += int(np.count_nonzero(t))
-            ms = []
-            for c in range(n):
-                v = b.column(f"_c{c}").to_numpy()
-                inc = np.maximum.accumulate(np.maximum(v, run[c]))
-                exc = np.empty_like(inc)
-                exc[0] = run[c]
-                exc[1:] = inc[:-1]
-                run[c] = inc[-1]
-                ms.append(exc)
-            if lateness is not None:
-                none = ms[0] == none_mark
-                w = np.where(none, 0, ms[0] - lateness)
-            else:
-                low = np.minimum.reduce(ms) if n > 1 else ms[0]
-                none = low == none_mark
-                w = np.where(none, 0, low)
+            w, none, ms = arrive(b, run)
             late = t & ~none & (ts < w)
             k = int(np.count_nonzero(late))
             if k:
