@@ -43,7 +43,11 @@ interval join is inner only), no aggregates, no joining conditions.
 
 Resources: ``run_case`` writes the case to a temporary directory it removes;
 the JVM is a child process, killed on timeout.  A ``Session`` owns its
-JVM child and its stderr file until ``close`` (or ``with Session() as s``).
+JVM child, its stderr file and a temporary directory until ``close`` (or
+``with Session() as s``), which removes them.  Each JVM's ``java.io.tmpdir``
+is such a directory (:func:`in_tmp`): a JVM killed on a timeout or at the
+interpreter's exit leaves Flink's files (its RPC jar, 24 MB) there, and they
+go with it.
 """
 
 from __future__ import annotations
@@ -129,8 +133,10 @@ def run_case(q: Query, events: Sequence[Event], pace_ms: int = PACE_MS, timeout:
     with tempfile.TemporaryDirectory(prefix="oij-flink-ds-") as d:
         path = Path(d) / "case.txt"
         path.write_text(case_text(q, events))
-        p = subprocess.run([*cmd, str(path), str(pace_ms)], capture_output=True, text=True, timeout=timeout,
-                           check=False)
+        tmp = Path(d) / "tmp"
+        tmp.mkdir()
+        p = subprocess.run([*in_tmp(cmd, str(tmp)), str(path), str(pace_ms)], capture_output=True, text=True,
+                           timeout=timeout, check=False)
     if p.returncode != 0:
         tail = " | ".join(p.stderr.strip().splitlines()[-3:])
         raise RuntimeError(f"the Flink DataStream job failed (exit {p.returncode}): {tail}")
@@ -156,9 +162,16 @@ CLOSE_WAIT = 30.0
 """Seconds :meth:`Session.close` waits for the JVM to exit after its stdin is closed, before killing it."""
 
 
-def _stop(proc: subprocess.Popen[str], wait: float) -> None:
+def in_tmp(cmd: list[str], tmp: str) -> list[str]:
+    """``cmd`` (``java ...``) with ``tmp`` as the JVM's ``java.io.tmpdir``, and so as the MiniCluster's
+    ``io.tmp.dirs``, web upload and RPC jar directory: a JVM killed before its shutdown hooks ran leaves its files
+    (about 24 MB) there, not in the system's temporary directory."""
+    return [cmd[0], f"-Djava.io.tmpdir={tmp}", *cmd[1:]]
+
+
+def _stop(proc: subprocess.Popen[str], wait: float, tmp: str | None = None) -> None:
     """End ``proc``: close its stdin (the session's EOF), wait up to ``wait`` seconds, kill it if still running,
-    and reap it.  Safe to call twice."""
+    and reap it; then remove ``tmp``, its temporary directory.  Safe to call twice."""
     if proc.stdin is not None and not proc.stdin.closed:
         with contextlib.suppress(OSError):  # it has gone already: the pipe is broken
             proc.stdin.close()
@@ -169,6 +182,8 @@ def _stop(proc: subprocess.Popen[str], wait: float) -> None:
         proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Session:
@@ -179,17 +194,19 @@ class Session:
     """
 
     def __init__(self, pace_ms: int = PACE_MS) -> None:
-        cmd = [*command(), "--session", str(pace_ms)]
+        self._tmp = tempfile.mkdtemp(prefix="oij-flink-ds-")
+        cmd = [*in_tmp(command(), self._tmp), "--session", str(pace_ms)]
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix="oij-flink-ds-")  # noqa: SIM115 (closed by close)
         try:
             self._proc: subprocess.Popen[str] = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         except BaseException:
             self._stderr.close()
+            shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self._cmd = cmd
         # the child never outlives a Session that is dropped without close(), nor the interpreter
-        self._finalizer = weakref.finalize(self, _stop, self._proc, 0.0)
+        self._finalizer = weakref.finalize(self, _stop, self._proc, 0.0, self._tmp)
 
     @property
     def pid(self) -> int:
@@ -267,7 +284,7 @@ class Session:
     def _end(self, wait: float) -> None:
         """Stop the JVM (waiting ``wait`` s for it to exit by itself, then killing it) and remove the stderr file."""
         if self._finalizer.detach() is not None:
-            _stop(self._proc, wait)
+            _stop(self._proc, wait, self._tmp)
         self._stderr.close()
 
     def __enter__(self) -> Session:
@@ -277,4 +294,4 @@ class Session:
         self.close()
 
 
-__all__ = ["FEATURES", "PACE_MS", "Session", "case_text", "check_supported", "command", "run_case"]
+__all__ = ["FEATURES", "PACE_MS", "Session", "case_text", "check_supported", "command", "in_tmp", "run_case"]

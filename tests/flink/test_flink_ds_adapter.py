@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,16 +182,28 @@ def test_a_session_answers_each_case_as_a_run_of_its_own(answers: Answers) -> No
 @pytest.mark.timeout(120)
 def test_a_session_leaves_no_jvm_behind(answers: Answers) -> None:
     """The session's JVM exits on close (the module's session, which answered every case: the command's JVM
-    is gone once it exited at EOF), and is killed when a case overruns its timeout."""
+    is gone once it exited at EOF), and is killed when a case overruns its timeout; the files it leaves are in the
+    session's temporary directory, removed when the session ends."""
     case, _ = CASES["late-side-output"]
     assert answers.cases["late-side-output"] == expected_output(case, "flink-datastream")
     assert not answers.alive_after_close and not alive(answers.pid)
     s = Session()
     pid = s.pid
+    # the JVM's temporary directory is the session's own: a killed JVM's files (Flink's RPC jar, 24 MB) stay there,
+    # not in the system's, and go when the session ends (before, each killed session left them in /tmp)
+    deadline = time.monotonic() + 10  # the java launcher may exec itself again: its command line is empty a moment
+    while not (flags := [f for f in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0") if f]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    tmp = Path(next(f.split("=", 1)[1] for f in flags if f.startswith("-Djava.io.tmpdir=")))
+    while not list(tmp.glob("flink-rpc-akka*.jar")):  # the MiniCluster's start puts its RPC jar there
+        assert time.monotonic() < deadline + 20, sorted(x.name for x in tmp.iterdir())
+        time.sleep(0.05)
     long_case = [b(1, 0)] + [p(i, 0) for i in range(2, 200)]  # 6 s of pacing alone
     with pytest.raises(subprocess.TimeoutExpired):
         s.run_case(Query(0, 0), long_case, timeout=1.0)
     assert not alive(pid)
+    assert not tmp.exists()  # the session ended with the kill, and its files with it
     with pytest.raises(RuntimeError, match="ended"):
         s.run_case(case.query, list(case.events))
     s.close()
