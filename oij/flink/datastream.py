@@ -45,7 +45,7 @@ Resources: ``run_case`` writes the case to a temporary directory it removes;
 the JVM is a child process, killed on timeout.  A ``Session`` owns its
 JVM child, its stderr file and a temporary directory until ``close`` (or
 ``with Session() as s``), which removes them.  Each JVM's ``java.io.tmpdir``
-is such a directory (:func:`in_tmp`): a JVM killed on a timeout or at the
+is such a directory (``in_tmp``): a JVM killed on a timeout or at the
 interpreter's exit leaves Flink's files (its RPC jar, 24 MB) there, and they
 go with it.
 """
