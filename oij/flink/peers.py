@@ -101,6 +101,9 @@ def run_sql(csv: str, out: str, parallelism: int, lower: int, upper: int, latene
     """The SQL interval join over ``csv`` into ``out`` (module docstring)."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
+    from oij.flink.sql import gateway_tmp
+
+    gateway_tmp()  # the gateway JVM's temporary files in a folder removed at this process's exit
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     t_env.get_config().set("parallelism.default", str(parallelism))
     t_env.execute_sql(

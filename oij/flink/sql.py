@@ -43,7 +43,12 @@ rows), extreme timestamps.
 Resources: ``run_case`` creates a temporary directory and removes it; the
 streaming job is cancelled in a ``finally``; the reader thread ends when the
 job's iterator closes.  The JVM (one per process, started by PyFlink at the
-first TableEnvironment) lives until the process exits.
+first TableEnvironment) lives until the process exits; it ends when its stdin
+closes, removing its temporary files (the MiniCluster's folders, Flink's 24 MB
+RPC jar) in its shutdown hooks, after this process has gone, where a kill or a
+starved machine can cut them short.  So its ``java.io.tmpdir`` is a folder of
+this process's (``gateway_tmp``, called by ``table_env``), removed at this
+process's exit.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -92,10 +98,37 @@ def check_supported(q: Query, events: Sequence[Event]) -> None:
                         "the sync rows sit at SHIFT -/+ 2 * TS_RANGE")
 
 
+_gateway_tmp: str | None = None
+
+
+def gateway_tmp() -> str | None:
+    """The ``java.io.tmpdir`` of the gateway JVM that PyFlink starts in this process: a temporary folder, made at
+    the first call, before PyFlink starts the JVM (PyFlink passes ``JVM_ARGS`` on to it), and removed at this
+    process's exit with whatever the JVM left there.  None when PyFlink's JVM runs already (the folder can no
+    longer be chosen) or the folder's path has a space (``JVM_ARGS`` is split at spaces)."""
+    global _gateway_tmp
+    if _gateway_tmp is None:
+        java_gateway = sys.modules.get("pyflink.java_gateway")
+        if getattr(java_gateway, "_gateway", None) is not None:  # PyFlink's one gateway of the process
+            return None
+        d = tempfile.mkdtemp(prefix="oij-flink-gateway-")
+        if " " in d:
+            os.rmdir(d)
+            return None
+        import atexit
+
+        atexit.register(shutil.rmtree, d, ignore_errors=True)
+        os.environ["JVM_ARGS"] = f"{os.environ.get('JVM_ARGS', '')} -Djava.io.tmpdir={d}".strip()
+        _gateway_tmp = d
+    return _gateway_tmp
+
+
 def table_env() -> Any:
-    """A streaming TableEnvironment for the drive: parallelism 1, watermarks every 10 ms, no buffering."""
+    """A streaming TableEnvironment for the drive: parallelism 1, watermarks every 10 ms, no buffering; the gateway
+    JVM's temporary files in :func:`gateway_tmp`."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
+    gateway_tmp()
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     conf = env.get_config()
     conf.set("parallelism.default", "1")
@@ -264,5 +297,5 @@ def revision_summary() -> str | None:
     return f"flink-sql: {changes} changes of the GROUP BY, {back} rows taken back (replaced by the next)"
 
 
-__all__ = ["FEATURES", "PACE", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "join_sql", "revision_summary",
-           "run_case", "table_env"]
+__all__ = ["FEATURES", "PACE", "SHIFT", "TS_RANGE", "Unsupported", "check_supported", "gateway_tmp", "join_sql",
+           "revision_summary", "run_case", "table_env"]

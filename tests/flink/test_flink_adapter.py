@@ -10,9 +10,12 @@ runs a case twice and asks for the same output.  Every case runs through one
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,15 +68,37 @@ SESSION = [*CASES, "late-rows-join-and-stay", "agg"]
 drive is paced in wall-clock time: the repeat), and the aggregate case (each case is a job of some seconds)."""
 
 
+GATEWAY_TMP: dict[str, Any] = {}
+"""What the session's gateway JVM wrote in its temporary folder: ``seen``, every name under the process's
+``oij-flink-gateway-*`` folders while it ran; ``left``, what was in its ``TMPDIR`` after it had exited."""
+
+
 @pytest.fixture(scope="module")
-def session() -> list[str]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The answers of one ``oij adapter flink-sql --session`` process (one PyFlink gateway JVM for every case, each
     its own job, as a run of its own would give it; a gateway per case would start six), each answer's text
-    before its end line.  The command line is how the adapter's users (and ``oij conform``) run it."""
+    before its end line.  The command line is how the adapter's users (and ``oij conform``) run it.  Its
+    ``TMPDIR`` is a folder of the test's, watched while it runs (``GATEWAY_TMP``)."""
     cases = {**{n: c for n, (c, _) in CASES.items()}, "agg": AGG}
-    r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-sql", "--session"],
-                       input="".join(cases[n].to_jsonl() for n in SESSION), capture_output=True, text=True,
-                       timeout=540, check=False)
+    tmp = tmp_path_factory.mktemp("flink-sql-tmpdir")
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(f.name for f in tmp.glob("oij-flink-gateway-*/*"))
+            done.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "oij.cli", "adapter", "flink-sql", "--session"],
+                           input="".join(cases[n].to_jsonl() for n in SESSION), capture_output=True, text=True,
+                           timeout=540, check=False, env={**os.environ, "TMPDIR": str(tmp)})
+    finally:
+        done.set()
+        watcher.join()
+    GATEWAY_TMP.update(seen=seen, left=sorted(f.name for f in tmp.iterdir()))
     assert r.returncode == 0, r.stderr[-2000:]
     *blocks, rest = r.stdout.split('{"type":"end"}\n')
     assert rest == "" and len(blocks) == len(SESSION), r.stdout
@@ -115,6 +140,17 @@ def test_a_paced_run_repeats(session: list[str]) -> None:
     assert parse_output(session[first]).pairs  # not empty
 
 
+def test_the_gateway_jvm_keeps_its_files_in_a_folder_removed_at_exit(session: list[str]) -> None:
+    """PyFlink's gateway JVM ends after the adapter's process, removing its temporary files in its shutdown hooks
+    if nothing kills or starves it first; a full test run twice left its MiniCluster folder and 24 MB RPC jar in
+    /tmp.  Its ``java.io.tmpdir`` is a folder of the process's (``oij.flink.sql.gateway_tmp``): the JVM is seen
+    writing there (the RPC jar, a MiniCluster folder), and nothing is left once the process has exited.
+    Negative control, by hand: without ``gateway_tmp`` nothing is seen there (the test fails)."""
+    seen, left = GATEWAY_TMP["seen"], GATEWAY_TMP["left"]
+    assert any(n.startswith("flink-rpc-akka") for n in seen) and any(n.startswith("minicluster_") for n in seen), seen
+    assert left == [], left
+
+
 def test_unsupported_cases_are_refused() -> None:
     with pytest.raises(Unsupported, match="lateness mode"):
         run_case(Query(0, 1), [b(1, 1), Watermark(3), End()])
@@ -130,7 +166,6 @@ def test_a_stale_flink_ds_jar_without_javac_is_unsupported_not_a_traceback(
     """The flink-ds jar in the cache is older than a source of oij/flink/java/ and no JDK is on PATH: the adapter
     says it needs javac (Unsupported: one line from the CLI), where it used to start javac and fail with a
     traceback.  The same jar made current is taken as it is, with no javac."""
-    import os
     import shutil
 
     from oij.flink import datastream
